@@ -1,0 +1,529 @@
+"""OpenFst AT&T text: ``read_att``/``write_att`` and symbol tables (``read_symbols``/``write_symbols``).
+
+The meaning of a file is OpenFst's (``fstcompile``/``fstprint``):
+
+- arc lines ``src dst label [weight]`` (acceptor format) or ``src dst ilabel olabel [weight]``
+  (transducer format; kleene automata are acceptors, so ilabel and olabel must name the same label);
+- final lines ``state [weight]``; a state's last final line wins, and a final weight equal to
+  the semiring zero makes the state non-final;
+- the state of the first line is the start state; a missing weight is the semiring one;
+- fields are separated by spaces or tabs; blank lines are skipped (there are no comments);
+- label 0 is epsilon. Without a symbol table, labels are read as strings and ``0``, ``<eps>``
+  and ``<epsilon>`` are epsilon. With a table, a label made of digits is a symbol id and any
+  other label is a symbol name (the table's epsilon name is epsilon).
+
+Weights and semirings. A file holds bare numbers whose meaning depends on its arc type. By
+default (``arc_type=None``) the numbers are in the kleene semiring's own convention:
+``min-plus`` holds costs exactly as OpenFst's ``tropical`` (``standard``) arcs; ``log`` holds
+``log p`` where OpenFst's ``log`` arcs hold ``-log p``, so it is negated on read and write;
+``real``, ``max-plus``, ``max-times`` and ``boolean`` (0/1) are written as they are. With
+``arc_type="tropical"`` or ``"log"`` the numbers are OpenFst weights of that arc type, mapped
+into the kleene semiring by a semiring homomorphism: tropical -> min-plus (identity),
+max-plus (negation), max-times (``exp(-c)``), boolean (finite or not); log -> log (negation),
+real (``exp(-c)``), boolean (finite or not). Infinity is spelled ``Infinity``/``inf`` (any
+case). kleene keeps float64 weights; OpenFst's standard arcs hold float32.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import AlphabetError, FormatError, SemiringError, WeightError
+from .labels import EPSILON, Label, Sym, SymbolTable
+from .semiring import Semiring, get_semiring
+from .weights import Env, is_symbolic
+from .wfsa import WFSA
+
+_DIGITS = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_HEXADECIMAL = re.compile(r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+_INFINITY = re.compile(r"([+-]?)(?:inf|infinity)", re.IGNORECASE)
+_EPSILON_SPELLINGS = ("<eps>", "<epsilon>")
+_ARC_TYPES = {"tropical": "tropical", "standard": "tropical", "log": "log"}
+
+# -- weights -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _WeightCodec:
+    """Maps file numbers to kleene semiring values (``decode``) and back (``encode``)."""
+
+    decode: Callable[[float], Any]
+    encode: Callable[[Any], float]
+
+
+def _identity(x: Any) -> float:
+    return float(x)
+
+
+def _negate(x: Any) -> float:
+    return -float(x)
+
+
+def _exp_of_negative(cost: float) -> float:
+    return math.exp(-cost)
+
+
+def _negative_log(p: Any) -> float:
+    p = float(p)
+    if p < 0:
+        raise WeightError(f"{p!r} has no OpenFst weight -log(p): it is negative")
+    return math.inf if p == 0 else -math.log(p)
+
+
+def _is_finite_cost(cost: float) -> bool:
+    return cost != math.inf
+
+
+def _boolean_as_cost(value: Any) -> float:
+    return 0.0 if value else math.inf
+
+
+_IDENTITY = _WeightCodec(_identity, _identity)
+_NEGATION = _WeightCodec(_negate, _negate)
+_PROBABILITY = _WeightCodec(_exp_of_negative, _negative_log)
+_SUPPORT = _WeightCodec(_is_finite_cost, _boolean_as_cost)
+
+#: (kleene semiring, OpenFst arc type) -> the homomorphism between their values.
+_CODECS: dict[tuple[str, str], _WeightCodec] = {
+    ("min-plus", "tropical"): _IDENTITY,
+    ("max-plus", "tropical"): _NEGATION,
+    ("max-times", "tropical"): _PROBABILITY,
+    ("boolean", "tropical"): _SUPPORT,
+    ("log", "log"): _IDENTITY,
+    ("real", "log"): _PROBABILITY,
+    ("boolean", "log"): _SUPPORT,
+}
+
+
+def _codec(semiring: Semiring, arc_type: str | None) -> _WeightCodec:
+    """The weight mapping for ``semiring`` and an OpenFst arc type (None: the native convention)."""
+    if arc_type is None:
+        native = {"min-plus": "tropical", "log": "log"}.get(semiring.name)
+        return _CODECS[(semiring.name, native)] if native else _IDENTITY
+    kind = _ARC_TYPES.get(arc_type.strip().lower())
+    if kind is None:
+        raise SemiringError(f"unknown OpenFst arc type {arc_type!r}; known: tropical (standard), log")
+    codec = _CODECS.get((semiring.name, kind))
+    if codec is None:
+        fits = sorted(s for s, k in _CODECS if k == kind)
+        raise SemiringError(
+            f"OpenFst {kind} weights do not map onto the {semiring.name} semiring; they map onto {', '.join(fits)}"
+        )
+    return codec
+
+
+def _parse_number(text: str) -> float | None:
+    """A float from OpenFst weight text (decimal, hexadecimal, inf/Infinity), or None."""
+    infinity = _INFINITY.fullmatch(text)
+    if infinity:
+        return -math.inf if infinity.group(1) == "-" else math.inf
+    if _DECIMAL.fullmatch(text):
+        return float(text)
+    if _HEXADECIMAL.fullmatch(text):
+        return float.fromhex(text)
+    if text.lower() in ("nan", "+nan", "-nan"):
+        return math.nan
+    return None
+
+
+def format_number(value: float) -> str:
+    """OpenFst-style text of a float: ``Infinity``, integers without a point, else shortest repr."""
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+# -- symbol tables -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _LabelTable:
+    """Label text -> Label, for one file: by id (digits) or by name."""
+
+    by_id: Mapping[int, Hashable]
+    by_name: Mapping[str, Hashable]
+    epsilon: str
+
+    @classmethod
+    def from_symbol_table(cls, table: SymbolTable) -> _LabelTable:
+        by_id = {table.id(s): s for s in table}
+        return cls(by_id, _names_of(by_id.values()), table.epsilon)
+
+    def resolve(self, text: str) -> Label:
+        if _DIGITS.fullmatch(text):
+            number = int(text)
+            if number == SymbolTable.EPSILON_ID:
+                return EPSILON
+            if number not in self.by_id:
+                raise AlphabetError(f"label id {number} is not in the symbol table")
+            return Sym(self.by_id[number])
+        if text == self.epsilon:
+            return EPSILON
+        if text not in self.by_name:
+            raise AlphabetError(f"label {text!r} is not a symbol of the symbol table")
+        return Sym(self.by_name[text])
+
+
+def _names_of(symbols: Any) -> dict[str, Hashable]:
+    return {str(s): s for s in symbols}
+
+
+def _resolve_without_table(text: str) -> Label:
+    if text in _EPSILON_SPELLINGS or (_DIGITS.fullmatch(text) and int(text) == 0):
+        return EPSILON
+    return Sym(text)
+
+
+def _where(number: int, line: str) -> str:
+    return f"line {number} ({line.strip()!r})"
+
+
+def _parse_symbols(text: str) -> tuple[dict[int, str], str, dict[int, int]]:
+    """OpenFst symbols text -> ({id: symbol} without epsilon, epsilon name, {id: line number})."""
+    symbols: dict[int, str] = {}
+    lines: dict[int, int] = {}
+    seen: set[str] = set()
+    epsilon = _EPSILON_SPELLINGS[0]
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 2 or not _DIGITS.fullmatch(fields[1]):
+            raise FormatError(f"{_where(number, line)}: a symbols line is 'symbol id' with a non-negative integer id")
+        name, ident = fields[0], int(fields[1])
+        if ident in lines or name in seen:
+            taken = "id" if ident in lines else "symbol"
+            raise FormatError(f"{_where(number, line)}: duplicate {taken} in the symbol table")
+        lines[ident] = number
+        seen.add(name)
+        if ident == SymbolTable.EPSILON_ID:
+            epsilon = name
+        else:
+            symbols[ident] = name
+    return symbols, epsilon, lines
+
+
+def read_symbols(text: str) -> SymbolTable:
+    """A ``SymbolTable`` from OpenFst symbols text (``symbol id`` per line; id 0 names epsilon).
+
+    Note:
+        kleene tables number symbols densely from 1, so the ids must be 1..n. Tables with
+        gaps (e.g. byte-valued ids) can be passed as text straight to ``read_att(symbols=...)``,
+        which keeps their ids.
+
+    Raises:
+        FormatError: a malformed line, a duplicate symbol or id, or ids with a gap (naming the line).
+    """
+    symbols, epsilon, lines = _parse_symbols(text)
+    table = SymbolTable(epsilon=epsilon)
+    for expected, ident in enumerate(sorted(symbols), start=1):
+        if ident != expected:
+            raise FormatError(
+                f"line {lines[ident]}: symbol id {ident} leaves a gap (expected {expected}); kleene symbol tables "
+                "are dense from 1 - pass the text to read_att(symbols=...) to keep OpenFst's ids"
+            )
+        table.add(symbols[ident])
+    return table
+
+
+def _field_text(symbol: Hashable, what: str) -> str:
+    text = str(symbol)
+    if not text or any(c.isspace() for c in text):
+        raise AlphabetError(f"{what} {symbol!r} cannot be written as an AT&T field (empty or containing whitespace)")
+    return text
+
+
+def write_symbols(table: SymbolTable) -> str:
+    """OpenFst symbols text for ``table``: its epsilon with id 0, then ``symbol<TAB>id`` lines.
+
+    Raises:
+        AlphabetError: a symbol whose text is empty or contains whitespace.
+    """
+    lines = [f"{_field_text(table.epsilon, 'epsilon name')}\t0"]
+    lines += [f"{_field_text(s, 'symbol')}\t{table.id(s)}" for s in table]
+    return "\n".join(lines) + "\n"
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Line:
+    number: int
+    text: str
+    fields: list[str]
+
+
+def _arc_columns(lines: list[_Line], acceptor: bool | None, resolve: Callable[[str], Label]) -> bool:
+    """Decide the acceptor format (True) or transducer format (False) of the arc lines.
+
+    Only four-field lines can be either ``src dst label weight`` or ``src dst ilabel olabel``;
+    a file whose every four-field line fits both readings is ambiguous.
+    """
+    if acceptor is not None:
+        return acceptor
+    widths = {len(line.fields) for line in lines if len(line.fields) >= 3}
+    if 3 in widths and 5 in widths:
+        first = next(line for line in lines if len(line.fields) == 5)
+        raise FormatError(f"{_where(first.number, first.text)}: 5 fields, but other arc lines have 3 (acceptor)")
+    if widths & {3, 5}:
+        return 3 in widths
+
+    def same_label(ilabel: str, olabel: str) -> bool:
+        try:
+            return resolve(ilabel) == resolve(olabel)
+        except AlphabetError:
+            return False
+
+    fours = [line for line in lines if len(line.fields) == 4]
+    weighted = {line.number: _parse_number(line.fields[3]) is not None for line in fours}
+    relabelled = {line.number: same_label(line.fields[2], line.fields[3]) for line in fours}
+    as_acceptor = [line for line in fours if weighted[line.number] and not relabelled[line.number]]
+    as_transducer = [line for line in fours if relabelled[line.number] and not weighted[line.number]]
+    if as_acceptor and as_transducer:
+        line = max(as_acceptor[0], as_transducer[0], key=lambda line: line.number)
+        raise FormatError(f"{_where(line.number, line.text)}: arc lines mix acceptor and transducer columns")
+    if as_acceptor or as_transducer:
+        return bool(as_acceptor)
+    if fours and all(weighted.values()) and all(relabelled.values()):
+        raise FormatError(
+            f"{_where(fours[0].number, fours[0].text)}: ambiguous - an acceptor arc with weight "
+            f"{fours[0].fields[3]} or a transducer arc with equal labels; pass acceptor=True or acceptor=False"
+        )
+    return True
+
+
+def read_att(
+    text: str,
+    semiring: str | Semiring = "min-plus",
+    symbols: SymbolTable | str | None = None,
+    *,
+    acceptor: bool | None = None,
+    arc_type: str | None = None,
+    name: str | None = None,
+) -> WFSA:
+    """A ``WFSA`` from OpenFst AT&T text (see the module docstring for the exact meaning).
+
+    Args:
+        text: the AT&T text.
+        semiring: the kleene semiring of the result (default min-plus, OpenFst's tropical).
+        symbols: a ``SymbolTable`` or OpenFst symbols text; digit labels are its ids and other
+            labels its names. The table (with OpenFst's ids renumbered densely, in id order)
+            becomes the automaton's alphabet. Without one, labels are strings.
+        acceptor: whether arc lines have one label column (True) or two (False); None infers it
+            from the field counts and raises when a file is ambiguous.
+        arc_type: "tropical"/"standard" or "log" to read OpenFst weights of that arc type into
+            ``semiring``; None reads numbers in ``semiring``'s own convention.
+        name: the automaton's name.
+
+    States are named by their ids in the file and indexed in increasing id order.
+
+    Raises:
+        FormatError: a malformed line or inconsistent labels, naming the 1-based line number.
+        WeightError: a weight outside the semiring, naming the line.
+        AlphabetError: a label not in the symbol table, naming the line.
+        SemiringError: an unknown arc type or one that does not map onto ``semiring``.
+    """
+    semiring = get_semiring(semiring)
+    codec = _codec(semiring, arc_type)
+    table: _LabelTable | None = None
+    alphabet: SymbolTable | None = None
+    if isinstance(symbols, str):
+        by_id, epsilon, _ = _parse_symbols(symbols)
+        table = _LabelTable(by_id, _names_of(by_id.values()), epsilon)
+        alphabet = SymbolTable((by_id[i] for i in sorted(by_id)), epsilon=epsilon)
+    elif symbols is not None:
+        table, alphabet = _LabelTable.from_symbol_table(symbols), symbols
+
+    def resolve(field: str) -> Label:
+        return _resolve_without_table(field) if table is None else table.resolve(field)
+
+    lines = [_Line(n, raw, raw.split()) for n, raw in enumerate(text.splitlines(), start=1) if raw.split()]
+    one_label = _arc_columns(lines, acceptor, resolve)
+    widths = {"arc": (3, 4) if one_label else (4, 5), "final": (1, 2)}
+    for line in lines:
+        width = len(line.fields)
+        if width not in widths["arc"] + widths["final"]:
+            layout = "src dst label [weight]" if one_label else "src dst ilabel olabel [weight]"
+            raise FormatError(f"{_where(line.number, line.text)}: expected 'state [weight]' or '{layout}'")
+        for field in line.fields[: 2 if width in widths["arc"] else 1]:
+            if not _DIGITS.fullmatch(field):
+                raise FormatError(f"{_where(line.number, line.text)}: state {field!r} is not a non-negative integer")
+
+    wfsa = WFSA(semiring, alphabet, name)
+    ids = sorted({int(f) for line in lines for f in line.fields[: 2 if len(line.fields) in widths["arc"] else 1]})
+    state_of = {ident: wfsa.add_state(str(ident)) for ident in ids}
+    if lines:
+        wfsa.set_initial(state_of[int(lines[0].fields[0])])
+
+    def weight_of(line: _Line, field: str | None) -> Any:
+        if field is None:
+            return semiring.one
+        number = _parse_number(field)
+        if number is None:
+            raise FormatError(f"{_where(line.number, line.text)}: weight {field!r} is not a number")
+        where = _where(line.number, line.text)
+        try:
+            return semiring.check(codec.decode(number), where)
+        except WeightError as exc:
+            raise WeightError(f"{exc} (read from {field!r})") from None
+
+    def label_of(line: _Line, field: str) -> Label:
+        try:
+            return resolve(field)
+        except AlphabetError as exc:
+            raise AlphabetError(f"{_where(line.number, line.text)}: {exc}") from None
+
+    for line in lines:
+        f = line.fields
+        if len(f) in widths["final"]:
+            state = state_of[int(f[0])]
+            weight = weight_of(line, f[1] if len(f) == 2 else None)
+            if semiring.is_zero(weight):
+                wfsa.final.pop(state, None)
+            else:
+                wfsa.set_final(state, weight)
+            continue
+        label = label_of(line, f[2])
+        if not one_label and label_of(line, f[3]) != label:
+            raise FormatError(
+                f"{_where(line.number, line.text)}: input label {f[2]!r} and output label {f[3]!r} differ; "
+                "kleene reads acceptors only"
+            )
+        weight_field = f[3 if one_label else 4] if len(f) == widths["arc"][1] else None
+        wfsa.add_arc(state_of[int(f[0])], state_of[int(f[1])], label, weight_of(line, weight_field))
+    return wfsa
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _numeric(wfsa: WFSA, weight: Any, symbol: Hashable | None, env: Env | None, where: str) -> Any:
+    if is_symbolic(weight) and env is None:
+        raise WeightError(f"{where}: weight {weight} is symbolic; pass env= to bind it before writing AT&T")
+    return wfsa.numeric(weight, symbol, env, where)
+
+
+def _arc_description(wfsa: WFSA, index: int) -> str:
+    arc = wfsa.arcs[index]
+    return f"arc {index} ({wfsa.state_name(arc.src)} -{arc.label}-> {wfsa.state_name(arc.dst)})"
+
+
+def _label_writer(symbols: SymbolTable | None) -> Callable[[Label, str], str]:
+    """label, where -> label text: ids of ``symbols``, or symbol text without a table."""
+
+    def write(label: Label, where: str) -> str:
+        if not label.consumes:
+            return "0" if symbols is not None else _EPSILON_SPELLINGS[0]
+        assert isinstance(label, Sym)
+        if symbols is not None:
+            try:
+                return str(symbols.id(label.symbol))
+            except AlphabetError as exc:
+                raise AlphabetError(f"{where}: {exc}") from None
+        text = _field_text(label.symbol, f"{where}: symbol")
+        if _resolve_without_table(text) == EPSILON:
+            raise AlphabetError(f"{where}: symbol {text!r} would read back as epsilon; write with a symbol table")
+        return text
+
+    return write
+
+
+def write_att(
+    wfsa: WFSA,
+    symbols: SymbolTable | None = None,
+    arc_type: str | None = None,
+    *,
+    env: Env | None = None,
+    acceptor: bool = True,
+    show_weight_one: bool = False,
+) -> str:
+    """OpenFst AT&T text for ``wfsa`` (``read_att`` reads it back to an equivalent automaton).
+
+    Args:
+        symbols: write labels as this table's ids (epsilon 0); without one, labels are the
+            symbols' text and epsilon is ``<eps>`` (load those in OpenFst with a symbol table).
+        arc_type: "tropical"/"standard" or "log" to write OpenFst weights of that arc type
+            (see the module docstring); None writes the semiring's own convention.
+        env: binds symbolic weights (see ``kleene.automata.weights.evaluate``).
+        acceptor: one label column (True) or OpenFst's transducer layout with equal labels.
+        show_weight_one: also write weights equal to the semiring one.
+
+    Note:
+        Several initial states, or an initial weight other than one, become a fresh start
+        state with epsilon arcs carrying the initial weights. Predicate labels (``ANY``,
+        ``OneOf``, ``NoneOf``) are expanded into one arc per symbol of the alphabet.
+
+    Raises:
+        AlphabetError: a predicate label with no alphabet, a symbol outside ``symbols``, or a
+            symbol that cannot be written as a field (naming the arc).
+        WeightError: a symbolic weight without ``env`` or a value with no file form (naming it).
+    """
+    semiring = wfsa.semiring
+    codec = _codec(semiring, arc_type)
+    label_text = _label_writer(symbols)
+
+    def weight_text(value: Any, where: str) -> str | None:
+        try:
+            number = codec.encode(value)
+        except WeightError as exc:
+            raise WeightError(f"{where}: {exc}") from None
+        if not show_weight_one and number == codec.encode(semiring.one):
+            return None
+        return format_number(number)
+
+    def arc_line(src: int, dst: int, label: Label, weight: Any, where: str) -> str:
+        text = label_text(label, where)
+        fields = [str(src), str(dst), text] if acceptor else [str(src), str(dst), text, text]
+        shown = weight_text(weight, where)
+        return "\t".join(fields + ([shown] if shown is not None else []))
+
+    arc_lines: list[tuple[int, str]] = []  # (source state, line)
+    for index, arc in enumerate(wfsa.arcs):
+        where = _arc_description(wfsa, index)
+        try:
+            consumed: list[Hashable | None] = arc.label.symbols(wfsa.alphabet) if arc.label.consumes else [None]
+        except AlphabetError as exc:
+            raise AlphabetError(f"{where}: {exc}") from None
+        for symbol in consumed:
+            label = EPSILON if symbol is None else Sym(symbol)
+            weight = _numeric(wfsa, arc.weight, symbol, env, where)
+            arc_lines.append((arc.src, arc_line(arc.src, arc.dst, label, weight, where)))
+
+    initial = {
+        q: _numeric(wfsa, w, None, env, f"initial weight of {wfsa.state_name(q)}") for q, w in wfsa.initial.items()
+    }
+    if len(initial) == 1 and next(iter(initial.values())) == semiring.one:
+        start = next(iter(initial))
+    else:
+        start = wfsa.num_states
+        entries = [
+            (start, arc_line(start, q, EPSILON, w, f"initial weight of {wfsa.state_name(q)}"))
+            for q, w in initial.items()
+        ]
+        arc_lines = entries + arc_lines
+
+    final_lines: dict[int, str] = {}
+    for q, w in wfsa.final.items():
+        where = f"final weight of {wfsa.state_name(q)}"
+        value = _numeric(wfsa, w, None, env, where)
+        shown = weight_text(value, where)
+        final_lines[q] = str(q) if shown is None else f"{q}\t{shown}"
+
+    from_start = [line for src, line in arc_lines if src == start]
+    others = [line for src, line in arc_lines if src != start]
+    if from_start:
+        first = from_start
+    elif start in final_lines:
+        first = [final_lines.pop(start)]
+    else:  # a start state with no lines: a zero final weight names it without making it final
+        first = [f"{start}\t{format_number(codec.encode(semiring.zero))}"]
+    body = first + others + [final_lines[q] for q in sorted(final_lines)]
+    return "".join(line + "\n" for line in body)

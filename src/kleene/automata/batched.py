@@ -1,0 +1,152 @@
+"""Batched, differentiable Forward over padded torch batches.
+
+torch is used here only as an array backend: the recursion is the same
+Forward algorithm as ``algorithms.score``, applied to a batch of strings given
+as per-step transition matrices. Gradients flow to every weight tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .algorithms import closure_matrix
+from .errors import AlphabetError
+from .labels import SymbolTable
+from .semiring import Semiring, get_semiring
+from .weights import Env
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .wfsa import WFSA
+
+
+def batched_forward(
+    transitions: torch.Tensor,
+    lengths: torch.Tensor,
+    initial: torch.Tensor,
+    final: torch.Tensor,
+    semiring: str | Semiring,
+    epsilon: torch.Tensor | None = None,
+    epsilon_cap: int | None = None,
+    per_step: bool = False,
+) -> torch.Tensor:
+    """Forward scores of a padded batch.
+
+    Args:
+        transitions: ``[B, T, Q, Q]`` semiring values; step t of string b.
+        lengths: ``[B]`` true lengths (``0 <= lengths <= T``); steps past a
+            string's length are ignored, so padding never changes a result.
+        initial, final: ``[Q]`` or ``[B, Q]`` initial and final weights.
+        epsilon: optional ``[Q, Q]`` epsilon weights, closed exactly
+            (``epsilon_cap=None``) or with at most ``epsilon_cap`` in a row.
+        per_step: return ``[B, T]`` prefix scores (semiring zero past the
+            length) instead of ``[B]`` whole-string scores.
+
+    Raises:
+        ValueError: inconsistent shapes or lengths, named.
+        DivergenceError: a divergent exact epsilon closure.
+    """
+    import torch
+
+    s = get_semiring(semiring)
+    if transitions.dim() != 4 or transitions.shape[-1] != transitions.shape[-2]:
+        raise ValueError(f"transitions must be [B, T, Q, Q]; got shape {tuple(transitions.shape)}")
+    batch, steps, q, _ = transitions.shape
+    if lengths.shape != (batch,):
+        raise ValueError(f"lengths must be [B] = [{batch}]; got shape {tuple(lengths.shape)}")
+    if batch and (int(lengths.min()) < 0 or int(lengths.max()) > steps):
+        raise ValueError(f"lengths must lie in [0, T={steps}]; got min {int(lengths.min())}, max {int(lengths.max())}")
+    for name, vec in (("initial", initial), ("final", final)):
+        if vec.shape[-1] != q or vec.dim() not in (1, 2):
+            raise ValueError(f"{name} must be [Q] or [B, Q] with Q={q}; got shape {tuple(vec.shape)}")
+    closure = None if epsilon is None else closure_matrix(epsilon, s, epsilon_cap)
+
+    def close(vector: torch.Tensor) -> torch.Tensor:
+        return vector if closure is None else s.matmul(vector[:, None, :], closure)[:, 0, :]
+
+    def finish(vector: torch.Tensor) -> torch.Tensor:
+        return s.sum(s.times(vector, final.expand(batch, q)), axis=-1)
+
+    alpha = close(initial.expand(batch, q))
+    outputs = []
+    for t, step in enumerate(transitions.unbind(1)):
+        moved = close(s.matmul(alpha[:, None, :], step)[:, 0, :])
+        live = (lengths > t)[:, None]
+        alpha = torch.where(live, moved, alpha)
+        if per_step:
+            outputs.append(torch.where(live[:, 0], finish(alpha), s.zeros((batch,), like=finish(alpha))))
+    if per_step:
+        return torch.stack(outputs, dim=1) if outputs else s.zeros((batch, 0), like=transitions)
+    return finish(alpha)
+
+
+@dataclass
+class DenseWFSA:
+    """A WFSA's weights as tensors over a symbol table: ``emissions[id]`` is symbol id's Q x Q matrix.
+
+    Row 0 (the epsilon id) of ``emissions`` is semiring zero and serves as padding.
+    Set ``requires_grad`` on any tensor to differentiate scores with respect to it.
+    """
+
+    emissions: torch.Tensor
+    epsilon: torch.Tensor | None
+    initial: torch.Tensor
+    final: torch.Tensor
+    semiring: Semiring
+    symbols: SymbolTable
+
+    @classmethod
+    def from_wfsa(
+        cls, wfsa: WFSA, symbols: SymbolTable | None = None, env: Env | None = None, dtype: Any = None
+    ) -> DenseWFSA:
+        """Tabulate ``wfsa`` (symbolic weights bound by ``env``) over ``symbols`` (default: its alphabet)."""
+        import torch
+
+        table = symbols if symbols is not None else wfsa.alphabet
+        if table is None:
+            raise AlphabetError("DenseWFSA needs a symbol table: the automaton declares no alphabet")
+        s = wfsa.semiring
+        dtype = dtype or (torch.bool if s.name == "boolean" else torch.float64)
+        q = wfsa.num_states
+        rows = [s.zeros((q, q))] + [wfsa.transition_matrix(x, env) for x in table]
+
+        def tensor(a: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(a), dtype=dtype)
+
+        return cls(
+            emissions=tensor(np.stack(rows)),
+            epsilon=tensor(wfsa.epsilon_matrix(env)) if wfsa.has_epsilons else None,
+            initial=tensor(wfsa.vector(wfsa.initial, env)),
+            final=tensor(wfsa.vector(wfsa.final, env)),
+            semiring=s,
+            symbols=table,
+        )
+
+    def encode(self, strings: Sequence[Sequence[Hashable]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded ``[B, T]`` symbol ids (0 = padding) and ``[B]`` lengths."""
+        import torch
+
+        longest = max((len(x) for x in strings), default=0)
+        ids = torch.zeros((len(strings), longest), dtype=torch.long)
+        for b, x in enumerate(strings):
+            for t, symbol in enumerate(x):
+                ids[b, t] = self.symbols.id(symbol)
+        return ids, torch.tensor([len(x) for x in strings], dtype=torch.long)
+
+    def score_batch(
+        self, ids: torch.Tensor, lengths: torch.Tensor, epsilon_cap: int | None = None, per_step: bool = False
+    ) -> torch.Tensor:
+        """Forward scores of padded id sequences ``[B, T]`` with ``[B]`` lengths."""
+        return batched_forward(
+            self.emissions[ids], lengths, self.initial, self.final, self.semiring,
+            self.epsilon, epsilon_cap, per_step,
+        )
+
+    def score_strings(self, strings: Sequence[Sequence[Hashable]], epsilon_cap: int | None = None) -> torch.Tensor:
+        ids, lengths = self.encode(strings)
+        return self.score_batch(ids, lengths, epsilon_cap)

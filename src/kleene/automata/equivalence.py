@@ -1,0 +1,203 @@
+"""Equivalence of real-weighted automata by Schützenberger's linear-algebra method.
+
+Two automata are equivalent when they give every string the same score. Over
+the reals this is decidable in polynomial time (Tzeng's algorithm): run both
+automata side by side as one "direct sum" whose forward vector after a prefix
+``w`` is ``[alpha_a M_a(w), alpha_b M_b(w)]``. The vectors of all prefixes span a
+space of dimension at most ``n_a + n_b``; a breadth-first search over prefixes
+that only extends prefixes adding a new direction finds a basis of it, and the
+automata are equivalent exactly when ``[eta_a, -eta_b]`` vanishes on that basis.
+Because the search is breadth-first, the first prefix on which it does not
+vanish is a shortest distinguishing string.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import AlphabetError, SemiringError
+from .labels import OneOf, Sym
+from .ops import _merged_alphabet, remove_epsilon
+from .semiring import LOG, REAL
+from .weights import Env
+from .wfsa import WFSA
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A string the automata score differently, with both scores (in each automaton's semiring)."""
+
+    symbols: tuple[Hashable, ...]
+    score_a: float
+    score_b: float
+
+
+@dataclass(frozen=True)
+class EquivalenceResult:
+    """Truthy when the automata are equivalent; otherwise ``counterexample`` tells them apart.
+
+    ``dimension`` is the size of the basis of forward vectors the search built.
+    """
+
+    equivalent: bool
+    counterexample: Counterexample | None = None
+    dimension: int = 0
+
+    def __bool__(self) -> bool:
+        return self.equivalent
+
+    def __str__(self) -> str:
+        if self.counterexample is None:
+            return "equivalent" if self.equivalent else "not equivalent"
+        c = self.counterexample
+        return f"not equivalent: on {list(c.symbols)!r} the scores are {c.score_a!r} and {c.score_b!r}"
+
+
+@dataclass(frozen=True)
+class _LinearForm:
+    """An epsilon-free automaton as real vectors and matrices: ``alpha M(x1) ... M(xn) eta``."""
+
+    initial: np.ndarray
+    final: np.ndarray
+    matrices: dict[Hashable, np.ndarray]
+    log_domain: bool
+
+    def report(self, value: float) -> float:
+        """A real score back in the automaton's own semiring (log for LOG)."""
+        if not self.log_domain:
+            return value
+        with np.errstate(divide="ignore"):
+            return float(np.log(value))
+
+
+def _alphabet_of_both(a: WFSA, b: WFSA) -> list[Hashable]:
+    """The union of the symbols either automaton can read.
+
+    Raises:
+        AlphabetError: a predicate label (``ANY``, ``NoneOf``) in an automaton without an alphabet.
+    """
+    for side, wfsa in (("first", a), ("second", b)):
+        if wfsa.alphabet is not None:
+            continue
+        for i, arc in enumerate(wfsa.arcs):
+            if arc.label.consumes and not isinstance(arc.label, (Sym, OneOf)):
+                raise AlphabetError(
+                    f"equivalent: arc {i} of the {side} automaton has the predicate label {arc.label}, "
+                    "which needs the automaton's alphabet to be enumerated"
+                )
+    merged = _merged_alphabet(a, b, "equivalent")
+    if merged is not None:
+        return list(merged)
+    symbols: dict[Hashable, None] = {}
+    for wfsa in (a, b):
+        for arc in wfsa.arcs:
+            for symbol in arc.label.symbols(None):
+                symbols.setdefault(symbol)
+    return list(symbols)
+
+
+def _linear_form(wfsa: WFSA, symbols: list[Hashable], env: Env | None, side: str) -> _LinearForm:
+    """Real initial/final vectors and per-symbol matrices of ``wfsa`` (epsilons removed).
+
+    A symbol outside ``wfsa``'s own alphabet gets the zero matrix: the automaton
+    gives every string containing it weight zero.
+
+    Raises:
+        SemiringError: a semiring other than real or log.
+    """
+    if wfsa.semiring not in (REAL, LOG):
+        raise SemiringError(
+            f"equivalent: the {side} automaton is over the {wfsa.semiring.name} semiring; "
+            "only real and log (compared as real after exponentiating) are supported"
+        )
+    log_domain = wfsa.semiring is LOG
+    plain = remove_epsilon(wfsa, env=env) if wfsa.has_epsilons else wfsa
+
+    def real(values: np.ndarray) -> np.ndarray:
+        return np.exp(values) if log_domain else np.asarray(values, dtype=float)
+
+    n = plain.num_states
+    matrices = {
+        x: real(plain.transition_matrix(x, env)) if plain.alphabet is None or x in plain.alphabet else np.zeros((n, n))
+        for x in symbols
+    }
+    return _LinearForm(
+        real(plain.vector(plain.initial, env)), real(plain.vector(plain.final, env)), matrices, log_domain
+    )
+
+
+def _adds_direction(basis: list[np.ndarray], vector: np.ndarray, tolerance: float) -> bool:
+    """Whether ``vector`` leaves span(``basis``) by more than ``tolerance`` (relative); if so, extend ``basis``.
+
+    Note:
+        ``basis`` is kept orthonormal (Gram-Schmidt, projected twice for stability).
+    """
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        return False
+    residual = vector / norm
+    for _ in range(2):
+        for direction in basis:
+            residual = residual - (direction @ residual) * direction
+    size = float(np.linalg.norm(residual))
+    if size <= tolerance:
+        return False
+    basis.append(residual / size)
+    return True
+
+
+def equivalent(a: WFSA, b: WFSA, env: Env | None = None, tolerance: float = 1e-9) -> EquivalenceResult:
+    """Whether ``a`` and ``b`` give every string the same score (Tzeng's algorithm).
+
+    Scores ``s_a``, ``s_b`` of a string count as equal when ``|s_a - s_b| <= tolerance * t``,
+    where ``t`` is the total *absolute* weight of both automata's paths for the
+    string, so that neither scale nor cancellation between negative weights misleads
+    the test. The same relative ``tolerance`` decides when a forward vector adds a
+    new direction to the basis.
+
+    Note:
+        Both automata must be over the real or the log semiring (log weights are
+        exponentiated and compared as real ones, so a real and a log automaton can
+        be compared). Epsilon arcs are removed first (their closure must converge).
+        Predicate labels need the automaton's alphabet; strings range over the union
+        of both alphabets. Symbolic weights are evaluated in ``env``.
+
+    Raises:
+        SemiringError: a semiring other than real or log.
+        AlphabetError: a predicate label without an alphabet, or alphabets that cannot be merged.
+        DivergenceError: an epsilon closure that diverges.
+        WeightError: a symbolic weight that ``env`` does not determine.
+    """
+    symbols = _alphabet_of_both(a, b)
+    form_a = _linear_form(a, symbols, env, "first")
+    form_b = _linear_form(b, symbols, env, "second")
+    split = len(form_a.initial)
+    matrices = {x: _block_diagonal(form_a.matrices[x], form_b.matrices[x]) for x in symbols}
+    magnitudes = {x: np.abs(m) for x, m in matrices.items()}
+    final_a, final_b = form_a.final, form_b.final
+    final_magnitude = np.abs(np.concatenate([final_a, final_b]))
+    start = np.concatenate([form_a.initial, form_b.initial])
+    pending: deque[tuple[tuple[Hashable, ...], np.ndarray, np.ndarray]] = deque([((), start, np.abs(start))])
+    basis: list[np.ndarray] = []
+    while pending:
+        word, vector, magnitude = pending.popleft()
+        score_a, score_b = float(vector[:split] @ final_a), float(vector[split:] @ final_b)
+        if abs(score_a - score_b) > tolerance * float(magnitude @ final_magnitude):
+            witness = Counterexample(word, form_a.report(score_a), form_b.report(score_b))
+            return EquivalenceResult(False, witness, len(basis))
+        if _adds_direction(basis, vector, tolerance):
+            for x in symbols:
+                pending.append(((*word, x), vector @ matrices[x], magnitude @ magnitudes[x]))
+    return EquivalenceResult(True, None, len(basis))
+
+
+def _block_diagonal(upper: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    n, m = upper.shape[0], lower.shape[0]
+    out = np.zeros((n + m, n + m))
+    out[:n, :n] = upper
+    out[n:, n:] = lower
+    return out

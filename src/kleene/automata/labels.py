@@ -1,0 +1,190 @@
+"""Arc labels and symbol tables.
+
+An arc consumes one symbol (``Sym``), nothing (``EPSILON``), or any symbol that a
+predicate over the alphabet accepts (``ANY``, ``OneOf``, ``NoneOf``): labels in
+the sense of symbolic automata. Symbols are any hashable values, usually strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Union
+
+from .errors import AlphabetError
+
+
+class Label:
+    """Base class of arc labels."""
+
+    consumes: bool = True
+
+    def matches(self, symbol: Hashable) -> bool:
+        raise NotImplementedError  # pragma: no cover - every label overrides
+
+    def symbols(self, alphabet: SymbolTable | None) -> list[Hashable]:
+        """The symbols of ``alphabet`` this label accepts.
+
+        Raises:
+            AlphabetError: a predicate label with no alphabet to enumerate.
+        """
+        if alphabet is None:
+            raise AlphabetError(f"label {self} needs an alphabet to enumerate its symbols")
+        return [s for s in alphabet if self.matches(s)]
+
+
+@dataclass(frozen=True)
+class Sym(Label):
+    """Consume exactly one given symbol."""
+
+    symbol: Hashable
+
+    def matches(self, symbol: Hashable) -> bool:
+        return bool(symbol == self.symbol)
+
+    def symbols(self, alphabet: SymbolTable | None) -> list[Hashable]:
+        return [self.symbol]
+
+    def __str__(self) -> str:
+        return str(self.symbol)
+
+
+@dataclass(frozen=True)
+class Epsilon(Label):
+    """Consume nothing."""
+
+    consumes = False
+
+    def matches(self, symbol: Hashable) -> bool:
+        return False
+
+    def symbols(self, alphabet: SymbolTable | None) -> list[Hashable]:
+        return []
+
+    def __str__(self) -> str:
+        return "ε"
+
+
+@dataclass(frozen=True)
+class AnySymbol(Label):
+    """Consume any symbol of the alphabet (drawn ``∀α``)."""
+
+    def matches(self, symbol: Hashable) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "∀α"
+
+
+@dataclass(frozen=True)
+class OneOf(Label):
+    """Consume any symbol of a given set."""
+
+    members: frozenset[Hashable]
+
+    def __init__(self, members: Iterable[Hashable]):
+        object.__setattr__(self, "members", frozenset(members))
+
+    def matches(self, symbol: Hashable) -> bool:
+        return symbol in self.members
+
+    def symbols(self, alphabet: SymbolTable | None) -> list[Hashable]:
+        if alphabet is None:
+            return sorted(self.members, key=str)
+        return [s for s in alphabet if s in self.members]
+
+    def __str__(self) -> str:
+        return "{" + ",".join(sorted(map(str, self.members))) + "}"
+
+
+@dataclass(frozen=True)
+class NoneOf(Label):
+    """Consume any symbol of the alphabet outside a given set (a complement)."""
+
+    members: frozenset[Hashable]
+
+    def __init__(self, members: Iterable[Hashable]):
+        object.__setattr__(self, "members", frozenset(members))
+
+    def matches(self, symbol: Hashable) -> bool:
+        return symbol not in self.members
+
+    def __str__(self) -> str:
+        return "Σ∖{" + ",".join(sorted(map(str, self.members))) + "}"
+
+
+EPSILON = Epsilon()
+ANY = AnySymbol()
+
+LabelLike = Union[Label, Hashable]
+
+
+def as_label(label: LabelLike) -> Label:
+    """A ``Label`` from a label or a bare symbol."""
+    return label if isinstance(label, Label) else Sym(label)
+
+
+class SymbolTable:
+    """A bijection between symbols and integer ids; id 0 is epsilon, as in OpenFst."""
+
+    EPSILON_ID = 0
+
+    def __init__(self, symbols: Iterable[Hashable] = (), epsilon: str = "<eps>"):
+        self.epsilon = epsilon
+        self._symbols: list[Hashable] = []
+        self._ids: dict[Hashable, int] = {}
+        for s in symbols:
+            self.add(s)
+
+    def add(self, symbol: Hashable, id: int | None = None) -> int:
+        """Add ``symbol`` (idempotent) and return its id."""
+        if symbol in self._ids:
+            return self._ids[symbol]
+        if symbol == self.epsilon:
+            raise AlphabetError(f"{symbol!r} is the epsilon symbol of this table and cannot be a symbol")
+        new_id = len(self._symbols) + 1
+        if id is not None and id != new_id:
+            raise AlphabetError(f"symbol {symbol!r}: ids must be dense from 1; expected {new_id}, got {id}")
+        self._symbols.append(symbol)
+        self._ids[symbol] = new_id
+        return new_id
+
+    def id(self, symbol: Hashable) -> int:
+        """The id of ``symbol``; raises ``AlphabetError`` naming it when absent."""
+        try:
+            return self._ids[symbol]
+        except (KeyError, TypeError):
+            raise AlphabetError(f"symbol {symbol!r} is not in the alphabet {self._preview()}") from None
+
+    def symbol(self, id: int) -> Hashable:
+        if id == self.EPSILON_ID:
+            return self.epsilon
+        if not 1 <= id <= len(self._symbols):
+            raise AlphabetError(f"symbol id {id} is not in the table (ids 1..{len(self._symbols)})")
+        return self._symbols[id - 1]
+
+    def _preview(self) -> str:
+        shown = ", ".join(map(repr, self._symbols[:8]))
+        more = ", ..." if len(self._symbols) > 8 else ""
+        return "{" + shown + more + "}"
+
+    def __contains__(self, symbol: object) -> bool:
+        try:
+            return symbol in self._ids
+        except TypeError:
+            return False
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return iter(self._symbols)
+
+    def __len__(self) -> int:
+        return len(self._symbols)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SymbolTable) and self._symbols == other._symbols
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._symbols))
+
+    def __repr__(self) -> str:
+        return f"SymbolTable({self._symbols!r})"

@@ -1,0 +1,510 @@
+"""Rational operations: union, concatenation, Kleene star and plus, intersection,
+epsilon removal, trimming and reversal.
+
+Every operation is a free function that returns a new automaton and never
+mutates its operands. Each is written once against the ``Semiring`` interface
+and works with constant and symbolic weights alike (symbolic weights combine
+with ``sym_times``/``sym_plus``). State names stay readable: binary operations
+prefix them with the operand (``a.q0``, ``b.q0``), ``intersect`` pairs them
+(``(q0,q1)``), unary operations keep them.
+
+Alphabets: a predicate label (``ANY``, ``NoneOf``) ranges over its own
+automaton's alphabet. When ``union``/``concat`` merge two different alphabets,
+predicates are rewritten as ``OneOf`` sets so that they keep their meaning;
+``intersect`` works over the common alphabet.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Collection, Hashable, Iterable, Iterator
+
+import numpy as np
+import sympy
+
+from .algorithms import closure_matrix
+from .errors import AlphabetError, SemiringError
+from .labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
+from .semiring import Semiring
+from .weights import Env, Weight, is_symbolic
+from .wfsa import WFSA, Arc
+
+# ----------------------------------------------------------------------------------------
+# Weights: constants through the semiring's operations, sympy through its symbolic ones
+
+
+def _times(semiring: Semiring, *weights: Weight) -> Weight:
+    """The semiring product of constant or symbolic weights."""
+    if any(is_symbolic(w) for w in weights):
+        return semiring.sym_times(*(sympy.sympify(w) for w in weights))
+    product: Weight = semiring.one
+    for w in weights:
+        product = semiring.times(product, w)
+    return product
+
+
+def _plus(semiring: Semiring, *weights: Weight) -> Weight:
+    """The semiring sum of constant or symbolic weights."""
+    if any(is_symbolic(w) for w in weights):
+        return semiring.sym_plus(*(sympy.sympify(w) for w in weights))
+    total: Weight = semiring.zero
+    for w in weights:
+        total = semiring.plus(total, w)
+    return total
+
+
+def _is_zero(semiring: Semiring, weight: Weight) -> bool:
+    """Whether ``weight`` is the constant zero (symbolic weights never count as zero)."""
+    return not is_symbolic(weight) and semiring.is_zero(weight)
+
+
+# ----------------------------------------------------------------------------------------
+# Operands: semirings, alphabets, labels
+
+
+def _same_semiring(a: WFSA, b: WFSA, operation: str) -> Semiring:
+    """The operands' common semiring.
+
+    Raises:
+        SemiringError: the operands are over different semirings.
+    """
+    if a.semiring is not b.semiring:
+        raise SemiringError(
+            f"{operation}: the operands are over different semirings ({a.semiring.name} and {b.semiring.name}); "
+            "build both over the same one"
+        )
+    return a.semiring
+
+
+def _copy_table(table: SymbolTable | None) -> SymbolTable | None:
+    """A fresh table, so that a result never shares a mutable alphabet with an operand."""
+    return None if table is None else SymbolTable(table, epsilon=table.epsilon)
+
+
+def _mentioned_symbols(wfsa: WFSA) -> list[Hashable]:
+    """The alphabet, or when there is none the symbols its labels name (first use first)."""
+    if wfsa.alphabet is not None:
+        return list(wfsa.alphabet)
+    found: dict[Hashable, None] = {}
+    for arc in wfsa.arcs:
+        if isinstance(arc.label, Sym):
+            found.setdefault(arc.label.symbol)
+        elif isinstance(arc.label, OneOf):
+            for symbol in sorted(arc.label.members, key=str):
+                found.setdefault(symbol)
+    return list(found)
+
+
+def _merged_alphabet(a: WFSA, b: WFSA, operation: str) -> SymbolTable | None:
+    """The union of the operands' alphabets (``a``'s ids first), or None when neither has one.
+
+    Raises:
+        AlphabetError: a symbol of one operand is the epsilon marker of the other's table.
+    """
+    if a.alphabet is None and b.alphabet is None:
+        return None
+    first = a.alphabet if a.alphabet is not None else b.alphabet
+    assert first is not None
+    merged = SymbolTable(epsilon=first.epsilon)
+    for side, operand in (("first", a), ("second", b)):
+        for symbol in _mentioned_symbols(operand):
+            try:
+                merged.add(symbol)
+            except AlphabetError as exc:
+                raise AlphabetError(
+                    f"{operation}: cannot merge the alphabet of the {side} operand into a common one: {exc}"
+                ) from None
+    return merged
+
+
+def _common_alphabet(a: WFSA, b: WFSA) -> SymbolTable | None:
+    """The symbols both operands can read (``a``'s order), or None when neither has an alphabet."""
+    if a.alphabet is None or b.alphabet is None:
+        return _copy_table(a.alphabet if b.alphabet is None else b.alphabet)
+    theirs = b.alphabet
+    return SymbolTable((s for s in a.alphabet if s in theirs), epsilon=a.alphabet.epsilon)
+
+
+def _label_of(members: Iterable[Hashable]) -> Label | None:
+    """The simplest label accepting exactly ``members``: None (nothing), ``Sym`` or ``OneOf``."""
+    unique = list(dict.fromkeys(members))
+    if not unique:
+        return None
+    return Sym(unique[0]) if len(unique) == 1 else OneOf(unique)
+
+
+def _restrict(label: Label, alphabet: SymbolTable | None) -> Label | None:
+    """``label`` limited to ``alphabet``: None when it then accepts no symbol."""
+    if not label.consumes or alphabet is None:
+        return label
+    if isinstance(label, Sym):
+        return label if label.symbol in alphabet else None
+    if isinstance(label, (AnySymbol, NoneOf)):
+        return label if any(label.matches(s) for s in alphabet) else None
+    return _label_of(s for s in alphabet if label.matches(s))
+
+
+def _confine(label: Label, own: SymbolTable) -> Label | None:
+    """A predicate of an automaton over ``own`` as the ``OneOf`` set it accepts there.
+
+    Used when a merged alphabet adds symbols ``own`` lacks, which ``ANY`` or
+    ``NoneOf`` would otherwise start to accept.
+    """
+    if not label.consumes or isinstance(label, Sym):
+        return label
+    return _label_of(s for s in own if label.matches(s))
+
+
+def _meet(x: Label, y: Label) -> Label | None:
+    """The label accepting the symbols both consuming labels accept (None: no symbol).
+
+    Raises:
+        AlphabetError: a label type this function does not know how to intersect.
+    """
+    if isinstance(x, AnySymbol):
+        return y
+    if isinstance(y, AnySymbol):
+        return x
+    if isinstance(x, Sym):
+        return x if y.matches(x.symbol) else None
+    if isinstance(y, Sym):
+        return y if x.matches(y.symbol) else None
+    if isinstance(x, OneOf):
+        return _label_of(s for s in sorted(x.members, key=str) if y.matches(s))
+    if isinstance(y, OneOf):
+        return _label_of(s for s in sorted(y.members, key=str) if x.matches(s))
+    if isinstance(x, NoneOf) and isinstance(y, NoneOf):
+        return NoneOf(x.members | y.members)
+    kinds = f"{type(x).__name__} and {type(y).__name__}"
+    raise AlphabetError(f"intersect: cannot intersect labels {x} and {y} ({kinds})")
+
+
+def _combined_name(template: str, *operands: WFSA) -> str | None:
+    names = [w.name for w in operands]
+    return template.format(*names) if all(names) else None
+
+
+# ----------------------------------------------------------------------------------------
+# Building results
+
+
+def _fresh_name(base: str, taken: Collection[str]) -> str:
+    """``base``, primed until it differs from every name in ``taken``."""
+    name = base
+    while name in taken:
+        name += "'"
+    return name
+
+
+def _embed(operand: WFSA, out: WFSA, prefix: str = "") -> int:
+    """Copy ``operand``'s states (names prefixed) and arcs into ``out``; return the index offset.
+
+    Predicates are confined to the operand's alphabet when ``out``'s is larger
+    (see ``_confine``); zero-weight arcs are dropped; initial and final weights are
+    left to the caller.
+    """
+    own, target = operand.alphabet, out.alphabet
+    widened = own is not None and target is not None and any(s not in own for s in target)
+    offset = out.num_states
+    for name in operand.states:
+        out.add_state(prefix + name)
+    for arc in operand.arcs:
+        label = _confine(arc.label, own) if widened and own is not None else arc.label
+        if label is not None and not _is_zero(out.semiring, arc.weight):
+            out.add_arc(arc.src + offset, arc.dst + offset, label, arc.weight)
+    return offset
+
+
+def _set_weights(out: WFSA, weights: dict[int, Weight], offset: int, final: bool) -> None:
+    setter = out.set_final if final else out.set_initial
+    for q, w in weights.items():
+        setter(q + offset, w)
+
+
+# ----------------------------------------------------------------------------------------
+# The operations
+
+
+def union(a: WFSA, b: WFSA) -> WFSA:
+    """The automaton scoring every string ``a(x) ⊕ b(x)`` (states ``a.*`` and ``b.*``).
+
+    Raises:
+        SemiringError: ``a`` and ``b`` are over different semirings.
+        AlphabetError: their alphabets cannot be merged.
+    """
+    semiring = _same_semiring(a, b, "union")
+    out = WFSA(semiring, _merged_alphabet(a, b, "union"), _combined_name("({} ∪ {})", a, b))
+    for prefix, operand in (("a.", a), ("b.", b)):
+        offset = _embed(operand, out, prefix)
+        _set_weights(out, operand.initial, offset, final=False)
+        _set_weights(out, operand.final, offset, final=True)
+    return out
+
+
+def concat(a: WFSA, b: WFSA) -> WFSA:
+    """The automaton scoring ``x`` as ``⊕ over x = uv of a(u) ⊗ b(v)`` (states ``a.*`` and ``b.*``).
+
+    Each final state of ``a`` is joined to each initial state of ``b`` by an
+    epsilon arc weighted ``rho ⊗ lambda``.
+
+    Raises:
+        SemiringError: ``a`` and ``b`` are over different semirings.
+        AlphabetError: their alphabets cannot be merged.
+    """
+    semiring = _same_semiring(a, b, "concat")
+    out = WFSA(semiring, _merged_alphabet(a, b, "concat"), _combined_name("({} · {})", a, b))
+    offset_a = _embed(a, out, "a.")
+    offset_b = _embed(b, out, "b.")
+    _set_weights(out, a.initial, offset_a, final=False)
+    _set_weights(out, b.final, offset_b, final=True)
+    _join_finals_to_initials(out, a.final, offset_a, b.initial, offset_b)
+    return out
+
+
+def _join_finals_to_initials(
+    out: WFSA, final: dict[int, Weight], final_offset: int, initial: dict[int, Weight], initial_offset: int
+) -> None:
+    """Epsilon arcs from every final state to every initial state, weighted ``rho ⊗ lambda``."""
+    for f, rho in final.items():
+        for i, lam in initial.items():
+            weight = _times(out.semiring, rho, lam)
+            if not _is_zero(out.semiring, weight):
+                out.add_arc(f + final_offset, i + initial_offset, EPSILON, weight)
+
+
+def kleene_plus(a: WFSA) -> WFSA:
+    """The automaton scoring ``x`` as ``⊕ over k >= 1 and x = x1..xk of a(x1) ⊗ ... ⊗ a(xk)``.
+
+    Built on ``a``'s own states by epsilon arcs from each final state back to each
+    initial state (weight ``rho ⊗ lambda``).
+
+    Note:
+        When ``a`` accepts the empty string the sum over factorizations is
+        infinite: scoring with exact epsilon closure then needs ``a(ε)*`` to
+        converge, and raises ``DivergenceError`` otherwise.
+    """
+    out = WFSA(a.semiring, _copy_table(a.alphabet), _combined_name("({})+", a))
+    _embed(a, out)
+    _set_weights(out, a.initial, 0, final=False)
+    _set_weights(out, a.final, 0, final=True)
+    _join_finals_to_initials(out, a.final, 0, a.initial, 0)
+    return out
+
+
+def kleene_star(a: WFSA) -> WFSA:
+    """``ε ⊕ kleene_plus(a)``: adds one state ``star`` that is initial and final with weight one.
+
+    Note:
+        See ``kleene_plus`` on automata that accept the empty string.
+    """
+    out = kleene_plus(a)
+    out.name = _combined_name("({})*", a)
+    start = out.add_state(_fresh_name("star", out.states))
+    out.set_initial(start)
+    out.set_final(start)
+    return out
+
+
+def reverse(a: WFSA) -> WFSA:
+    """The automaton scoring ``x`` as ``a`` scores ``x`` reversed: arcs flipped, initial and final swapped.
+
+    Note:
+        Needs a commutative semiring (all of kleene's are). Every epsilon run
+        stays one run, so scores agree with any ``epsilon_cap`` too.
+    """
+    out = WFSA(a.semiring, _copy_table(a.alphabet), _combined_name("reverse({})", a))
+    for name in a.states:
+        out.add_state(name)
+    for arc in a.arcs:
+        out.add_arc(arc.dst, arc.src, arc.label, arc.weight)
+    _set_weights(out, a.final, 0, final=False)
+    _set_weights(out, a.initial, 0, final=True)
+    return out
+
+
+def _is_void(label: Label, alphabet: SymbolTable | None) -> bool:
+    """Whether a consuming label can never match a symbol (an empty ``OneOf``, a full ``NoneOf``)."""
+    if isinstance(label, OneOf) and not label.members:
+        return True
+    return label.consumes and alphabet is not None and _restrict(label, alphabet) is None
+
+
+def _useful_arcs(a: WFSA) -> list[Arc]:
+    return [arc for arc in a.arcs if not _is_zero(a.semiring, arc.weight) and not _is_void(arc.label, a.alphabet)]
+
+
+def _reachable(starts: Iterable[int], successors: dict[int, list[int]]) -> set[int]:
+    seen = set(starts)
+    stack = list(seen)
+    while stack:
+        for nxt in successors.get(stack.pop(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def trim(a: WFSA) -> WFSA:
+    """Keep only states on some successful path; drop zero-weight arcs and arcs no symbol can take.
+
+    A state survives when it is reachable from a state with non-zero initial
+    weight and reaches a state with non-zero final weight, through useful arcs.
+    Surviving states keep their names and relative order.
+
+    Note:
+        Symbolic weights are never taken for zero.
+    """
+    s = a.semiring
+    arcs = _useful_arcs(a)
+    forward: dict[int, list[int]] = {}
+    backward: dict[int, list[int]] = {}
+    for arc in arcs:
+        forward.setdefault(arc.src, []).append(arc.dst)
+        backward.setdefault(arc.dst, []).append(arc.src)
+    starts = [q for q, w in a.initial.items() if not _is_zero(s, w)]
+    ends = [q for q, w in a.final.items() if not _is_zero(s, w)]
+    keep = sorted(_reachable(starts, forward) & _reachable(ends, backward))
+    index = {q: i for i, q in enumerate(keep)}
+    out = WFSA(s, _copy_table(a.alphabet), a.name)
+    for q in keep:
+        out.add_state(a.state_name(q))
+    for arc in arcs:
+        if arc.src in index and arc.dst in index:
+            out.add_arc(index[arc.src], index[arc.dst], arc.label, arc.weight)
+    for q in keep:
+        if q in a.initial and not _is_zero(s, a.initial[q]):
+            out.set_initial(index[q], a.initial[q])
+        if q in a.final and not _is_zero(s, a.final[q]):
+            out.set_final(index[q], a.final[q])
+    return out
+
+
+def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> WFSA:
+    """An equivalent automaton without epsilon arcs, on the same states.
+
+    With ``C = closure_matrix(E, cap)`` of the epsilon matrix ``E``, the initial
+    weights become ``lambda ⊗ C`` and each consuming arc ``p -x/w-> q`` becomes
+    arcs ``p -x/(w ⊗ C[q, r])-> r``; parallel arcs with the same label are
+    plus-merged. ``cap=k`` reproduces ``score(..., epsilon_cap=k)`` exactly
+    (at most k epsilons in a row at the start and after each symbol).
+
+    Note:
+        Scores are preserved, single best paths are not (the closure sums paths).
+        Epsilon weights must be numeric: symbolic ones are evaluated in ``env``.
+        States reachable only through epsilon arcs stay, unreachable; ``trim``
+        removes them.
+
+    Raises:
+        DivergenceError: the exact closure (``cap=None``) diverges; names a cycle.
+        WeightError: a symbolic epsilon weight that ``env`` does not determine.
+    """
+    s = a.semiring
+    out = WFSA(s, _copy_table(a.alphabet), a.name)
+    if not a.has_epsilons:
+        _embed(a, out)
+        _set_weights(out, a.initial, 0, final=False)
+        _set_weights(out, a.final, 0, final=True)
+        return out
+    for name in a.states:
+        out.add_state(name)
+    closure = closure_matrix(a.epsilon_matrix(env), s, cap, a.states)
+    reach = [list(_nonzero_row(s, closure, q)) for q in range(a.num_states)]
+    initial: dict[int, Weight] = {}
+    for p, lam in a.initial.items():
+        for r, c in reach[p]:
+            initial[r] = _plus(s, initial[r], _times(s, lam, c)) if r in initial else _times(s, lam, c)
+    merged: dict[tuple[int, int, Label], Weight] = {}
+    for arc in a.arcs:
+        if not arc.label.consumes:
+            continue
+        for r, c in reach[arc.dst]:
+            key = (arc.src, r, arc.label)
+            weight = _times(s, arc.weight, c)
+            merged[key] = _plus(s, merged[key], weight) if key in merged else weight
+    for (src, dst, label), weight in merged.items():
+        if not _is_zero(s, weight):
+            out.add_arc(src, dst, label, weight)
+    _set_weights(out, {q: w for q, w in initial.items() if not _is_zero(s, w)}, 0, final=False)
+    _set_weights(out, a.final, 0, final=True)
+    return out
+
+
+def _nonzero_row(semiring: Semiring, matrix: np.ndarray, row: int) -> Iterator[tuple[int, Weight]]:
+    for col in range(matrix.shape[1]):
+        value = np.asarray(matrix[row, col]).item()
+        if not semiring.is_zero(value):
+            yield col, value
+
+
+def intersect(a: WFSA, b: WFSA) -> WFSA:
+    """The automaton scoring every string ``a(x) ⊗ b(x)``: the product construction.
+
+    States are pairs ``(p,q)`` reachable from the initial pairs. Consuming arcs
+    pair up when their labels overlap (predicates are intersected as predicates:
+    ``ANY ∩ x = x``, ``OneOf(A) ∩ NoneOf(B) = OneOf(A - B)``, ...), over the
+    symbols both alphabets share. Epsilon arcs go through the epsilon-sequencing
+    filter: between two symbols, ``a``'s epsilons come first, then ``b``'s,
+    so each pair of epsilon runs is counted exactly once; states where ``b`` has
+    started its run are named ``(p,q)ε``.
+
+    Note:
+        Needs a commutative semiring (all of kleene's are). With ``epsilon_cap``
+        the result counts the epsilons of both operands in one run.
+
+    Raises:
+        SemiringError: ``a`` and ``b`` are over different semirings.
+    """
+    s = _same_semiring(a, b, "intersect")
+    alphabet = _common_alphabet(a, b)
+    out = WFSA(s, alphabet, _combined_name("({} ∩ {})", a, b))
+    moves_a, moves_b = _moves_by_state(a), _moves_by_state(b)
+    index: dict[tuple[int, int, bool], int] = {}
+    names: set[str] = set()
+    pending: deque[tuple[int, int, bool]] = deque()
+
+    def pair(p: int, q: int, b_moved: bool) -> int:
+        key = (p, q, b_moved)
+        if key not in index:
+            name = _fresh_name(f"({a.state_name(p)},{b.state_name(q)})" + ("ε" if b_moved else ""), names)
+            names.add(name)
+            index[key] = out.add_state(name)
+            pending.append(key)
+        return index[key]
+
+    for p, lam_a in a.initial.items():
+        for q, lam_b in b.initial.items():
+            weight = _times(s, lam_a, lam_b)
+            if not _is_zero(s, weight):
+                out.set_initial(pair(p, q, False), weight)
+    while pending:
+        p, q, b_moved = pending.popleft()
+        here = index[(p, q, b_moved)]
+        if p in a.final and q in b.final:
+            out.set_final(here, _times(s, a.final[p], b.final[q]))
+        for x in moves_a[p].consuming:
+            for y in moves_b[q].consuming:
+                label = _meet(x.label, y.label)
+                label = None if label is None else _restrict(label, alphabet)
+                if label is not None:
+                    out.add_arc(here, pair(x.dst, y.dst, False), label, _times(s, x.weight, y.weight))
+        if not b_moved:
+            for x in moves_a[p].epsilon:
+                out.add_arc(here, pair(x.dst, q, False), EPSILON, x.weight)
+        for y in moves_b[q].epsilon:
+            out.add_arc(here, pair(p, y.dst, True), EPSILON, y.weight)
+    return out
+
+
+class _Moves:
+    """The useful arcs leaving one state, split by whether they consume."""
+
+    def __init__(self) -> None:
+        self.consuming: list[Arc] = []
+        self.epsilon: list[Arc] = []
+
+
+def _moves_by_state(a: WFSA) -> list[_Moves]:
+    moves = [_Moves() for _ in range(a.num_states)]
+    for arc in _useful_arcs(a):
+        (moves[arc.src].consuming if arc.label.consumes else moves[arc.src].epsilon).append(arc)
+    return moves

@@ -1,0 +1,258 @@
+"""The torch backend: a plain, differentiable implementation of a plan (the oracle for the others).
+
+``static_params`` builds the per-dimension parameter table of a plan from the learned
+constants (shared by every backend: kernels never see constants, only ``params``), and
+``run_reference`` runs the recurrence of ``kleene.compile.template`` step by step with the
+storage semiring's own operations, so autograd gives its gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..automata.errors import DivergenceError
+from ..automata.semiring import Semiring
+from .template import CompileError, Factor, Plan
+
+Tensor = torch.Tensor
+
+
+# --------------------------------------------------------------------------------------------
+# Static parameters: constants -> params[k, d]
+# --------------------------------------------------------------------------------------------
+def _factor_value(plan: Plan, factor: Factor, constants: Tensor, like: Tensor) -> Tensor:
+    """The static part (constants ⊗ literal) of a factor, one value per dimension."""
+    s = plan.algebra.storage
+    value = s.ones((like.shape[-1],), like=like)
+    for c in factor.constants:
+        value = s.times(value, constants[c])
+    if factor.literal is not None:
+        value = s.times(value, plan.algebra.to_storage(factor.literal))
+    return value
+
+
+def tensor_star(semiring: Semiring, a: Tensor, state: str) -> Tensor:
+    """Elementwise ``a* = one ⊕ a ⊕ a² ⊕ ...`` of a storage-semiring tensor.
+
+    Raises:
+        DivergenceError: some entry diverges (naming the state and the first bad dimension); not
+            checked while tracing under ``torch.compile``.
+    """
+    name = semiring.name
+    if name == "real":
+        bad = a.abs() >= 1
+    elif name == "log":
+        bad = a >= 0
+    elif name == "max-plus":
+        bad = a > 0
+    elif name == "min-plus":
+        bad = a < 0
+    else:  # pragma: no cover - kernel_algebra admits no other storage semiring
+        raise CompileError(f"no star for the {name} semiring")
+    if not torch.compiler.is_compiling() and bool(bad.any()):
+        d = int(torch.nonzero(bad.reshape(-1))[0])
+        raise DivergenceError(
+            f"the epsilon closure diverges at state {state} (dimension {d}): its epsilon cycles have "
+            f"{name} weight {float(a.reshape(-1)[d])!r}, whose star does not converge"
+        )
+    if name == "real":
+        return 1.0 / (1.0 - a)
+    if name == "log":
+        return -torch.log1p(-torch.exp(a))
+    return torch.zeros_like(a)
+
+
+def closure_tensor(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
+    """The per-dimension epsilon closure ``C`` of shape (D, Q, Q), differentiable in ``constants``."""
+    s = plan.algebra.storage
+    q, d = plan.num_states, like.shape[-1]
+    eye = s.identity(q, like=like).expand(d, q, q)
+    template = plan.template
+    if not template.epsilons:
+        return eye
+    matrix = s.zeros((d, q, q), like=like)
+    for arc in template.epsilons:
+        value = _factor_value(plan, arc.weight, constants, like)
+        cell = torch.zeros(q, q, dtype=torch.bool, device=like.device)
+        cell[arc.src, arc.dst] = True
+        matrix = torch.where(cell, s.plus(matrix, value[:, None, None]), matrix)
+    cap = plan.options.epsilon_cap
+    if cap is None and not any(e.src == e.dst and e.param is not None for e in plan.closure):
+        cap = q - 1  # acyclic epsilons: paths have at most Q-1 arcs, so the capped sum is exact
+    if cap is not None:
+        result, power = eye, eye
+        for _ in range(cap):
+            power = s.matmul(power, matrix)
+            result = s.plus(result, power)
+        return result
+    # Lehmann's algorithm: after pivot k, matrix holds the sums over paths whose inner states are < k+1.
+    for k in range(q):
+        star = tensor_star(s, matrix[:, k, k], template.states[k])
+        through = s.times(s.times(matrix[:, :, k, None], star[:, None, None]), matrix[:, None, k, :])
+        matrix = s.plus(matrix, through)
+    return s.plus(eye, matrix)
+
+
+def static_params(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
+    """The plan's parameter table ``params[k, d]`` (storage semiring values).
+
+    Args:
+        constants: (C, D) learned constants in storage form.
+        like: any tensor of the wanted dtype and device whose last dimension is D.
+    """
+    s = plan.algebra.storage
+    template = plan.template
+    d = like.shape[-1]
+    closure = closure_tensor(plan, constants, like) if template.epsilons else None
+    columns = [s.zeros((d,), like=like) for _ in range(plan.num_states)]
+    for q, w in template.initial:
+        columns[q] = s.plus(columns[q], _factor_value(plan, w, constants, like))
+    initial = torch.stack(columns, 1)
+    start = s.matmul(initial[:, None, :], closure)[:, 0, :] if closure is not None else initial
+    finals = dict(template.final)
+    rows: list[Tensor] = []
+    for source in plan.params:
+        if source.kind == "move":
+            assert isinstance(source.index, int)
+            rows.append(_factor_value(plan, template.moves[source.index].weight, constants, like))
+        elif source.kind == "closure":
+            assert isinstance(source.index, tuple) and closure is not None
+            rows.append(closure[:, source.index[0], source.index[1]])
+        elif source.kind == "start":
+            rows.append(start[:, source.index])
+        else:
+            assert isinstance(source.index, int)
+            rows.append(_factor_value(plan, finals[source.index], constants, like))
+    if not rows:
+        return like.new_zeros((0, d))
+    return torch.stack(rows, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Shapes and directions
+# --------------------------------------------------------------------------------------------
+def check_inputs(plan: Plan, slots: Tensor, lengths: Tensor | None, h0: Tensor | None) -> Tensor:
+    """Validate shapes and return lengths as int64 on the slots' device.
+
+    Raises:
+        CompileError: a shape or length that does not fit the plan (naming it).
+    """
+    if slots.dim() != 4:
+        raise CompileError(f"slots must have shape (B, T, S, D); got {tuple(slots.shape)}")
+    b, t, s, d = slots.shape
+    if s != plan.num_slots:
+        raise CompileError(
+            f"{plan.template.name} has {plan.num_slots} slots {plan.template.slots}, but slots has S={s}"
+        )
+    if plan.options.bidirectional and d % 2:
+        raise CompileError(f"bidirectional runs need an even number of dimensions, got D={d}")
+    if h0 is not None and tuple(h0.shape) != (b, plan.num_states, d):
+        raise CompileError(f"h0 must have shape (B, Q, D) = {(b, plan.num_states, d)}; got {tuple(h0.shape)}")
+    if lengths is None:
+        return torch.full((b,), t, dtype=torch.int64, device=slots.device)
+    lengths = torch.as_tensor(lengths, device=slots.device).to(torch.int64)
+    if tuple(lengths.shape) != (b,):
+        raise CompileError(f"lengths must have shape (B,) = ({b},); got {tuple(lengths.shape)}")
+    if b and not torch.compiler.is_compiling() and (int(lengths.min()) < 0 or int(lengths.max()) > t):
+        raise CompileError(f"lengths must lie in [0, T={t}]; got min {int(lengths.min())}, max {int(lengths.max())}")
+    return lengths
+
+
+def reverse_valid(x: Tensor, lengths: Tensor) -> Tensor:
+    """Reverse each sequence's valid steps (axis 1), leaving its padding in place."""
+    t = x.shape[1]
+    steps = torch.arange(t, device=x.device)[None, :]
+    index = torch.where(steps < lengths[:, None], lengths[:, None] - 1 - steps, steps)
+    shape = index.shape + (1,) * (x.dim() - 2)
+    return torch.gather(x, 1, index.view(shape).expand_as(x))
+
+
+# --------------------------------------------------------------------------------------------
+# The recurrence
+# --------------------------------------------------------------------------------------------
+def _reduce(s: Semiring, terms: list[Tensor], zero: Tensor) -> Tensor:
+    if not terms:
+        return zero
+    if len(terms) == 1:
+        return terms[0]
+    return s.sum(torch.stack(terms, 0), axis=0)
+
+
+def _run_one_direction(
+    plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Left-to-right run: per-step outputs (B, T, D), final state (B, Q, D), last output (B, D)."""
+    s = plan.algebra.storage
+    b, _, _, d = slots.shape
+    q = plan.num_states
+    zero = s.zeros((b, d), like=slots)
+    rows = params.unbind(0) if params.shape[0] else ()
+    start = [rows[p] if p is not None else None for p in plan.start]
+
+    def initial_state(j: int) -> Tensor:
+        if h0 is not None:
+            return h0[:, j]
+        if plan.options.restart or start[j] is None:
+            return zero
+        return start[j].expand(b, d)  # type: ignore[union-attr]
+
+    z = [initial_state(j) for j in range(q)]
+    outputs: list[Tensor] = []
+    for step, x in enumerate(slots.unbind(1)):
+        xs = x.unbind(1)
+        z_in = [s.plus(z[j], start[j]) if plan.options.restart and start[j] is not None else z[j] for j in range(q)]
+        terms: list[list[Tensor]] = [[] for _ in range(q)]
+        for move in plan.moves:
+            value = z_in[move.src]
+            for slot in move.slots:
+                value = s.times(value, xs[slot])
+            if move.param is not None:
+                value = s.times(value, rows[move.param])
+            terms[move.dst].append(value)
+        pre = [_reduce(s, terms[j], zero) for j in range(q)]
+        closed: list[list[Tensor]] = [[] for _ in range(q)]
+        for entry in plan.closure:
+            value = pre[entry.src] if entry.param is None else s.times(pre[entry.src], rows[entry.param])
+            closed[entry.dst].append(value)
+        new = [_reduce(s, closed[j], zero) for j in range(q)]
+        valid = (step < lengths)[:, None]
+        z = [torch.where(valid, new[j], z[j]) for j in range(q)]
+        outputs.append(torch.where(valid, _emit(plan, rows, z, zero), zero))
+    steps = torch.stack(outputs, 1) if outputs else slots.new_zeros((b, 0, d))
+    return steps, torch.stack(z, 1), _emit(plan, rows, z, zero)
+
+
+def _emit(plan: Plan, rows: tuple[Tensor, ...], z: list[Tensor], zero: Tensor) -> Tensor:
+    s = plan.algebra.storage
+    terms = [z[q] if p is None else s.times(z[q], rows[p]) for q, p in plan.final]
+    return _reduce(s, terms, zero)
+
+
+def run_reference(
+    plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Run ``plan`` on ``slots`` (B, T, S, D) with ``params`` (K, D): (output, final state (B, Q, D)).
+
+    The output is (B, T, D) for ``output="steps"`` and (B, D) for "sum" and "last".
+    Note: ``lengths`` must already be checked (``check_inputs``).
+    """
+    if plan.options.bidirectional:
+        half = slots.shape[-1] // 2
+        h0_parts = (None, None) if h0 is None else (h0[..., :half], h0[..., half:])
+        fwd = _run_one_direction(plan, slots[..., :half], params[:, :half], lengths, h0_parts[0])
+        bwd = _run_one_direction(
+            plan, reverse_valid(slots[..., half:], lengths), params[:, half:], lengths, h0_parts[1]
+        )
+        bwd = (reverse_valid(bwd[0], lengths), bwd[1], bwd[2])
+        steps, final, last = (torch.cat([f, r], -1) for f, r in zip(fwd, bwd))
+    else:
+        steps, final, last = _run_one_direction(plan, slots, params, lengths, h0)
+    output = plan.options.output
+    if output == "steps":
+        return steps, final
+    if output == "last":
+        return last, final
+    s = plan.algebra.storage
+    if steps.shape[1] == 0:
+        return s.zeros(last.shape, like=last), final
+    return s.sum(steps, axis=1), final

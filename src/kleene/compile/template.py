@@ -1,0 +1,564 @@
+"""Templates: WFSA topologies whose weights are filled by a network, and their lowered plan.
+
+The intermediate representation (frozen; every backend reads only this)
+=========================================================================
+
+A **Template** is a topology run as ``D`` independent copies, one per hidden
+dimension. Every weight is a semiring product (``Factor``) of
+
+* **slots** ``slots[b, t, s, d]`` -- per-step values filled by the network (μ(x_t), φ(x_t));
+* **constants** ``constants[c, d]`` -- learned per-dimension values (γ, ρ1, ...);
+* a **literal** -- one number in the template's semiring (``None`` = semiring one).
+
+Consuming arcs (``moves``) match any symbol (∀α); ``epsilons``, initial and final
+weights may not use slots. ``Template.from_wfsa`` reads a kleene ``WFSA`` whose weights
+are such products (``mu(ALPHA)`` -> slot ``mu``, free symbol ``gamma`` -> constant).
+
+``lower(template, semiring, options)`` turns it into a **Plan**, which is what kernels run.
+A plan fixes the kernel algebra and a table of per-dimension **static parameters**
+``params[k, d]`` (built in torch by ``kleene.compile.reference.static_params``,
+differentiable, once per call): the constant/literal part of each move, the entries of the
+epsilon closure ``C = E*`` (exact, Lehmann's algorithm) or ``I ⊕ E ⊕ ... ⊕ E^cap``, the
+start vector ``λ ⊗ C`` and the final weights ρ. With ``⊕``/``⊗`` the storage semiring of
+``plan.algebra``, every backend computes for each sequence b and dimension d::
+
+    z_0 = h0[b, :, d]  if given, else (zero vector if restart else start)
+    for t in 0 .. length[b]-1 (dimensions with reverse[d] read step length[b]-1-t):
+        z_in[q] = z_{t-1}[q] ⊕ start[q]    if restart else z_{t-1}[q]
+        pre[j]  = ⊕_{m in moves, m.dst = j} z_in[m.src] ⊗ (⊗_{s in m.slots} slots[b,t,s,d]) ⊗ params[m.param, d]
+        z_t[j]  = ⊕_{e in closure, e.dst = j} pre[e.src] ⊗ params[e.param, d]   (e.param None: one)
+        y_t     = ⊕_{(q, p) in final} z_t[q] ⊗ params[p, d]
+    outputs: "steps" y[b, t, d] (semiring zero at padding, stored at the consumed position),
+             "sum" ⊕_t y_t, "last" the score of the whole sequence (⊕ z_len ⊗ ρ);
+    final_state[b, :, d] = z_{length[b]}.
+
+The ``reverse`` dimensions are the upper half when ``options.bidirectional`` (D even):
+those run right to left over each sequence's own valid steps, so padding never matters.
+Kernel algebras: ``real`` (+, ×), ``log`` (logaddexp, +), ``max-plus`` (max, +), ``min-plus``;
+``max-times`` runs as max-plus on log values (as SoPa does): its slots, constants and
+outputs are log-weights and its literals are converted with ``log``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import sympy
+from sympy.core.function import AppliedUndef
+
+from ..automata.errors import KleeneError, WeightError
+from ..automata.labels import ANY, EPSILON, AnySymbol
+from ..automata.semiring import LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, Semiring, get_semiring
+from ..automata.weights import ALPHA
+from ..automata.wfsa import WFSA
+
+OutputMode = Literal["steps", "sum", "last"]
+
+
+class CompileError(KleeneError):
+    """A template, its inputs or a kernel build is unusable (the message says which and why)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel algebras: how a user-facing semiring is realised in a kernel (one table, keyed by Semiring)
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelAlgebra:
+    """A semiring as kernels compute it.
+
+    ``storage`` is the semiring whose arithmetic runs on stored values (max-times stores
+    logs and runs max-plus). ``plus_rule`` tells a backward pass how a ⊕-reduction
+    routes gradient: ``"sum"`` (1 to every term), ``"softmax"`` (exp(term - result)) or
+    ``"select"`` (all to the first best term); ``times_rule`` is ``"product"`` (the product
+    of the other factors) or ``"add"`` (1 to every factor). The ``c_*`` fields are the
+    C/C++ realisation used by the code generators (``{a}``, ``{b}`` are operands).
+    """
+
+    semiring: Semiring
+    storage: Semiring
+    to_storage: Callable[[float], float]
+    plus_rule: Literal["sum", "softmax", "select"]
+    times_rule: Literal["product", "add"]
+    c_plus: str
+    c_times: str
+    c_zero: str
+    c_one: str
+    #: "max" or "min" for the select rule: which term is best.
+    best: Literal["max", "min", ""] = ""
+
+    @property
+    def name(self) -> str:
+        return self.semiring.name
+
+
+def _log(value: float) -> float:
+    return math.log(value) if value > 0 else -math.inf
+
+
+_ALGEBRAS: dict[str, KernelAlgebra] = {
+    "real": KernelAlgebra(REAL, REAL, float, "sum", "product", "({a} + {b})", "({a} * {b})", "0", "1"),
+    "log": KernelAlgebra(
+        LOG, LOG, float, "softmax", "add", "kleene_logaddexp({a}, {b})", "({a} + {b})", "(-INFINITY)", "0"
+    ),
+    "max-plus": KernelAlgebra(
+        MAX_PLUS, MAX_PLUS, float, "select", "add", "std::max({a}, {b})", "({a} + {b})", "(-INFINITY)", "0", "max"
+    ),
+    "min-plus": KernelAlgebra(
+        MIN_PLUS, MIN_PLUS, float, "select", "add", "std::min({a}, {b})", "({a} + {b})", "(INFINITY)", "0", "min"
+    ),
+    "max-times": KernelAlgebra(
+        MAX_TIMES, MAX_PLUS, _log, "select", "add", "std::max({a}, {b})", "({a} + {b})", "(-INFINITY)", "0", "max"
+    ),
+}
+
+
+def kernel_algebra(semiring: str | Semiring) -> KernelAlgebra:
+    """The kernel realisation of ``semiring`` (real, log, max-plus, min-plus, max-times).
+
+    Raises:
+        WeightError: the semiring has no kernel realisation (boolean).
+    """
+    s = get_semiring(semiring)
+    if s.name not in _ALGEBRAS:
+        raise WeightError(f"the {s.name} semiring cannot be compiled; use one of {sorted(_ALGEBRAS)}")
+    return _ALGEBRAS[s.name]
+
+
+# --------------------------------------------------------------------------------------------
+# The template
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Factor:
+    """A semiring product of slots, constants (by index) and an optional literal."""
+
+    slots: tuple[int, ...] = ()
+    constants: tuple[int, ...] = ()
+    literal: float | None = None
+
+    @property
+    def is_static(self) -> bool:
+        """Whether the factor uses no slot (so it is one value per dimension)."""
+        return not self.slots
+
+
+@dataclass(frozen=True)
+class TemplateArc:
+    src: int
+    dst: int
+    weight: Factor
+
+
+@dataclass(frozen=True)
+class Template:
+    """A WFSA topology with slot/constant/literal weights (see the module docstring).
+
+    ``semiring`` names the semiring the literals are written in; compiling for another
+    semiring is allowed when every literal is that semiring's one.
+    """
+
+    states: tuple[str, ...]
+    slots: tuple[str, ...]
+    constants: tuple[str, ...]
+    moves: tuple[TemplateArc, ...]
+    epsilons: tuple[TemplateArc, ...] = ()
+    initial: tuple[tuple[int, Factor], ...] = ()
+    final: tuple[tuple[int, Factor], ...] = ()
+    semiring: str = "real"
+    name: str = "template"
+
+    def __post_init__(self) -> None:
+        n = len(self.states)
+        where_all = [(f"move {i}", a) for i, a in enumerate(self.moves)]
+        where_all += [(f"epsilon {i}", a) for i, a in enumerate(self.epsilons)]
+        for where, arc in where_all:
+            if not (0 <= arc.src < n and 0 <= arc.dst < n):
+                raise WeightError(f"{self.name}: {where} joins unknown states {arc.src}->{arc.dst} ({n} states)")
+        for where, arc in where_all[len(self.moves) :]:
+            if arc.weight.slots:
+                raise WeightError(
+                    f"{self.name}: {where} ({self._arc_text(arc)}) uses a slot; epsilon weights "
+                    "must be constants or literals (they consume no step)"
+                )
+        for kind, pairs in (("initial", self.initial), ("final", self.final)):
+            for q, w in pairs:
+                if not 0 <= q < n:
+                    raise WeightError(f"{self.name}: {kind} weight on unknown state {q}")
+                if w.slots:
+                    raise WeightError(f"{self.name}: the {kind} weight of {self.states[q]} uses a slot")
+        everything = [a.weight for _, a in where_all] + [w for _, w in self.initial + self.final]
+        for w in everything:
+            for s in w.slots:
+                if not 0 <= s < len(self.slots):
+                    raise WeightError(f"{self.name}: slot index {s} out of range")
+            for c in w.constants:
+                if not 0 <= c < len(self.constants):
+                    raise WeightError(f"{self.name}: constant index {c} out of range")
+        if not self.final:
+            raise WeightError(f"{self.name}: the template has no final state")
+
+    def _arc_text(self, arc: TemplateArc) -> str:
+        return f"{self.states[arc.src]} -> {self.states[arc.dst]}"
+
+    @property
+    def num_states(self) -> int:
+        return len(self.states)
+
+    # -- construction from a WFSA -------------------------------------------------------------
+    @classmethod
+    def from_wfsa(cls, wfsa: WFSA, name: str | None = None) -> Template:
+        """Read a template from a WFSA with symbolic weights.
+
+        Note:
+            Consuming arcs must be labelled ∀α (``ANY``): the network, not the label, decides
+            each step's weight. A weight is a semiring product (``*`` for real/max-times,
+            ``+`` for log/max-plus/min-plus) of ``f(ALPHA)`` (a slot named f), free symbols
+            (constants) and numbers (literals); literal-zero arcs are dropped.
+
+        Raises:
+            WeightError: a label other than ∀α or ε, or a weight outside that form.
+        """
+        semiring = wfsa.semiring
+        kernel_algebra(semiring)
+        slots: list[str] = []
+        constants: list[str] = []
+
+        def factor(weight: object, where: str, allow_slots: bool) -> Factor | None:
+            return _parse_factor(weight, semiring, slots, constants, where, allow_slots)
+
+        moves: list[TemplateArc] = []
+        epsilons: list[TemplateArc] = []
+        for i, arc in enumerate(wfsa.arcs):
+            where = f"arc {i} ({wfsa.state_name(arc.src)} -{arc.label}-> {wfsa.state_name(arc.dst)})"
+            if arc.label.consumes and not isinstance(arc.label, AnySymbol):
+                raise WeightError(f"{where}: template arcs consume any symbol (∀α); got label {arc.label}")
+            f = factor(arc.weight, where, arc.label.consumes)
+            if f is not None:
+                (moves if arc.label.consumes else epsilons).append(TemplateArc(arc.src, arc.dst, f))
+        initial = _weight_pairs(wfsa.initial, wfsa, "initial", factor)
+        final = _weight_pairs(wfsa.final, wfsa, "final", factor)
+        return cls(
+            states=tuple(wfsa.states),
+            slots=tuple(slots),
+            constants=tuple(constants),
+            moves=tuple(moves),
+            epsilons=tuple(epsilons),
+            initial=initial,
+            final=final,
+            semiring=semiring.name,
+            name=name or wfsa.name or "template",
+        )
+
+    def to_wfsa(self) -> WFSA:
+        """The template as a WFSA over its semiring with symbolic weights (for drawing and oracles)."""
+        s = get_semiring(self.semiring)
+        out = WFSA(s, name=self.name)
+        for q in self.states:
+            out.add_state(q)
+        for arc in self.moves:
+            out.add_arc(arc.src, arc.dst, ANY, self.weight_expr(arc.weight))
+        for arc in self.epsilons:
+            out.add_arc(arc.src, arc.dst, EPSILON, self.weight_expr(arc.weight))
+        for q, w in self.initial:
+            out.set_initial(q, self.weight_expr(w))
+        for q, w in self.final:
+            out.set_final(q, self.weight_expr(w))
+        return out
+
+    def weight_expr(self, weight: Factor) -> sympy.Expr | float:
+        """A factor as a sympy expression (or a plain literal) in the template's semiring."""
+        s = get_semiring(self.semiring)
+        parts: list[sympy.Expr] = [sympy.Function(self.slots[i])(ALPHA) for i in weight.slots]
+        parts += [sympy.Symbol(self.constants[c]) for c in weight.constants]
+        if not parts:
+            return s.one if weight.literal is None else weight.literal
+        if weight.literal is not None:
+            parts.append(sympy.Float(weight.literal))
+        return s.sym_times(*parts) if len(parts) > 1 else parts[0]
+
+
+def _weight_pairs(
+    which: dict[int, object], wfsa: WFSA, kind: str, factor: Callable[[object, str, bool], Factor | None]
+) -> tuple[tuple[int, Factor], ...]:
+    pairs = []
+    for q, w in sorted(which.items()):
+        f = factor(w, f"{kind} weight of {wfsa.state_name(q)}", False)
+        if f is not None:
+            pairs.append((q, f))
+    return tuple(pairs)
+
+
+def _parse_factor(
+    weight: object, semiring: Semiring, slots: list[str], constants: list[str], where: str, allow_slots: bool
+) -> Factor | None:
+    """Split a weight into slots, constants and a literal; ``None`` for a literal zero."""
+    if not isinstance(weight, sympy.Basic):
+        value = float(weight)  # type: ignore[arg-type]
+        if semiring.is_zero(value):
+            return None
+        return Factor(literal=None if value == semiring.one else value)
+    multiplicative = semiring.name in ("real", "max-times")
+    node = sympy.Mul if multiplicative else sympy.Add
+    parts = weight.args if isinstance(weight, node) else (weight,)
+    slot_ids: list[int] = []
+    const_ids: list[int] = []
+    literal: float | None = None
+    for part in parts:
+        if isinstance(part, AppliedUndef) and part.args == (ALPHA,):
+            if not allow_slots:
+                raise WeightError(f"{where}: {part} is a per-step slot, but this weight consumes no step")
+            slot_ids.append(_intern(slots, part.func.__name__))
+        elif isinstance(part, sympy.Symbol) and part != ALPHA:
+            const_ids.append(_intern(constants, part.name))
+        elif isinstance(part, sympy.Number):
+            value = semiring.check(float(part), where)
+            literal = value if literal is None else semiring.times(literal, value)
+        else:
+            op = "*" if multiplicative else "+"
+            raise WeightError(
+                f"{where}: weight {weight} is not a {semiring.name} product ({op}) of slots f(alpha), "
+                f"constants and numbers (offending part: {part})"
+            )
+    if literal is not None and semiring.is_zero(literal):
+        return None
+    if literal is not None and literal == semiring.one:
+        literal = None
+    return Factor(tuple(slot_ids), tuple(const_ids), literal)
+
+
+def _intern(names: list[str], name: str) -> int:
+    if name not in names:
+        names.append(name)
+    return names.index(name)
+
+
+# --------------------------------------------------------------------------------------------
+# Ready-made templates
+# --------------------------------------------------------------------------------------------
+def sopa_pattern(length: int, self_loops: bool = True, epsilons: bool = True, semiring: str = "max-times") -> Template:
+    """A SoPa pattern (sopa-soft-patterns.md §3.1) with ``length`` states.
+
+    State i has a main-path move to i+1 (slot ``mu{i}``), a self-loop (slot ``phi{i}``,
+    on every state as in the paper) and an epsilon to i+1 (constant ``eps{i}``). START
+    is initial, END final. Compile with ``restart=True`` and ``output="sum"`` for SoPa's
+    document score over all spans.
+
+    Raises:
+        WeightError: ``length`` < 2.
+    """
+    if length < 2:
+        raise WeightError(f"a SoPa pattern needs at least 2 states, got {length}")
+    states = tuple(f"s{i}" for i in range(length))
+    slots: list[str] = []
+    constants: list[str] = []
+    moves: list[TemplateArc] = []
+    eps: list[TemplateArc] = []
+    for i in range(length):
+        if i + 1 < length:
+            moves.append(TemplateArc(i, i + 1, Factor((_intern(slots, f"mu{i}"),))))
+            if epsilons:
+                eps.append(TemplateArc(i, i + 1, Factor(constants=(_intern(constants, f"eps{i}"),))))
+        if self_loops:
+            moves.append(TemplateArc(i, i, Factor((_intern(slots, f"phi{i}"),))))
+    return Template(
+        states=states,
+        slots=tuple(slots),
+        constants=tuple(constants),
+        moves=tuple(moves),
+        epsilons=tuple(eps),
+        initial=((0, Factor()),),
+        final=((length - 1, Factor()),),
+        semiring=semiring,
+        name=f"sopa{length}",
+    )
+
+
+def sopa_bank(lengths: Sequence[int] = (2, 3, 4, 5, 6, 7), **kwargs: object) -> tuple[Template, ...]:
+    """One SoPa pattern template per length (each compiled for its own share of dimensions)."""
+    return tuple(sopa_pattern(n, **kwargs) for n in lengths)  # type: ignore[arg-type]
+
+
+def dense_template(num_states: int, name: str = "isan") -> Template:
+    """Every state to every state, each move its own slot (an ISAN-style input-switched recurrence)."""
+    moves = []
+    slots = []
+    for i in range(num_states):
+        for j in range(num_states):
+            slots.append(f"a{i}_{j}")
+            moves.append(TemplateArc(i, j, Factor((len(slots) - 1,))))
+    return Template(
+        states=tuple(f"q{i}" for i in range(num_states)),
+        slots=tuple(slots),
+        constants=(),
+        moves=tuple(moves),
+        initial=((0, Factor()),),
+        final=tuple((q, Factor()) for q in range(num_states)),
+        name=name,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Options and the lowered plan
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Options:
+    """How a template runs.
+
+    ``restart``: SoPa's search -- the start vector is ⊕-added before every step, so outputs
+    score all spans ending at each step. ``output``: "steps", "sum" (⊕ over valid steps) or
+    "last". ``epsilon_cap``: ``None`` for the exact closure E*, k for at most k epsilons in a
+    row. ``bidirectional``: the upper half of the dimensions reads each sequence backwards.
+    """
+
+    restart: bool = False
+    output: OutputMode = "steps"
+    epsilon_cap: int | None = None
+    bidirectional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.output not in ("steps", "sum", "last"):
+            raise WeightError(f"output must be 'steps', 'sum' or 'last', not {self.output!r}")
+        if self.epsilon_cap is not None and self.epsilon_cap < 0:
+            raise WeightError(f"epsilon_cap must be None (exact) or >= 0, not {self.epsilon_cap}")
+
+
+@dataclass(frozen=True)
+class PlanMove:
+    """``pre[dst] ⊕= z_in[src] ⊗ slots[...] ⊗ params[param]`` (param ``None``: one)."""
+
+    src: int
+    dst: int
+    slots: tuple[int, ...]
+    param: int | None
+
+
+@dataclass(frozen=True)
+class PlanClosure:
+    """``z[dst] ⊕= pre[src] ⊗ params[param]`` (param ``None``: one)."""
+
+    src: int
+    dst: int
+    param: int | None
+
+
+@dataclass(frozen=True)
+class ParamSource:
+    """Where static parameter k comes from: ``kind`` is "move", "closure", "start" or "final";
+    ``index`` the move index, (src, dst) closure pair, or state."""
+
+    kind: Literal["move", "closure", "start", "final"]
+    index: int | tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The lowered template a kernel runs (see the module docstring for its semantics)."""
+
+    template: Template
+    algebra: KernelAlgebra
+    options: Options
+    moves: tuple[PlanMove, ...]
+    closure: tuple[PlanClosure, ...]
+    start: tuple[int | None, ...]
+    final: tuple[tuple[int, int | None], ...]
+    params: tuple[ParamSource, ...] = field(default=())
+
+    @property
+    def num_states(self) -> int:
+        return self.template.num_states
+
+    @property
+    def num_slots(self) -> int:
+        return len(self.template.slots)
+
+    @property
+    def num_params(self) -> int:
+        return len(self.params)
+
+    @property
+    def has_closure(self) -> bool:
+        """Whether the closure step is more than the identity."""
+        return any(e.src != e.dst or e.param is not None for e in self.closure)
+
+    def key(self) -> str:
+        """A stable text identifying everything generated code depends on."""
+        return repr(
+            (
+                self.algebra.name,
+                self.options,
+                self.moves,
+                self.closure,
+                self.start,
+                self.final,
+                self.num_states,
+                self.num_slots,
+                self.num_params,
+            )
+        )
+
+
+def epsilon_reach(template: Template, cap: int | None) -> tuple[set[tuple[int, int]], set[int]]:
+    """Structural closure pairs (i, j), i != j, reachable by 1..cap epsilons, and the states on
+    an epsilon cycle of length <= cap (whose diagonal closure entry is not plain one)."""
+    n = template.num_states
+    step = {(a.src, a.dst) for a in template.epsilons}
+    reach: set[tuple[int, int]] = set()
+    frontier = set(step)
+    depth = 1
+    while frontier and (cap is None or depth <= cap):
+        new = frontier - reach
+        reach |= new
+        frontier = {(i, k) for (i, j) in new for (j2, k) in step if j == j2}
+        depth += 1
+        if depth > n * n + 1 and cap is None:
+            break
+    cyclic = {i for i in range(n) if (i, i) in reach}
+    return {(i, j) for (i, j) in reach if i != j}, cyclic
+
+
+def lower(template: Template, semiring: str | Semiring, options: Options | None = None) -> Plan:
+    """Lower ``template`` for ``semiring`` and ``options`` into a kernel plan.
+
+    Raises:
+        WeightError: a literal other than one when ``semiring`` is not the template's.
+    """
+    options = options or Options()
+    algebra = kernel_algebra(semiring)
+    if algebra.semiring.name != get_semiring(template.semiring).name:
+        literal_arcs = [a for a in template.moves + template.epsilons if a.weight.literal is not None]
+        literal_ends = [w for _, w in template.initial + template.final if w.literal is not None]
+        if literal_arcs or literal_ends:
+            raise WeightError(
+                f"{template.name}: literals are written in the {template.semiring} semiring and cannot be "
+                f"compiled for {algebra.semiring.name} (only literal one/zero carry over)"
+            )
+    params: list[ParamSource] = []
+
+    def new_param(source: ParamSource) -> int:
+        params.append(source)
+        return len(params) - 1
+
+    moves = []
+    for i, arc in enumerate(template.moves):
+        w = arc.weight
+        param = new_param(ParamSource("move", i)) if (w.constants or w.literal is not None) else None
+        moves.append(PlanMove(arc.src, arc.dst, w.slots, param))
+    moves.sort(key=lambda m: (m.dst, m.src))
+    pairs, cyclic = epsilon_reach(template, options.epsilon_cap)
+    closure = []
+    for j in range(template.num_states):
+        diag = new_param(ParamSource("closure", (j, j))) if j in cyclic else None
+        closure.append(PlanClosure(j, j, diag))
+        for i in sorted(i for (i, jj) in pairs if jj == j):
+            closure.append(PlanClosure(i, j, new_param(ParamSource("closure", (i, j)))))
+    reach_from_initial = {q for q, _ in template.initial} | {j for (i, j) in pairs if i in dict(template.initial)}
+    start = tuple(
+        new_param(ParamSource("start", q)) if q in reach_from_initial else None for q in range(template.num_states)
+    )
+    final = tuple(
+        (q, new_param(ParamSource("final", q)) if (w.constants or w.literal is not None) else None)
+        for q, w in template.final
+    )
+    return Plan(template, algebra, options, tuple(moves), tuple(closure), start, final, tuple(params))

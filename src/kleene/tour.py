@@ -1,0 +1,214 @@
+"""The kleene tour: the toolkit shown on the rational-recurrences paper's automata, one small section at a time.
+
+``run_tour(out)`` runs the sections of ``SECTIONS`` in order. A section is a function of the shared
+``TourContext``: it prints what it shows and records what it computed in ``context.results`` (where later sections
+and the tests read it) and the files it wrote in ``context.files``. Add one with the ``@section("title")`` decorator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import graphviz
+import sympy
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from kleene.automata import WFSA, KleeneError
+from kleene.automata.draw import arc_label, format_state_name, format_weight, state_weight_label
+from kleene.automata.examples import (
+    DEFAULT_ALPHABET,
+    paper_automaton_b,
+    paper_automaton_c,
+    paper_automaton_f,
+    paper_equation_4,
+    paper_recurrence_b,
+    paper_recurrence_c,
+    paper_recurrence_f,
+)
+
+#: The sentence the tour scores.
+SENTENCE: tuple[str, ...] = ("the", "movie", "was", "great")
+
+#: The figure of the paper that draws each automaton.
+FIGURES = {"B": "Figure 1", "C": "Figure 2", "F": "Figure 4"}
+
+#: The paper's recurrence for each automaton's real-semiring score.
+RECURRENCES: dict[str, Callable[[Sequence[Hashable], Any], float]] = {
+    "B": paper_recurrence_b,
+    "C": paper_recurrence_c,
+    "F": paper_recurrence_f,
+}
+
+
+@dataclass
+class TourContext:
+    """What the sections share: where to write, where to print, the seed, and what earlier sections found."""
+
+    out: Path
+    console: Console
+    seed: int = 0
+    sentence: tuple[str, ...] = SENTENCE
+    results: dict[str, Any] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+    def automaton(self, name: str) -> WFSA:
+        """One of the automata built by the first section."""
+        automata: dict[str, WFSA] = self.results["automata"]
+        return automata[name]
+
+
+Section = Callable[[TourContext], None]
+
+#: The tour's sections, in order: (title, function).
+SECTIONS: list[tuple[str, Section]] = []
+
+
+def section(title: str) -> Callable[[Section], Section]:
+    """Register a function as the next section of the tour."""
+
+    def register(function: Section) -> Section:
+        SECTIONS.append((title, function))
+        return function
+
+    return register
+
+
+def run_tour(out: Path | str = "out/tour", console: Console | None = None, seed: int = 0) -> TourContext:
+    """Run every section; return the context with the results and the files written under ``out``."""
+    context = TourContext(Path(out), console or Console(highlight=False), seed)
+    context.out.mkdir(parents=True, exist_ok=True)
+    for number, (title, function) in enumerate(SECTIONS, start=1):
+        context.console.rule(Text(f"{number}. {title}", style="bold"))
+        function(context)
+        context.console.print()
+    context.console.print(Text(f"Files written to {context.out.resolve()}:", style="bold"))
+    for path in context.files:
+        context.console.print(Text(f"  {path}"))
+    return context
+
+
+def _say(context: TourContext, text: str, style: str = "") -> None:
+    """Print ``text`` as it is (no rich markup: symbols may contain brackets)."""
+    context.console.print(Text(text, style=style))
+
+
+def _state_list(wfsa: WFSA, weights: dict[int, Any]) -> str:
+    """``q₀, q₁ (ρ₁)``: state names with their initial or final weights where these are not one."""
+    parts = []
+    for q, w in weights.items():
+        name, shown = format_state_name(wfsa.state_name(q)), state_weight_label(wfsa, w)
+        parts.append(name if shown is None else f"{name} ({shown})")
+    return ", ".join(parts)
+
+
+@section("The paper's automata B, C and F")
+def show_automata(context: TourContext) -> None:
+    automata = {"B": paper_automaton_b(), "C": paper_automaton_c(), "F": paper_automaton_f()}
+    context.results["automata"] = automata
+    _say(context, f"Symbolic WFSAs over the real semiring and the alphabet {{{', '.join(DEFAULT_ALPHABET)}}}.")
+    _say(context, "∀α marks a self-loop taking any symbol; α on a main arc is any symbol, read by its weight.")
+    for name, wfsa in automata.items():
+        table = Table(title=Text(f"{name} ({FIGURES[name]}): {wfsa.num_states} states, {len(wfsa.arcs)} arcs"))
+        for column in ("arc", "from", "to", "label / weight", "kind"):
+            table.add_column(column)
+        for index, arc in enumerate(wfsa.arcs):
+            table.add_row(
+                str(index),
+                Text(format_state_name(wfsa.state_name(arc.src))),
+                Text(format_state_name(wfsa.state_name(arc.dst))),
+                Text(arc_label(wfsa, index)),
+                arc.kind,
+            )
+        table.caption = Text(f"initial: {_state_list(wfsa, wfsa.initial)}; final: {_state_list(wfsa, wfsa.final)}")
+        context.console.print(table)
+
+
+@section("Symbolic scores: the paper's Eq. 4")
+def symbolic_scores(context: TourContext) -> None:
+    words = list(context.sentence[:3])
+    b_score = context.automaton("B").score_symbolic(words)
+    equation_4 = paper_equation_4(words)
+    matches = sympy.expand(b_score - equation_4) == 0
+    context.results["symbolic"] = {"B": b_score, "equation_4": equation_4, "B_matches_equation_4": matches}
+    _say(context, f"B[{' '.join(words)}] = {format_weight(b_score)}")
+    _say(context, f"Eq. 4 gives      {format_weight(equation_4)}")
+    _say(context, "equal after expansion ✓" if matches else "they DIFFER ✗", style="green" if matches else "bold red")
+    pair = list(context.sentence[:2])
+    f_score = context.automaton("F").score_symbolic(pair)
+    context.results["symbolic"]["F"] = f_score
+    _say(context, f"F[{' '.join(pair)}] = {format_weight(f_score)}")
+    _say(context, "(the γ terms are the paths through the ε shortcut q₀ → q₃ that skip the bigram's first word)")
+
+
+def random_environment(seed: int, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> dict[str, Any]:
+    """Weight functions with values in (0, 1) for every symbol, and the constants γ, ρ₁, ρ₂."""
+    rng = random.Random(seed)
+    env: dict[str, Any] = {
+        name: {symbol: round(rng.uniform(0.05, 0.95), 3) for symbol in alphabet}
+        for name in ("mu", "phi", "mu1", "phi1", "mu2", "phi2")
+    }
+    env.update({name: round(rng.uniform(0.05, 0.95), 3) for name in ("gamma", "rho1", "rho2")})
+    return env
+
+
+@section("Numeric scores: the Forward algorithm against the paper's recurrences")
+def numeric_scores(context: TourContext) -> None:
+    env = random_environment(context.seed)
+    context.results["env"] = env
+    weights = Table(title=Text(f"a random environment (seed {context.seed})"))
+    weights.add_column("symbol")
+    functions = [name for name, value in env.items() if isinstance(value, dict)]
+    for name in functions:
+        weights.add_column(format_weight(sympy.Symbol(name)))
+    for symbol in DEFAULT_ALPHABET:
+        weights.add_row(Text(str(symbol)), *(f"{env[name][symbol]:.3f}" for name in functions))
+    context.console.print(weights)
+    constants = [f"{format_weight(sympy.Symbol(n))} = {v}" for n, v in env.items() if not isinstance(v, dict)]
+    _say(context, ", ".join(constants))
+
+    words = list(context.sentence)
+    scores = Table(title=Text(f'scores of "{" ".join(words)}"'))
+    for column in ("automaton", "Forward", "paper's recurrence", "|difference|"):
+        scores.add_column(column)
+    numeric: dict[str, tuple[float, float]] = {}
+    for name, recurrence in RECURRENCES.items():
+        forward, paper = float(context.automaton(name).score(words, env)), recurrence(words, env)
+        numeric[name] = (forward, paper)
+        scores.add_row(name, f"{forward:.6f}", f"{paper:.6f}", f"{abs(forward - paper):.1e}")
+    context.console.print(scores)
+    context.results["numeric"] = numeric
+
+    prefixes = [float(context.automaton("B").score(words[:t], env)) for t in range(1, len(words) + 1)]
+    states = [paper_recurrence_b(words[:t], env) for t in range(1, len(words) + 1)]
+    context.results["proposition_7"] = (prefixes, states)
+    _say(context, "Proposition 7: the RNN of Eq. 5 with μ = u and φ = f has hidden state c_t = B[x_:t]:")
+    for t, (prefix, state) in enumerate(zip(prefixes, states), start=1):
+        _say(context, f"  t={t}  c_t = {state:.6f}   B[{' '.join(words[:t])}] = {prefix:.6f}")
+
+
+@section("Viterbi: the best single path")
+def best_path(context: TourContext) -> None:
+    words = list(context.sentence)
+    path = context.automaton("C").viterbi(words, context.results["env"])
+    context.results["viterbi"] = path
+    _say(context, f'In C, under the max-times order, the best path deriving "{" ".join(words)}":')
+    _say(context, str(path))
+
+
+@section("Drawings in the style of the paper's figures")
+def drawings(context: TourContext) -> None:
+    for name in ("B", "C", "F"):
+        path = context.out / f"{name}.svg"
+        dot = context.automaton(name).to_dot(title=f"{FIGURES[name]}: {name}")
+        try:
+            path.write_bytes(dot.pipe(format="svg"))
+        except graphviz.ExecutableNotFound:
+            raise KleeneError("graphviz's `dot` program is not installed: run `bash scripts/setup.sh`") from None
+        context.files.append(path)
+        _say(context, f"{name}: {path}")

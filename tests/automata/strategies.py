@@ -1,0 +1,58 @@
+"""Hypothesis strategies for small random WFSAs in every semiring."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+from kleene.automata import ANY, EPSILON, WFSA, NoneOf, OneOf, get_semiring
+
+ALPHABET = ("a", "b", "c")
+
+LABELS = st.one_of(
+    st.sampled_from(ALPHABET),
+    st.just(EPSILON),
+    st.just(ANY),
+    st.sets(st.sampled_from(ALPHABET), min_size=1, max_size=2).map(OneOf),
+    st.sets(st.sampled_from(ALPHABET), min_size=1, max_size=2).map(NoneOf),
+)
+
+
+def weights(semiring: str, epsilon: bool) -> st.SearchStrategy[Any]:
+    """Weights in the semiring's domain; epsilon weights keep every epsilon star convergent."""
+    unit = st.floats(0.05, 0.95 if not epsilon else 0.2, allow_nan=False)
+    if semiring == "real":
+        return st.builds(lambda u, sign: u * sign, unit, st.sampled_from([1.0, -1.0] if not epsilon else [1.0]))
+    if semiring == "log":
+        return unit.map(math.log)
+    if semiring == "max-plus":
+        return st.floats(-3.0, -0.1) if epsilon else st.floats(-3.0, 3.0)
+    if semiring == "min-plus":
+        return st.floats(0.1, 3.0) if epsilon else st.floats(-3.0, 3.0)
+    if semiring == "max-times":
+        return st.floats(0.05, 0.95) if epsilon else st.floats(0.05, 2.0)
+    return st.booleans()
+
+
+@st.composite
+def wfsas(draw: st.DrawFn, semiring: str, max_states: int = 4, max_arcs: int = 8, epsilons: bool = True) -> WFSA:
+    """A random automaton over ALPHABET (epsilon cycles allowed when ``epsilons``)."""
+    n = draw(st.integers(1, max_states))
+    a = WFSA(get_semiring(semiring), alphabet=ALPHABET)
+    for _ in range(n):
+        a.add_state()
+    states = st.integers(0, n - 1)
+    for q in draw(st.sets(states, min_size=1, max_size=2)):
+        a.set_initial(q, draw(weights(semiring, epsilon=False)))
+    for q in draw(st.sets(states, min_size=1, max_size=n)):
+        a.set_final(q, draw(weights(semiring, epsilon=False)))
+    for _ in range(draw(st.integers(0, max_arcs))):
+        label = draw(LABELS if epsilons else LABELS.filter(lambda lab: lab is not EPSILON))
+        eps = label is EPSILON
+        a.add_arc(draw(states), draw(states), label, draw(weights(semiring, epsilon=eps)))
+    return a
+
+
+strings = st.lists(st.sampled_from(ALPHABET), max_size=4)

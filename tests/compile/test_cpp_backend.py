@@ -1,0 +1,142 @@
+"""The generated C++ backend against the torch reference: values, gradients, gradcheck, the build cache."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+import torch
+
+from kleene.automata.examples import paper_automaton_f
+from kleene.compile import Options, Template, compile, dense_template, lower
+from kleene.compile.codegen_cpp import generate_cpp
+from kleene.compile.reference import run_reference, static_params
+from kleene.compile.runtime import build, compiler
+
+from .oracle import SEMIRINGS, random_slots, random_template, set_constants
+
+try:
+    compiler()
+except Exception as exc:  # noqa: BLE001 - the reason is shown in the skip message
+    pytest.skip(f"no C++ compiler: {exc}", allow_module_level=True)
+
+pytestmark = pytest.mark.cpp
+
+
+def _pair(template: Template, semiring: str, dim: int, **options: object):  # type: ignore[no-untyped-def]
+    cpp = compile(template, semiring, dim, "cpp", **options).double()  # type: ignore[arg-type]
+    ref = compile(template, semiring, dim, "torch", **options).double()  # type: ignore[arg-type]
+    return cpp, ref
+
+
+def _masked(y: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isfinite(y), y, torch.zeros_like(y))
+
+
+def _agree(cpp, ref, slots: torch.Tensor, lengths: torch.Tensor, h0: torch.Tensor | None, seed: int) -> None:  # type: ignore[no-untyped-def]
+    ref.load_state_dict(cpp.state_dict())
+    inputs = [slots.clone().requires_grad_()] + ([h0.clone().requires_grad_()] if h0 is not None else [])
+    results = []
+    for module in (cpp, ref):
+        x = [t.detach().clone().requires_grad_() for t in inputs]
+        out, final = module(x[0], lengths, x[1] if h0 is not None else None)
+        gen = torch.Generator().manual_seed(seed)
+        loss = (_masked(out) * torch.randn(out.shape, generator=gen, dtype=out.dtype)).sum()
+        loss = loss + (_masked(final) * torch.randn(final.shape, generator=gen, dtype=out.dtype)).sum()
+        grads = torch.autograd.grad(loss, [*x, module.constants], allow_unused=True)
+        results.append((out.detach(), final.detach(), grads))
+    (out_c, fin_c, g_c), (out_r, fin_r, g_r) = results
+    for got, expected in ((out_c, out_r), (fin_c, fin_r)):
+        assert torch.equal(torch.isfinite(got), torch.isfinite(expected))
+        torch.testing.assert_close(_masked(got), _masked(expected), rtol=1e-9, atol=1e-10)
+    for got, expected in zip(g_c, g_r):
+        torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.parametrize("seed", range(3))
+def test_random_templates_agree_with_reference(semiring: str, seed: int) -> None:
+    rng = random.Random(100 + seed)
+    gen = torch.Generator().manual_seed(seed)
+    template = random_template(rng, semiring)
+    options = {"restart": seed == 1, "epsilon_cap": rng.choice([None, 1]), "bidirectional": seed != 2,
+               "output": ("steps", "sum", "last")[seed]}
+    cpp, ref = _pair(template, semiring, 6, **options)
+    set_constants(cpp, gen)
+    slots = random_slots(semiring, (3, 7, len(template.slots), 6), gen)
+    h0 = random_slots(semiring, (3, template.num_states, 6), gen) if seed == 0 else None
+    _agree(cpp, ref, slots, torch.tensor([7, 4, 0]), h0, seed)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_gradcheck(semiring: str) -> None:
+    """float64 gradcheck of the hand-derived backward (F: epsilon, two finals, restart, bidirectional)."""
+    gen = torch.Generator().manual_seed(11)
+    template = Template.from_wfsa(paper_automaton_f(semiring))
+    module = compile(template, semiring, 4, "cpp", restart=True, bidirectional=True).double()
+    set_constants(module, gen)
+    slots = random_slots(semiring, (2, 4, 4, 4), gen).requires_grad_()
+    h0 = random_slots(semiring, (2, 4, 4), gen).requires_grad_()
+    constants = module.constants.detach().clone().requires_grad_()
+    lengths = torch.tensor([4, 3])
+
+    def run(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        params = static_params(module.plan, c, x.new_empty((1, 4)))
+        return tuple(_masked(y) for y in module._runner(module.plan, x, params, lengths, h))
+
+    assert torch.autograd.gradcheck(run, (slots, h0, constants))
+
+
+def test_float32_and_bfloat16() -> None:
+    gen = torch.Generator().manual_seed(12)
+    template = Template.from_wfsa(paper_automaton_f())
+    cpp, ref = _pair(template, "real", 8)
+    cpp.float()
+    ref.float()
+    ref.load_state_dict(cpp.state_dict())
+    slots = random_slots("real", (2, 9, 4, 8), gen, torch.float32)
+    torch.testing.assert_close(cpp(slots)[0], ref(slots)[0])
+    out, _ = cpp(slots.bfloat16())
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref(slots.bfloat16().float())[0])
+
+
+def test_dense_topology() -> None:
+    gen = torch.Generator().manual_seed(13)
+    template = dense_template(3)
+    cpp, ref = _pair(template, "log", 5)
+    _agree(cpp, ref, random_slots("log", (2, 6, 9, 5), gen), torch.tensor([6, 5]), None, 13)
+
+
+def test_lanes_beyond_one_block() -> None:
+    """More dimensions than one lane block (64), odd sizes, bidirectional split inside a block."""
+    gen = torch.Generator().manual_seed(14)
+    template = Template.from_wfsa(paper_automaton_f("max-plus"))
+    cpp, ref = _pair(template, "max-plus", 150, bidirectional=True)
+    set_constants(cpp, gen)
+    _agree(cpp, ref, random_slots("max-plus", (2, 5, 4, 150), gen), torch.tensor([5, 2]), None, 14)
+
+
+def test_build_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A first build, then a cached one that is only a lookup; the source is kept beside the library."""
+    monkeypatch.setenv("KLEENE_CACHE", str(tmp_path))
+    plan = lower(Template.from_wfsa(paper_automaton_f()), "real", Options(output="last"))
+    source = generate_cpp(plan)
+    start = time.perf_counter()
+    path, built = build(source)
+    first = time.perf_counter() - start
+    assert built and path.exists() and path.with_suffix(".cpp").read_text() == source
+    start = time.perf_counter()
+    again, built_again = build(source)
+    assert again == path and not built_again
+    assert time.perf_counter() - start < 0.5
+    assert first < 20
+    assert [p.name for p in tmp_path.joinpath("kernels").iterdir() if p.name.startswith(".build")] == []
+
+
+def test_reference_runner_is_not_the_kernel() -> None:
+    """Guard against a test passing by comparing the reference with itself."""
+    module = compile(Template.from_wfsa(paper_automaton_f()), "real", 2, "cpp")
+    assert module._runner is not run_reference
+    assert module.backend == "cpp"

@@ -1,0 +1,56 @@
+"""The cpp kernels as torch.library custom ops: opcheck, and a compiled module inside torch.compile."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kleene.automata.examples import paper_automaton_f
+from kleene.compile import Template, compile
+from kleene.compile.runtime import compiler, custom_ops
+
+from .oracle import random_slots, set_constants
+
+try:
+    compiler()
+except Exception as exc:  # noqa: BLE001 - the reason is shown in the skip message
+    pytest.skip(f"no C++ compiler: {exc}", allow_module_level=True)
+
+pytestmark = pytest.mark.cpp
+
+
+@pytest.mark.parametrize(("semiring", "output"), [("log", "steps"), ("max-plus", "sum")])
+def test_opcheck(semiring: str, output: str) -> None:
+    gen = torch.Generator().manual_seed(21)
+    module = compile(Template.from_wfsa(paper_automaton_f(semiring)), semiring, 3, "cpp", output=output,
+                     restart=output == "sum").double()
+    set_constants(module, gen)
+    forward, _ = custom_ops(module.plan)
+    slots = random_slots(semiring, (2, 5, 4, 3), gen).requires_grad_()
+    params = module.params(slots).detach().requires_grad_()
+    h0 = random_slots(semiring, (2, 4, 3), gen).requires_grad_()
+    lengths = torch.tensor([5, 3])
+    for args in ((slots, params, lengths, h0, True), (slots, params, lengths, None, True),
+                 (slots.detach(), params.detach(), lengths, None, False)):
+        torch.library.opcheck(forward, args)
+
+
+def test_module_under_torch_compile() -> None:
+    gen = torch.Generator().manual_seed(22)
+    module = compile(Template.from_wfsa(paper_automaton_f()), "real", 4, "cpp")
+    set_constants(module, gen)
+    reference = compile(Template.from_wfsa(paper_automaton_f()), "real", 4, "torch")
+    reference.load_state_dict(module.state_dict())
+    slots = random_slots("real", (2, 6, 4, 4), gen, torch.float32).requires_grad_()
+
+    def loss(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        out, final = m(torch.sigmoid(x))
+        return out.square().sum() + final.sum()
+
+    compiled = torch.compile(lambda x: loss(module, x), backend="aot_eager", fullgraph=True)
+    got = compiled(slots)
+    (g_got,) = torch.autograd.grad(got, [slots])
+    expected = loss(reference, slots)
+    (g_expected,) = torch.autograd.grad(expected, [slots])
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(g_got, g_expected)

@@ -1,0 +1,171 @@
+"""The ``kleene`` command and its ``tour``: output, files, results checked against independent computations."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import itertools
+import math
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import graphviz
+import pytest
+from rich.console import Console
+
+from kleene import __version__
+from kleene.automata import KleeneError
+from kleene.cli import SUBCOMMANDS, build_parser, main
+from kleene.tour import SECTIONS, TourContext, random_environment, run_tour, section
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot binary is not installed")
+
+
+def quiet_console() -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, width=120, color_system=None), buffer
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory: pytest.TempPathFactory) -> tuple[TourContext, str]:
+    console, buffer = quiet_console()
+    context = run_tour(tmp_path_factory.mktemp("tour"), console=console, seed=3)
+    return context, buffer.getvalue()
+
+
+@needs_dot
+def test_tour_writes_the_three_drawings(tour: tuple[TourContext, str]) -> None:
+    context, output = tour
+    assert [p.name for p in context.files] == ["B.svg", "C.svg", "F.svg"]
+    for path, caption in zip(context.files, ("Figure 1: B", "Figure 2: C", "Figure 4: F")):
+        root = ET.parse(path).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert caption in [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert output.rstrip().endswith(str(context.files[-1]))
+    assert f"Files written to {context.out.resolve()}" in output
+
+
+@needs_dot
+def test_tour_prints_its_sections_in_order(tour: tuple[TourContext, str]) -> None:
+    _, output = tour
+    positions = [output.index(f"{number}. {title}") for number, (title, _) in enumerate(SECTIONS, start=1)]
+    assert positions == sorted(positions) and len(positions) >= 5
+    assert "B[the movie was] = (μ(movie) + μ(the)·φ(movie))·φ(was) + μ(was)" in output
+    assert "equal after expansion ✓" in output
+
+
+@needs_dot
+def test_tour_symbolic_score_is_equation_4(tour: tuple[TourContext, str]) -> None:
+    context, _ = tour
+    assert context.results["symbolic"]["B_matches_equation_4"] is True
+    f_score = context.results["symbolic"]["F"]
+    assert {str(s) for s in f_score.free_symbols} == {"gamma", "rho1", "rho2", "the", "movie"}
+
+
+@needs_dot
+def test_tour_scores_agree_with_the_recurrences(tour: tuple[TourContext, str]) -> None:
+    context, output = tour
+    for name, (forward, paper) in context.results["numeric"].items():
+        assert math.isclose(forward, paper, rel_tol=1e-12), name
+        assert f"{forward:.6f}" in output
+    prefixes, states = context.results["proposition_7"]
+    assert len(prefixes) == len(context.sentence) and all(math.isclose(a, b) for a, b in zip(prefixes, states))
+
+
+@needs_dot
+def test_tour_viterbi_path_is_the_best_path_of_c(tour: tuple[TourContext, str]) -> None:
+    context, _ = tour
+    env, words = context.results["env"], context.sentence
+    # C's paths: stay in q0, take μ1 at i, stay in q1 (φ1), take μ2 at j > i, stay in q2 (φ2)
+    best = max(
+        env["mu1"][words[i]]
+        * math.prod(env["phi1"][w] for w in words[i + 1 : j])
+        * env["mu2"][words[j]]
+        * math.prod(env["phi2"][w] for w in words[j + 1 :])
+        for i, j in itertools.combinations(range(len(words)), 2)
+    )
+    path = context.results["viterbi"]
+    assert math.isclose(float(path.weight), best, rel_tol=1e-12)
+    assert [step.symbol for step in path.steps] == list(words)
+
+
+def test_random_environment_is_seeded_and_in_range() -> None:
+    assert random_environment(7) == random_environment(7) != random_environment(8)
+    env = random_environment(7)
+    numbers = [v for value in env.values() for v in (value.values() if isinstance(value, dict) else [value])]
+    assert all(0.05 <= v <= 0.95 for v in numbers)
+
+
+def test_a_missing_dot_is_a_clear_kleene_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_dot(*args: object, **kwargs: object) -> bytes:
+        raise graphviz.ExecutableNotFound(("dot",))
+
+    monkeypatch.setattr(graphviz.Digraph, "pipe", no_dot)
+    console, _ = quiet_console()
+    with pytest.raises(KleeneError, match=r"dot.*scripts/setup\.sh"):
+        run_tour(tmp_path, console=console)
+
+
+def test_sections_can_be_added(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kleene.tour.SECTIONS", [])
+    seen: list[str] = []
+
+    @section("first")
+    def first(context: TourContext) -> None:
+        context.results["first"] = 1
+        seen.append("first")
+
+    @section("second")
+    def second(context: TourContext) -> None:
+        seen.append(f"second saw {context.results['first']}")
+
+    console, buffer = quiet_console()
+    run_tour(tmp_path / "new", console=console)
+    assert seen == ["first", "second saw 1"] and "1. first" in buffer.getvalue() and (tmp_path / "new").is_dir()
+
+
+@needs_dot
+def test_cli_tour_runs_as_a_console_script(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "kleene.cli", "tour", "--out", str(out), "--seed", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["B.svg", "C.svg", "F.svg"]
+    assert "equal after expansion ✓" in result.stdout and str(out.resolve()) in result.stdout
+
+
+def test_cli_reports_errors_without_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert main(["tour", "--out", str(blocker / "tour")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kleene tour: error:") and "a-file" in err and "Traceback" not in err
+
+
+def test_cli_version_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as version:
+        main(["--version"])
+    assert version.value.code == 0 and capsys.readouterr().out.strip() == f"kleene {__version__}"
+    with pytest.raises(SystemExit) as missing:
+        main([])
+    assert missing.value.code == 2 and "COMMAND" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as unknown:
+        main(["no-such-command"])
+    assert unknown.value.code == 2
+
+
+def test_every_subcommand_module_registers_itself() -> None:
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(subparsers.choices) == SUBCOMMANDS
+    for name in SUBCOMMANDS:
+        assert callable(importlib.import_module(f"kleene.cli.{name}").register)
+        assert callable(subparsers.choices[name].get_default("handler")), name
