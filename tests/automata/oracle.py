@@ -24,10 +24,10 @@ def paths(
             if not arc.label.consumes:
                 if run < max_epsilons:
                     w = s.times(weight, wfsa.arc_weight(i, None, env))
-                    yield from walk(arc.dst, position, run + 1, w, taken + [i])
+                    yield from walk(arc.dst, position, run + 1, w, [*taken, i])
             elif position < len(symbols) and arc.label.matches(symbols[position]):
                 w = s.times(weight, wfsa.arc_weight(i, symbols[position], env))
-                yield from walk(arc.dst, position + 1, 0, w, taken + [i])
+                yield from walk(arc.dst, position + 1, 0, w, [*taken, i])
 
     for q, lam in wfsa.initial.items():
         yield from walk(q, 0, 0, wfsa.numeric(lam, None, env, "initial"), [])

@@ -20,11 +20,14 @@ LABELS = st.one_of(
 )
 
 
-def weights(semiring: str, epsilon: bool) -> st.SearchStrategy[Any]:
-    """Weights in the semiring's domain; epsilon weights keep every epsilon star convergent."""
+def weights(semiring: str, epsilon: bool, signed: bool = True) -> st.SearchStrategy[Any]:
+    """Weights in the semiring's domain; epsilon weights keep every epsilon star convergent.
+
+    ``signed=False`` keeps real weights nonnegative (as Viterbi needs)."""
     unit = st.floats(0.05, 0.95 if not epsilon else 0.2, allow_nan=False)
     if semiring == "real":
-        return st.builds(lambda u, sign: u * sign, unit, st.sampled_from([1.0, -1.0] if not epsilon else [1.0]))
+        signs = [1.0, -1.0] if signed and not epsilon else [1.0]
+        return st.builds(lambda u, sign: u * sign, unit, st.sampled_from(signs))
     if semiring == "log":
         return unit.map(math.log)
     if semiring == "max-plus":
@@ -37,7 +40,9 @@ def weights(semiring: str, epsilon: bool) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def wfsas(draw: st.DrawFn, semiring: str, max_states: int = 4, max_arcs: int = 8, epsilons: bool = True) -> WFSA:
+def wfsas(
+    draw: st.DrawFn, semiring: str, max_states: int = 4, max_arcs: int = 8, epsilons: bool = True, signed: bool = True
+) -> WFSA:
     """A random automaton over ALPHABET (epsilon cycles allowed when ``epsilons``)."""
     n = draw(st.integers(1, max_states))
     a = WFSA(get_semiring(semiring), alphabet=ALPHABET)
@@ -45,13 +50,13 @@ def wfsas(draw: st.DrawFn, semiring: str, max_states: int = 4, max_arcs: int = 8
         a.add_state()
     states = st.integers(0, n - 1)
     for q in draw(st.sets(states, min_size=1, max_size=2)):
-        a.set_initial(q, draw(weights(semiring, epsilon=False)))
+        a.set_initial(q, draw(weights(semiring, epsilon=False, signed=signed)))
     for q in draw(st.sets(states, min_size=1, max_size=n)):
-        a.set_final(q, draw(weights(semiring, epsilon=False)))
+        a.set_final(q, draw(weights(semiring, epsilon=False, signed=signed)))
     for _ in range(draw(st.integers(0, max_arcs))):
         label = draw(LABELS if epsilons else LABELS.filter(lambda lab: lab is not EPSILON))
         eps = label is EPSILON
-        a.add_arc(draw(states), draw(states), label, draw(weights(semiring, epsilon=eps)))
+        a.add_arc(draw(states), draw(states), label, draw(weights(semiring, epsilon=eps, signed=signed)))
     return a
 
 

@@ -220,7 +220,11 @@ def arcs_with(index: int, **changes: Any) -> list[dict[str, Any]]:
             r"arcs\[0\].label: arc 0 \(p -z-> q\): symbol 'z' is not in the alphabet",
         ),
         (document(arcs=arcs_with(0, weight=True)), WeightError, r"arcs\[0\].weight: true is not a weight of the log"),
-        (document(arcs=arcs_with(0, weight="inf")), WeightError, r"arcs\[0\].weight: .*inf is not an element of the log"),
+        (
+            document(arcs=arcs_with(0, weight="inf")),
+            WeightError,
+            r"arcs\[0\].weight: .*inf is not an element of the log",
+        ),
         (document(arcs=arcs_with(0, weight=[1])), FormatError, r"arcs\[0\].weight: expected a number, 'inf'"),
         (document(arcs=arcs_with(0, weight=10**400)), WeightError, r"arcs\[0\].weight: .* is too large"),
         (document(initial={"p": "mu(alpha)"}), WeightError, r"initial.p: .*depends on the consumed symbol"),

@@ -68,6 +68,24 @@ def openfst_score(machine: Any, word: Sequence[str], semiring: str) -> float:
     return openfst_total(fst.compose(machine.copy().arcsort(sort_type="olabel"), string))
 
 
+def accepted_words(machine: Any, seed: int, count: int = 3) -> list[list[str]]:
+    """Strings of successful paths drawn by OpenFst's randgen (so that scores are not all zero)."""
+    trimmed = machine.copy().connect()
+    if trimmed.start() == pynini.NO_STATE_ID:
+        return []
+    paths = fst.randgen(trimmed, npath=count, seed=seed, max_length=12)
+    words: list[list[str]] = []
+
+    def walk(state: int, word: list[str]) -> None:
+        if paths.final(state) != fst.Weight.zero(paths.weight_type()):
+            words.append(word)
+        for arc in paths.arcs(state):
+            walk(arc.nextstate, word + ([str(SYMBOLS.symbol(arc.ilabel))] if arc.ilabel else []))
+
+    walk(paths.start(), [])
+    return words
+
+
 def as_openfst(value: float, semiring: str) -> float:
     """A kleene value in OpenFst's convention: min-plus costs as they are, log p negated."""
     return float(value) if semiring == "min-plus" else -float(value)
@@ -142,7 +160,8 @@ def test_att_text_means_the_same_in_kleene_and_openfst(
     text = data.draw(att_texts(semiring, names))
     machine = openfst_compile(text, semiring, openfst_symbols if names else None)
     ours = read_att(text, semiring, symbols=SYMBOLS, acceptor=True)
-    for word in [data.draw(WORDS) for _ in range(6)] + [[]]:
+    words = [data.draw(WORDS) for _ in range(4)] + [[]] + accepted_words(machine, data.draw(st.integers(0, 2**31)))
+    for word in words:
         expected = openfst_score(machine, word, semiring)
         got = as_openfst(ours.score(word), semiring)
         assert agree(got, expected, semiring), (word, got, expected, text)
@@ -234,7 +253,8 @@ def test_kleene_reads_what_openfst_prints(
     # Four-field lines can be ambiguous ("0 1 2 2", "0 1 <epsilon> 0"); where they can, say what was printed.
     acceptor = None if infer else printing["acceptor"]
     ours = read_att(text, semiring, symbols=SymbolTable(ALPHABET, epsilon="<epsilon>"), acceptor=acceptor)
-    for word in [data.draw(WORDS) for _ in range(5)] + [[]]:
+    words = [data.draw(WORDS) for _ in range(3)] + [[]] + accepted_words(machine, data.draw(st.integers(0, 2**31)))
+    for word in words:
         expected = openfst_score(machine, word, semiring)
         got = as_openfst(ours.score(word), semiring)
         assert agree_loosely(got, expected), (word, got, expected, text)

@@ -43,7 +43,9 @@ def random_template(rng: random.Random, semiring: str, epsilons: bool = True) ->
     moves = tuple(TemplateArc(i, j, factor(True)) for i, j in rng.sample(pairs, rng.randint(q, min(len(pairs), 2 * q))))
     eps = ()
     if epsilons:
-        eps = tuple(TemplateArc(i, j, factor(False, need_constant=True)) for i, j in rng.sample(pairs, rng.randint(0, 3)))
+        eps = tuple(
+            TemplateArc(i, j, factor(False, need_constant=True)) for i, j in rng.sample(pairs, rng.randint(0, 3))
+        )
     initial = tuple((s, factor(False)) for s in sorted(rng.sample(range(q), rng.randint(1, 2))))
     final = tuple((s, factor(False)) for s in sorted(rng.sample(range(q), rng.randint(1, 2))))
     return Template(

@@ -60,8 +60,12 @@ def test_random_templates_agree_with_reference(semiring: str, seed: int) -> None
     rng = random.Random(100 + seed)
     gen = torch.Generator().manual_seed(seed)
     template = random_template(rng, semiring)
-    options = {"restart": seed == 1, "epsilon_cap": rng.choice([None, 1]), "bidirectional": seed != 2,
-               "output": ("steps", "sum", "last")[seed]}
+    options = {
+        "restart": seed == 1,
+        "epsilon_cap": rng.choice([None, 1]),
+        "bidirectional": seed != 2,
+        "output": ("steps", "sum", "last")[seed],
+    }
     cpp, ref = _pair(template, semiring, 6, **options)
     set_constants(cpp, gen)
     slots = random_slots(semiring, (3, 7, len(template.slots), 6), gen)

@@ -22,16 +22,20 @@ pytestmark = pytest.mark.cpp
 @pytest.mark.parametrize(("semiring", "output"), [("log", "steps"), ("max-plus", "sum")])
 def test_opcheck(semiring: str, output: str) -> None:
     gen = torch.Generator().manual_seed(21)
-    module = compile(Template.from_wfsa(paper_automaton_f(semiring)), semiring, 3, "cpp", output=output,
-                     restart=output == "sum").double()
+    module = compile(
+        Template.from_wfsa(paper_automaton_f(semiring)), semiring, 3, "cpp", output=output, restart=output == "sum"
+    ).double()
     set_constants(module, gen)
     forward, _ = custom_ops(module.plan)
     slots = random_slots(semiring, (2, 5, 4, 3), gen).requires_grad_()
     params = module.params(slots).detach().requires_grad_()
     h0 = random_slots(semiring, (2, 4, 3), gen).requires_grad_()
     lengths = torch.tensor([5, 3])
-    for args in ((slots, params, lengths, h0, True), (slots, params, lengths, None, True),
-                 (slots.detach(), params.detach(), lengths, None, False)):
+    for args in (
+        (slots, params, lengths, h0, True),
+        (slots, params, lengths, None, True),
+        (slots.detach(), params.detach(), lengths, None, False),
+    ):
         torch.library.opcheck(forward, args)
 
 

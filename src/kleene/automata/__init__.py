@@ -3,6 +3,29 @@
 Knows nothing of neural networks; torch appears only as a batched array backend.
 """
 
+# AT&T text
+# algorithms (forward, viterbi, closure, spans, pathsum, symbolic scores)
+from .algorithms import (
+    SpanScores,
+    Step,
+    ViterbiPath,
+    all_spans,
+    closure_matrix,
+    pathsum,
+    score,
+    score_symbolic,
+    viterbi,
+)
+from .att import read_att, read_symbols, write_att, write_symbols
+
+# batched torch forward
+from .batched import DenseWFSA, batched_forward
+
+# drawing
+from .draw import to_dot
+
+# equivalence
+from .equivalence import Counterexample, EquivalenceResult, equivalent
 from .errors import (
     AlphabetError,
     DivergenceError,
@@ -12,25 +35,19 @@ from .errors import (
     UnknownStateError,
     WeightError,
 )
+
+# JSON
+from .jsonio import from_json, to_json
 from .labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
+
+# networkx
+from .nxio import from_networkx, to_networkx
+
+# rational operations
+from .ops import concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
 from .semiring import BOOLEAN, LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, SEMIRINGS, Semiring, get_semiring
 from .weights import ALPHA, sigmoid, weight_functions
 from .wfsa import WFSA, Arc
-
-# algorithms (forward, viterbi, closure, spans, pathsum, symbolic scores)
-# batched torch forward
-# rational operations
-from .ops import concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
-# equivalence
-from .equivalence import Counterexample, EquivalenceResult, equivalent
-# AT&T text
-from .att import read_att, read_symbols, write_att, write_symbols
-# JSON
-from .jsonio import from_json, to_json
-# networkx
-from .nxio import from_networkx, to_networkx
-# drawing
-from .draw import to_dot
 
 __all__ = [
     "ALPHA",
@@ -48,6 +65,7 @@ __all__ = [
     "AnySymbol",
     "Arc",
     "Counterexample",
+    "DenseWFSA",
     "DivergenceError",
     "Epsilon",
     "EquivalenceResult",
@@ -58,10 +76,16 @@ __all__ = [
     "OneOf",
     "Semiring",
     "SemiringError",
+    "SpanScores",
+    "Step",
     "Sym",
     "SymbolTable",
     "UnknownStateError",
+    "ViterbiPath",
     "WeightError",
+    "all_spans",
+    "batched_forward",
+    "closure_matrix",
     "concat",
     "equivalent",
     "from_json",
@@ -70,16 +94,20 @@ __all__ = [
     "intersect",
     "kleene_plus",
     "kleene_star",
+    "pathsum",
     "read_att",
     "read_symbols",
     "remove_epsilon",
     "reverse",
+    "score",
+    "score_symbolic",
     "sigmoid",
     "to_dot",
     "to_json",
     "to_networkx",
     "trim",
     "union",
+    "viterbi",
     "weight_functions",
     "write_att",
     "write_symbols",

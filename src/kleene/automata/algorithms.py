@@ -24,7 +24,7 @@ import numpy as np
 import sympy
 
 from .errors import AlphabetError, DivergenceError, WeightError
-from .semiring import REAL, Semiring, _is_torch
+from .semiring import REAL, Semiring, _exact, _is_torch
 from .weights import Env, instantiate, is_symbolic
 from .wfsa import WFSA, Arc
 
@@ -332,12 +332,14 @@ def viterbi(
     """
     s, v = wfsa.semiring, wfsa.semiring.viterbi
 
-    def weight_of(i: int, x: Hashable | None) -> Any:
-        w = wfsa.arc_weight(i, x, env)
+    def nonnegative(w: Any, where: str) -> Any:
         if s is REAL and w < 0:
-            raise WeightError(f"arc {i}: Viterbi in the real semiring ranks paths by max-times and needs "
-                              f"nonnegative weights; got {w} on {x!r}")
+            raise WeightError(f"{where}: Viterbi in the real semiring ranks paths by max-times and needs "
+                              f"nonnegative weights; got {w}")
         return w
+
+    def weight_of(i: int, x: Hashable | None) -> Any:
+        return nonnegative(wfsa.arc_weight(i, x, env), f"arc {i} on {x!r}")
 
     eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]
     # A layer maps a state to (weight, pointer). A pointer is None (an initial state),
@@ -370,7 +372,7 @@ def viterbi(
 
     start: Layer = {}
     for q, value in enumerate(wfsa.vector(wfsa.initial, env)):
-        offer(start, q, _plain(value), None)
+        offer(start, q, nonnegative(_plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
     history = [relax(start)]
     for position, x in enumerate(symbols):
         wfsa.check_symbol(x, position)
@@ -383,7 +385,8 @@ def viterbi(
     final = wfsa.vector(wfsa.final, env)
     ends: Layer = {}
     for q, (w, _) in history[-1].items():
-        offer(ends, q, _plain(s.times(w, final[q])), None)
+        rho = nonnegative(_plain(final[q]), f"final weight of {wfsa.state_name(q)}")
+        offer(ends, q, _plain(s.times(w, rho)), None)
     if not ends:
         return ViterbiPath(s.zero)
     best_q = next(iter(ends))
@@ -422,14 +425,7 @@ def _backtrace(
 def _sym_weight(wfsa: WFSA, weight: Any, symbol: Hashable | None) -> sympy.Expr:
     if is_symbolic(weight):
         return weight if symbol is None else instantiate(weight, symbol)
-    return _sym_constant(weight)
-
-
-def _sym_constant(value: Any) -> sympy.Expr:
-    """A semiring constant as sympy: integral floats become integers (1.0 -> 1)."""
-    if isinstance(value, float) and value.is_integer():
-        return sympy.Integer(int(value))
-    return sympy.sympify(value)
+    return _exact(weight)
 
 
 def _sym_matrix(wfsa: WFSA, symbol: Hashable | None) -> list[list[list[sympy.Expr]]]:
@@ -513,7 +509,9 @@ def score_symbolic(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | N
     """
     s = wfsa.semiring
     closure = _sym_closure(wfsa, epsilon_cap)
-    vector = [_sym_weight(wfsa, wfsa.initial[q], None) if q in wfsa.initial else s.sym_zero for q in range(wfsa.num_states)]
+    vector = [
+        _sym_weight(wfsa, wfsa.initial[q], None) if q in wfsa.initial else s.sym_zero for q in range(wfsa.num_states)
+    ]
     if closure is not None:
         vector = _sym_vecmat(s, vector, closure)
     for x in symbols:

@@ -94,7 +94,7 @@ _CODECS: dict[tuple[str, str], _WeightCodec] = {
     ("max-plus", "tropical"): _NEGATION,
     ("max-times", "tropical"): _PROBABILITY,
     ("boolean", "tropical"): _SUPPORT,
-    ("log", "log"): _IDENTITY,
+    ("log", "log"): _NEGATION,
     ("real", "log"): _PROBABILITY,
     ("boolean", "log"): _SUPPORT,
 }

@@ -70,7 +70,8 @@ def batched_forward(
         return vector if closure is None else s.matmul(vector[:, None, :], closure)[:, 0, :]
 
     def finish(vector: torch.Tensor) -> torch.Tensor:
-        return s.sum(s.times(vector, final.expand(batch, q)), axis=-1)
+        total: torch.Tensor = s.sum(s.times(vector, final.expand(batch, q)), axis=-1)
+        return total
 
     alpha = close(initial.expand(batch, q))
     outputs = []

@@ -64,7 +64,7 @@ class _ExactFloatPrinter(StrPrinter):  # type: ignore[misc]
     the double range, which sympy's Floats allow) with 17 significant digits.
     """
 
-    def _print_Float(self, expr: sympy.Float) -> str:  # noqa: N802 - sympy's printer dispatch name
+    def _print_Float(self, expr: sympy.Float) -> str:
         value = float(expr)
         if expr.is_zero or (math.isfinite(value) and abs(value) >= sys.float_info.min):
             return repr(value)

@@ -68,10 +68,10 @@ def _logsumexp(x: Array, axis: int) -> Array:
     arr = np.asarray(x, dtype=float)
     if arr.shape[axis] == 0:
         return np.full(np.delete(arr.shape, axis), -np.inf)
-    peak = np.max(arr, axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0.0)
+    top = np.max(arr, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(arr - peak), axis=axis)) + np.squeeze(peak, axis=axis)
+        return np.log(np.sum(np.exp(arr - top), axis=axis)) + np.squeeze(top, axis=axis)
 
 
 def _logaddexp(a: Array, b: Array) -> Array:
@@ -80,7 +80,8 @@ def _logaddexp(a: Array, b: Array) -> Array:
 
         a_t = a if _is_torch(a) else torch.as_tensor(a, dtype=b.dtype)
         b_t = b if _is_torch(b) else torch.as_tensor(b, dtype=a_t.dtype)
-        return _logsumexp(torch.stack(torch.broadcast_tensors(a_t, b_t)), 0)
+        a_t, b_t = a_t.expand_as(a_t + b_t), b_t.expand_as(a_t + b_t)
+        return _logsumexp(torch.stack([a_t, b_t]), 0)
     return np.logaddexp(a, b)
 
 
@@ -89,6 +90,13 @@ def _scalar_result(value: Array, *inputs: Array) -> Array:
     if all(_is_scalar(v) for v in inputs):
         return np.asarray(value).item()
     return value
+
+
+def _exact(value: Any) -> sympy.Expr:
+    """A constant as sympy, integral floats as integers (``1.0`` -> ``1``)."""
+    if isinstance(value, float) and value.is_integer():
+        return sympy.Integer(int(value))
+    return sympy.sympify(value)
 
 
 class Semiring:
@@ -212,11 +220,11 @@ class Semiring:
 
     @property
     def sym_zero(self) -> sympy.Expr:
-        return sympy.sympify(self.zero)
+        return _exact(self.zero)
 
     @property
     def sym_one(self) -> sympy.Expr:
-        return sympy.sympify(self.one)
+        return _exact(self.one)
 
     def __repr__(self) -> str:
         return f"<semiring {self.name}>"

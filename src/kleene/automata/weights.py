@@ -52,7 +52,7 @@ def normalize_weight(value: Any, semiring: Semiring, where: str, consumes: bool 
             a weight that depends on the consumed symbol where nothing is consumed.
     """
     if value is None:
-        return semiring.one  # type: ignore[no-any-return]
+        return semiring.one
     if isinstance(value, str):
         try:
             value = sympy.sympify(value, locals={"alpha": ALPHA})
@@ -63,14 +63,14 @@ def normalize_weight(value: Any, semiring: Semiring, where: str, consumes: bool 
             if value in (sympy.true, sympy.false):
                 return semiring.check(bool(value), where)
             try:
-                value = float(value)  # type: ignore[arg-type]
+                value = float(value)
             except TypeError:
                 raise WeightError(f"{where}: weight {value} is not a number") from None
         else:
             if not consumes and _mentions_alpha(value):
                 raise WeightError(f"{where}: weight {value} depends on the consumed symbol, but the arc consumes none")
             return value
-    return semiring.check(value, where)  # type: ignore[no-any-return]
+    return semiring.check(value, where)
 
 
 def _mentions_alpha(expr: sympy.Basic) -> bool:

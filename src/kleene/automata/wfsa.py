@@ -174,7 +174,7 @@ class WFSA:
         """The semiring value of ``weight`` (constant or symbolic) when consuming ``symbol``."""
         if not is_symbolic(weight):
             return weight
-        value = evaluate(weight, symbol, env, where)  # type: ignore[arg-type]
+        value = evaluate(weight, symbol, env, where)
         try:
             return self.semiring.check(value, where)
         except WeightError as exc:
@@ -191,7 +191,7 @@ class WFSA:
 
     def vector(self, which: dict[int, Weight], env: Env | None = None) -> np.ndarray:
         """The initial or final weights as a dense semiring vector."""
-        out = self.semiring.zeros((self.num_states,))
+        out: np.ndarray = self.semiring.zeros((self.num_states,))
         for q, w in which.items():
             out[q] = self.numeric(w, None, env, f"weight of state {self._names[q]}")
         return out
@@ -199,7 +199,7 @@ class WFSA:
     def transition_matrix(self, symbol: Hashable | None, env: Env | None = None) -> np.ndarray:
         """The Q x Q matrix of ``symbol``'s arcs (``None``: the epsilon arcs), plus-merged."""
         s = self.semiring
-        out = s.zeros((self.num_states, self.num_states))
+        out: np.ndarray = s.zeros((self.num_states, self.num_states))
         for i, arc in enumerate(self.arcs):
             hit = (not arc.label.consumes) if symbol is None else arc.label.matches(symbol)
             if hit:
@@ -262,4 +262,4 @@ class WFSA:
         return to_dot(self, **kwargs)
 
     def _repr_svg_(self) -> str:
-        return self.to_dot().pipe(format="svg").decode("utf-8")
+        return str(self.to_dot().pipe(format="svg").decode("utf-8"))

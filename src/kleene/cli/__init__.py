@@ -18,6 +18,7 @@ from kleene.automata.errors import KleeneError
 SUBCOMMANDS: list[str] = [
     "tour",
     "bench",
+    "prove",
 ]
 
 

@@ -1,7 +1,13 @@
 """kleene.compile: templates compiled to fused recurrences; the rationality prover."""
 
 # compiler
+# prover
+from . import gpu as _gpu  # noqa: F401 - registers the triton and cuda backends
+from .certificate import Certificate, Refutation
+from .hankel import HankelEvidence, hankel_evidence
 from .module import CompiledRecurrence, backends, compile, register_backend
+from .prover import prove
+from .recurrence import ONE_NOW, Recurrence, RecurrenceError, sigmoid
 from .template import (
     CompileError,
     Factor,
@@ -14,12 +20,6 @@ from .template import (
     sopa_bank,
     sopa_pattern,
 )
-
-# prover
-from .certificate import Certificate, Refutation
-from .hankel import HankelEvidence, hankel_evidence
-from .prover import prove
-from .recurrence import ONE_NOW, Recurrence, RecurrenceError, sigmoid
 from .zoo import ZOO
 
 __all__ = [

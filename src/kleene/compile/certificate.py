@@ -46,10 +46,11 @@ from .recurrence import (
     Recurrence,
     SemiringSyntax,
     as_float,
+    canonical_numbers,
     close,
     histories,
-    same,
     input_symbol,
+    same,
     sigmoid,
     specialise,
     symbol_atom,
@@ -137,11 +138,19 @@ class _Checker:
         self.eps_order = _topological(self.wfsa.num_states, eps)
 
     def _check_parameterisation(self) -> None:
-        allowed = set(self.rec.constant_symbols) | {input_symbol(0)}
+        constants = set(self.rec.constant_symbols)
+        weights = [a.weight for a in self.wfsa.arcs] + [*self.wfsa.initial.values(), *self.wfsa.final.values()]
+        for w in weights:
+            if isinstance(w, sympy.Basic) and w.free_symbols - constants - {ALPHA}:
+                stray = sorted(map(str, w.free_symbols - constants - {ALPHA}))
+                raise _CheckFailure(f"automaton weight {w} uses symbols {stray} that are neither constants nor α")
+        allowed = constants | {input_symbol(0)}
         for name, expr in self.proof.parameterisation.items():
             bad = {s for s in expr.free_symbols - allowed if not s.name.startswith("'")}
             if bad:
-                raise _CheckFailure(f"weight function {name} is parameterised by non-input symbols {sorted(map(str, bad))}")
+                raise _CheckFailure(
+                    f"weight function {name} is parameterised by non-input symbols {sorted(map(str, bad))}"
+                )
             if input_symbol(0) not in expr.free_symbols and not self.rec.input_calls(expr):
                 raise _CheckFailure(f"weight function {name} := {expr} does not depend on the input")
 
@@ -198,6 +207,7 @@ class _Checker:
 
         def compare(kind: str, where: str, lhs: list[sympy.Expr], rhs: list[sympy.Expr]) -> None:
             for q, (a, b) in enumerate(zip(lhs, rhs)):
+                a, b = canonical_numbers(a), canonical_numbers(b)
                 out.append(Identity(kind, f"{where}, state {names[q]}", a, b, self.syntax.residual(a, b)))
 
         initial = [_constant(self.wfsa.initial[q]) if q in self.wfsa.initial else s.sym_zero for q in range(len(inv))]
@@ -207,7 +217,12 @@ class _Checker:
         for h in hist:
             if K == 1:
                 before = expected(identity, h)
-                compare("step", "x_t", self.step(before, None, input_symbol(0)), expected(self.updated(input_symbol(0), h), h))
+                compare(
+                    "step",
+                    "x_t",
+                    self.step(before, None, input_symbol(0)),
+                    expected(self.updated(input_symbol(0), h), h),
+                )
                 continue
             # the all-padding history occurs only at t-1 = 0, where the state is c_0
             prev = inits if h == start else identity
@@ -233,6 +248,7 @@ class _Checker:
                 else:
                     target_h = target
                 where = f"output {name}" + (f" after history {','.join(map(str, h))}" if K > 1 else "")
+                lhs, target_h = canonical_numbers(lhs), canonical_numbers(target_h)
                 out.append(Identity("output", where, lhs, target_h, self.syntax.residual(lhs, target_h)))
         return out
 
@@ -267,7 +283,8 @@ class _Result:
         return rows
 
     def _equations_latex(self) -> list[str]:
-        rows = [f"{sympy.latex(lhs)} &= {sympy.latex(rhs)}" for _, lhs, rhs in self.recurrence.equations()]
+        rec = self.recurrence
+        rows = [f"{rec.latex(lhs)} &= {rec.latex(rhs)}" for _, lhs, rhs in rec.equations()]
         return ["$$", r"\begin{aligned}", " \\\\\n".join(rows), r"\end{aligned}", "$$"]
 
     def _inputs_text(self) -> list[str]:
@@ -323,7 +340,9 @@ class Certificate(_Result):
         self.checked = self.failure is None
         return self.checked
 
-    def environments(self, rng: np.random.Generator, alphabet: Sequence[Hashable]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def environments(
+        self, rng: np.random.Generator, alphabet: Sequence[Hashable]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A random instantiation: the recurrence's environment and each automaton's weight environment."""
         rec = self.recurrence
         env = random_environment(rec, alphabet, rng)
@@ -397,7 +416,7 @@ class Certificate(_Result):
             "seconds": round(self.seconds, 3),
         }
         if rec.window > 1 and rec.alphabet:
-            out["history_states"] = history_comparison(rec, self.automata[0].wfsa.num_states)
+            out["history_states"] = history_comparison(rec, self.automata[0])
         if self.failure:
             out["failure"] = self.failure
         if self.numeric is not None:
@@ -444,17 +463,19 @@ class Certificate(_Result):
             rows.append(f"  {rec.doc}")
         rows.append("Recurrence:")
         rows += self._equations_text() + self._inputs_text()
-        rows.append(f"Construction: {self.automata_count()} automata; states per distinct automaton: "
-                    f"{self.summary()['states']}")
+        states = self.summary()["states"]
+        rows.append(f"Construction: automata: {self.automata_count()}; states per distinct automaton: {states}")
         if rec.window > 1 and rec.alphabet:
-            rows.append("  " + history_comparison(rec, self.automata[0].wfsa.num_states))
+            rows.append("  " + history_comparison(rec, self.automata[0]))
         for proof in self.distinct_automata():
             rows += self._automaton_lines(proof)
         rows += self._proof_lines()
         if self.numeric is not None:
             n = self.numeric
-            rows.append(f"Numeric cross-check: {n['comparisons']} comparisons with WFSA.score, "
-                        f"max |error| {n['max_error']:.2e} ({'ok' if n['ok'] else 'MISMATCH'})")
+            rows.append(
+                f"Numeric cross-check: {n['comparisons']} comparisons with WFSA.score, "
+                f"max |error| {n['max_error']:.2e} ({'ok' if n['ok'] else 'MISMATCH'})"
+            )
         rows += self._hankel_text()
         return "\n".join(rows)
 
@@ -464,14 +485,21 @@ class Certificate(_Result):
         rows = [f"## {rec.name}: rational over the {rec.ring.name} semiring", ""]
         if rec.doc:
             rows += [rec.doc, ""]
-        rows += self._equations_latex() + [""]
+        rows += [*self._equations_latex(), ""]
         for proof in self.distinct_automata():
             w = proof.wfsa
             rows += [f"### Automaton `{w.name}` ({w.num_states} states, {len(w.arcs)} arcs)", ""]
             rows += ["| from | label | weight | to |", "|---|---|---|---|"]
             for a in w.arcs[:60]:
-                rows.append(f"| {w.states[a.src]} | {a.label} | ${sympy.latex(_constant(a.weight))}$ | {w.states[a.dst]} |")
+                rows.append(
+                    f"| {w.states[a.src]} | {a.label} | ${sympy.latex(_constant(a.weight))}$ | {w.states[a.dst]} |"
+                )
             rows.append("")
+            initial = ", ".join(f"{w.states[q]} / ${sympy.latex(_constant(v))}$" for q, v in w.initial.items())
+            final = ", ".join(f"{w.states[q]} / ${sympy.latex(_constant(v))}$" for q, v in w.final.items())
+            rows += [f"Initial: {initial}. Final: {final}.", ""]
+            if proof.roles:
+                rows += ["States: " + "; ".join(f"{q} ↔ `{v}`" for q, v in proof.roles.items()) + ".", ""]
             for name, expr in sorted(proof.parameterisation.items()):
                 fn = sympy.Function(name)(ALPHA)
                 rows.append(f"- ${sympy.latex(fn)} := {sympy.latex(expr.xreplace({input_symbol(0): ALPHA}))}$")
@@ -586,7 +614,12 @@ class Refutation(_Result):
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": VERSION, **self.summary(), "recurrence": recurrence_to_dict(self.recurrence)}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            **self.summary(),
+            "recurrence": recurrence_to_dict(self.recurrence),
+        }
 
     def render_text(self) -> str:
         rows = [f"{self.recurrence.name}: REFUSED over the {self.recurrence.ring.name} semiring"]
@@ -608,17 +641,18 @@ class Refutation(_Result):
         return "\n".join(self._equations_latex())
 
 
-def history_comparison(rec: Recurrence, states: int) -> str:
-    """Our state count for a window-K construction next to Appendix A / Proposition 11."""
-    sigma = len(rec.alphabet or ())
-    K = rec.window
-    paper = f"Appendix A's K=2 construction has 2|Σ|+1 = {2 * sigma + 1}" if K == 2 else (
-        f"generalising Appendix A, (m+1)·|Σ|^(K-1) ≈ {2 * sigma ** (K - 1)} for one component"
+def history_comparison(rec: Recurrence, proof: AutomatonProof) -> str:
+    """Our state count for a window-K construction next to Appendix A and Proposition 11."""
+    sigma, K = len(rec.alphabet or ()), rec.window
+    states, roles = proof.wfsa.num_states, len(proof.roles)
+    pairs = roles * sum(sigma**k for k in range(K))
+    text = (
+        f"{states} states for |Σ| = {sigma}, K = {K}: {roles} roles × (1 + |Σ| + … + |Σ|^(K−1)) = {pairs} "
+        f"(role, input history) pairs, {pairs - states} unreachable or dead ones trimmed"
     )
-    return (
-        f"{states} states over |Σ| = {sigma}, window K = {K} ({paper}; Proposition 11 states "
-        f"O(2^(|Σ|^(K-1))) = O(2^{sigma ** (K - 1)}), our count grows as O(|Σ|^(K-1)))"
-    )
+    if K == 2 and roles == 2:
+        text += f"; Appendix A's construction has 2|Σ|+1 = {2 * sigma + 1}"
+    return text + f"; Proposition 11 states O(2^(|Σ|^(K−1))) = O(2^{sigma ** (K - 1)}), this count is O(|Σ|^(K−1))"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -742,7 +776,9 @@ def recurrence_to_dict(rec: Recurrence) -> dict[str, Any]:
 def recurrence_from_dict(doc: Any) -> Recurrence:
     """Rebuild a recurrence through the DSL (so every declaration is re-validated)."""
     try:
-        rec = Recurrence(doc["name"], get_semiring(doc["semiring"]), doc.get("dims"), doc.get("alphabet"), doc.get("doc", ""))
+        rec = Recurrence(
+            doc["name"], get_semiring(doc["semiring"]), doc.get("dims"), doc.get("alphabet"), doc.get("doc", "")
+        )
         for c in doc["components"]:
             rec.state(c["name"], expr_from_json(c["init"]))
         for f in doc["inputs"]:

@@ -70,18 +70,46 @@ class HankelEvidence:
         }
 
 
-def hankel_block(values: dict[tuple[Hashable, ...], float], alphabet: Sequence[Hashable], k: int) -> np.ndarray:
-    """The matrix f(uv) for u, v over strings of length ≤ k (shortest first)."""
+def hankel_block(values: dict[tuple[Hashable, ...], Any], alphabet: Sequence[Hashable], k: int) -> list[list[Any]]:
+    """The matrix f(uv) for u, v over strings of length ≤ k (shortest first), as rows."""
     strings = list(iter_strings(alphabet, k))
-    return np.array([[values[u + v] for v in strings] for u in strings], dtype=float)
+    return [[values[u + v] for v in strings] for u in strings]
 
 
-def numeric_rank(matrix: np.ndarray, tolerance: float) -> tuple[int, list[float]]:
-    """Rank counting singular values above ``tolerance`` times the largest one."""
-    sv = np.linalg.svd(matrix, compute_uv=False)
+def numeric_rank(matrix: Any, tolerance: float) -> tuple[int, list[float]]:
+    """Rank counting singular values above ``tolerance`` times the largest one (float64)."""
+    sv = np.linalg.svd(np.asarray(matrix, dtype=float), compute_uv=False)
     if sv.size == 0 or sv[0] == 0:
         return 0, [float(x) for x in sv]
     return int(np.sum(sv > tolerance * sv[0])), [float(x) for x in sv]
+
+
+def precise_rank(rows: list[list[Any]], tolerance: Any) -> tuple[int, list[float]]:
+    """Rank by Gaussian elimination with full pivoting on mpmath numbers.
+
+    Counts pivots above ``tolerance`` times the largest entry; returns the pivot
+    magnitudes (relative to it) as the decay profile.
+    """
+    a = [list(r) for r in rows]
+    n, m = len(a), len(a[0]) if a else 0
+    scale = max((abs(x) for r in a for x in r), default=0)
+    if not scale:
+        return 0, []
+    pivots: list[float] = []
+    for k in range(min(n, m)):
+        i, j = max(((i, j) for i in range(k, n) for j in range(k, m)), key=lambda ij: abs(a[ij[0]][ij[1]]))
+        pivot = a[i][j]
+        if abs(pivot) <= tolerance * scale:
+            break
+        pivots.append(float(abs(pivot) / scale))
+        a[k], a[i] = a[i], a[k]
+        for row in a:
+            row[k], row[j] = row[j], row[k]
+        for below in range(k + 1, n):
+            factor = a[below][k] / pivot
+            if factor:
+                a[below] = [x - factor * y for x, y in zip(a[below], a[k])]
+    return len(pivots), pivots
 
 
 def hankel_evidence(
@@ -90,12 +118,17 @@ def hankel_evidence(
     output: str | None = None,
     max_length: int | None = None,
     seed: int = 0,
-    tolerance: float = 1e-9,
+    tolerance: float = 1e-30,
     scale: float = 3.0,
+    precision: int | None = 60,
 ) -> HankelEvidence:
     """Ranks of H_0 .. H_max_length for one output of ``rec`` (default: the first).
 
     ``max_length`` defaults to the largest k with |Σ|^(2k) ≤ 1024 strings to run.
+    With ``precision`` (decimal digits) the recurrence runs in mpmath and ranks come
+    from exact-pivoting elimination at relative ``tolerance``: smooth nonlinear units
+    have geometrically decaying Hankel spectra, so float64 (tolerance ~1e-9) hides
+    rank that 60 digits (tolerance 1e-30) resolves. ``precision=None`` uses float64 SVD.
     Input-function values and constants are drawn uniformly in ±``scale``: large
     enough that saturating nonlinearities are far from linear (with small weights,
     tanh(x) ≈ x and the nonlinear part hides below the rank tolerance).
@@ -115,13 +148,19 @@ def hankel_evidence(
     values: dict[tuple[Hashable, ...], float] = {}
     longest = [s for s in iter_strings(alphabet, 2 * max_length) if len(s) == 2 * max_length]
     for string in longest:
-        for t, outs in enumerate(rec.run(string, env)):
-            values[tuple(string[:t])] = as_float(outs[output])
+        for t, outs in enumerate(rec.run(string, env, precision)):
+            values[tuple(string[:t])] = outs[output] if precision else as_float(outs[output])
     evidence = HankelEvidence(output, alphabet, tolerance=tolerance)
     for k in range(max_length + 1):
         block = hankel_block(values, alphabet, k)
-        rank, sv = numeric_rank(block, tolerance)
-        evidence.sizes.append(block.shape[0])
+        if precision:
+            import mpmath
+
+            with mpmath.workdps(precision):
+                rank, sv = precise_rank(block, mpmath.mpf(tolerance))
+        else:
+            rank, sv = numeric_rank(block, tolerance)
+        evidence.sizes.append(len(block))
         evidence.ranks.append(rank)
         evidence.singular_values.append(sv)
     return evidence

@@ -50,9 +50,10 @@ from .recurrence import (
     Recurrence,
     RecurrenceError,
     SemiringSyntax,
+    canonical_numbers,
     histories,
-    same,
     input_symbol,
+    same,
     specialise,
 )
 
@@ -108,7 +109,7 @@ def _short(node: sympy.Basic, limit: int = 80) -> str:
 def _refuse_node(exc: NotInSemiring, rec: Recurrence, where: str, component: str | None) -> _Refused:
     node, symbol = exc.node, exc.symbol
     s = rec.ring
-    if isinstance(node, sympy.Function) or isinstance(node, sympy.Pow):
+    if isinstance(node, (sympy.Function, sympy.Pow)):
         kind = f"{type(node).__name__}(...)" if isinstance(node, sympy.Function) else "a power"
         why = f"{kind} is not a {s.name}-semiring operation"
     else:
@@ -223,12 +224,16 @@ def _merge(s: Semiring, terms: list[Term]) -> list[Term]:
         elif all(t.varying is None for t in group):
             merged.append(Term(source, current, s.sym_plus(*(t.constant for t in group)), None))
         else:
-            total = s.sym_plus(*(s.sym_times(t.constant, t.varying if t.varying is not None else s.sym_one) for t in group))
+            total = s.sym_plus(
+                *(s.sym_times(t.constant, t.varying if t.varying is not None else s.sym_one) for t in group)
+            )
             merged.append(Term(source, current, s.sym_one, total))
     return merged
 
 
-def _role_arcs(rec: Recurrence, analysis: Analysis, comps: list[str], share: bool) -> tuple[list[RoleArc], dict[str, sympy.Expr]]:
+def _role_arcs(
+    rec: Recurrence, analysis: Analysis, comps: list[str], share: bool
+) -> tuple[list[RoleArc], dict[str, sympy.Expr]]:
     """The arcs between roles and each role's invariant value (in previous-state symbols)."""
     s = rec.ring
     values: dict[str, sympy.Expr] = {name: rec.component_of(name).prev for name in comps}
@@ -247,7 +252,7 @@ def _role_arcs(rec: Recurrence, analysis: Analysis, comps: list[str], share: boo
             elif share and t.varying is not None and not same(t.constant, s.sym_one) and t.varying in plain_inputs:
                 aux = f"{src}⊗{t.constant}"
                 if aux not in values:
-                    values[aux] = s.sym_times(s.sym_one if src == BIAS else values[src], t.constant)
+                    values[aux] = canonical_numbers(s.sym_times(s.sym_one if src == BIAS else values[src], t.constant))
                     arcs.append(RoleArc(src, aux, True, t.constant, None))
                 arcs.append(RoleArc(aux, comp, False, s.sym_one, t.varying))
             elif t.varying is not None and not same(t.constant, s.sym_one):
@@ -366,7 +371,9 @@ def _build(
     for pair, w in finals.items():
         if pair in index and not same(w, s.sym_zero):
             wfsa.set_final(index[pair], w)
-    used = {f.func.__name__ for a in wfsa.arcs if isinstance(a.weight, sympy.Basic) for f in a.weight.atoms(AppliedUndef)}
+    used = {
+        f.func.__name__ for a in wfsa.arcs if isinstance(a.weight, sympy.Basic) for f in a.weight.atoms(AppliedUndef)
+    }
     roles_shown = {f"q{number[r]}": ("bias (1̄)" if r == BIAS else str(values[r])) for r in roles}
     return AutomatonProof(
         output=output,
@@ -419,7 +426,7 @@ def prove(
         share_input_factors: route ``κ ⊗ g`` through an epsilon arc when ``g`` already
             weights another arc into the same state (step 4 of the module docstring).
         check: re-verify the certificate (``Certificate.check``) before returning it.
-        hankel: attach Hankel-rank evidence (needs an alphabet; real-valued recurrences).
+        hankel: attach Hankel-rank evidence (real semiring only; alphabet default ``a, b``).
 
     Raises:
         RecurrenceError: a malformed recurrence (undeclared symbols, missing updates, ...).
@@ -444,7 +451,7 @@ def prove(
         result = Certificate(rec, automata)
         if check:
             result.check()
-    if hankel and rec.alphabet:
+    if hankel and rec.ring.name == "real":
         from .hankel import hankel_evidence
 
         result.hankel = hankel_evidence(rec, rec.alphabet)

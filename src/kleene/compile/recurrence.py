@@ -24,9 +24,9 @@ both the prover and the certificate use it.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,10 @@ class sigmoid(sympy.Function):
 
     @staticmethod
     def _imp_(x: Any) -> Any:
+        if type(x).__module__.startswith("mpmath"):
+            import mpmath
+
+            return 1 / (1 + mpmath.exp(-x))
         return 1.0 / (1.0 + np.exp(-x))
 
     def fdiff(self, argindex: int = 1) -> sympy.Expr:
@@ -108,6 +112,15 @@ def canonical_numbers(expr: sympy.Basic) -> sympy.Basic:
 def same(a: Any, b: Any) -> bool:
     """Structural equality up to integral floats (``0`` and ``0.0`` are the same constant)."""
     return bool(canonical_numbers(sympy.sympify(a)) == canonical_numbers(sympy.sympify(b)))
+
+
+def _latex_base(name: str) -> str:
+    """``c1`` -> ``c^{(1)}``; ``doc`` -> ``\\mathrm{doc}``; ``c`` -> ``c``."""
+    stem = name.rstrip("0123456789")
+    digits = name[len(stem) :]
+    if len(stem) > 1:
+        stem = rf"\mathrm{{{stem}}}"
+    return f"{stem}^{{({digits})}}" if digits and stem else stem
 
 
 def _is_identifier(name: str) -> bool:
@@ -485,11 +498,14 @@ class Recurrence:
             for product in products:
                 if any(f in self.now_symbols or f == ONE_NOW for f in product):
                     extra.append(s.sym_times(*product).xreplace(values))
-            values[comp.now] = s.sym_plus(comp.init, *extra) if extra else comp.init
+            start = [] if same(comp.init, s.sym_zero) else [comp.init]
+            values[comp.now] = s.sym_plus(*start, *extra) if extra else comp.init
         return {c.prev: values[c.now] for c in self.components}
 
     # -- numeric evaluation -------------------------------------------------------------------
-    def run(self, symbols: Sequence[Hashable], env: Mapping[str, Any]) -> list[dict[str, float]]:
+    def run(
+        self, symbols: Sequence[Hashable], env: Mapping[str, Any], precision: int | None = None
+    ) -> list[dict[str, Any]]:
         """Run the recurrence numerically; return the outputs after each prefix (t = 0..n).
 
         ``env`` maps each input function to a table (``{symbol: value}``, or
@@ -498,14 +514,14 @@ class Recurrence:
         """
         self.validate()
         order = self.now_order()
-        evaluator = NumericEvaluator(self, env)
+        evaluator = NumericEvaluator(self, env, precision)
         state = {p: evaluator.value(e, {}, ()) for p, e in self.initial_values().items()}
         history: tuple[Hashable, ...] = (BOS,) * (self.window - 1)
         results = [self._outputs(evaluator, state, (*history, BOS))]
         for x in symbols:
             window = (*history, x)
-            values: dict[sympy.Symbol, float] = {**state, ONE_NOW: as_float(self.ring.one)}
-            now: dict[sympy.Symbol, float] = {}
+            values: dict[sympy.Symbol, Any] = {**state, ONE_NOW: as_float(self.ring.one)}
+            now: dict[sympy.Symbol, Any] = {}
             for c in order:
                 assert c.update is not None
                 now[c.now] = evaluator.value(c.update, {**values, **now}, window)
@@ -515,47 +531,66 @@ class Recurrence:
         return results
 
     def _outputs(
-        self, evaluator: NumericEvaluator, state: dict[sympy.Symbol, float], window: tuple[Hashable, ...]
-    ) -> dict[str, float]:
+        self, evaluator: NumericEvaluator, state: dict[sympy.Symbol, Any], window: tuple[Hashable, ...]
+    ) -> dict[str, Any]:
         current = {c.now: state[c.prev] for c in self.components}
         return {name: evaluator.value(expr, current, window) for name, expr in self.outputs.items()}
 
     # -- display -----------------------------------------------------------------------------
     def equations(self) -> list[tuple[str, sympy.Expr, sympy.Expr]]:
-        """``(kind, lhs, rhs)`` rows: initial values, updates (``c_t = ...``) and outputs."""
+        """``(kind, lhs, rhs)`` rows: initial values ``c_0`` (after the epsilon closure, see
+        ``initial_values``), updates ``c_t = ...`` and outputs (identity outputs omitted)."""
         rows: list[tuple[str, sympy.Expr, sympy.Expr]] = []
+        initial = self.initial_values() if all(c.update is not None for c in self.components) else {}
         for c in self.components:
-            rows.append(("init", sympy.Symbol(f"{c.name}_0"), c.init))
+            rows.append(("init", sympy.Symbol(f"{c.name}_0"), initial.get(c.prev, c.init)))
         for c in self.components:
             assert c.update is not None
             rows.append(("update", c.now, c.update))
         for name, expr in self.outputs.items():
-            rows.append(("output", sympy.Symbol(f"{name}_t" if name not in self._component_names() else name), expr))
+            if name in self._component_names() and expr == self.component_of(name).now:
+                continue
+            rows.append(("output", sympy.Symbol(f"{name}_t"), expr))
         return rows
+
+    def latex(self, expr: sympy.Basic) -> str:
+        """LaTeX in the papers' notation: ``c1_{t-1}`` as ``c^{(1)}_{t-1}``, ``one_t`` as ``\\bar{1}``."""
+        names: dict[sympy.Basic, str] = {ONE_NOW: r"\bar{1}"}
+        for c in self.components:
+            base = _latex_base(c.name)
+            names[c.prev] = f"{base}_{{t-1}}"
+            names[c.now] = f"{base}_{{t}}"
+            names[sympy.Symbol(f"{c.name}_0")] = f"{base}_{{0}}"
+        for name in self.outputs:
+            names[sympy.Symbol(f"{name}_t")] = f"{_latex_base(name)}_{{t}}"
+        return sympy.latex(expr, symbol_names=names)
 
     def _component_names(self) -> set[str]:
         return {c.name for c in self.components}
 
 
 @lru_cache(maxsize=4096)
-def _compiled(expr: sympy.Basic) -> tuple[Callable[..., Any], tuple[sympy.Expr, ...], tuple[sympy.Symbol, ...]]:
-    """``expr`` lambdified over (its function applications, its free symbols)."""
+def _compiled(
+    expr: sympy.Basic, module: str = "numpy"
+) -> tuple[Callable[..., Any], tuple[sympy.Expr, ...], tuple[sympy.Symbol, ...]]:
+    """``expr`` lambdified over (its function applications, its free symbols), for numpy or mpmath."""
     calls = tuple(sorted(expr.atoms(AppliedUndef), key=str))
     dummies = [sympy.Dummy(f"call{i}") for i in range(len(calls))]
     replaced = expr.xreplace(dict(zip(calls, dummies)))
     params = tuple(sorted(replaced.free_symbols - set(dummies), key=str))
-    fn = sympy.lambdify([*dummies, *params], replaced, modules=["numpy"])
+    fn = sympy.lambdify([*dummies, *params], replaced, modules=[module])
     return fn, calls, params
 
 
 class NumericEvaluator:
     """Evaluates recurrence expressions with input functions read from tables or callables."""
 
-    def __init__(self, rec: Recurrence, env: Mapping[str, Any]):
+    def __init__(self, rec: Recurrence, env: Mapping[str, Any], precision: int | None = None):
         self.rec = rec
         self.env = env
+        self.precision = precision
 
-    def call(self, name: str, args: tuple[Hashable, ...]) -> float:
+    def call(self, name: str, args: tuple[Hashable, ...]) -> Any:
         """The value of input function ``name`` at the given input window."""
         if name not in self.env:
             raise RecurrenceError(f"{self.rec.name}: no value for input function {name!r} in the environment")
@@ -568,9 +603,12 @@ class NumericEvaluator:
         except (KeyError, TypeError, IndexError):
             raise RecurrenceError(f"{self.rec.name}: {name}{tuple(args)!r} is not defined in the environment") from None
 
-    def value(self, expr: sympy.Basic, values: Mapping[sympy.Symbol, float], window: tuple[Hashable, ...]) -> float:
-        """``expr`` at the given state values; ``window`` is (x_{t-K+1}, ..., x_t)."""
-        fn, calls, params = _compiled(expr)
+    def value(self, expr: sympy.Basic, values: Mapping[sympy.Symbol, Any], window: tuple[Hashable, ...]) -> Any:
+        """``expr`` at the given state values; ``window`` is (x_{t-K+1}, ..., x_t).
+
+        Floats, or mpmath numbers with ``precision`` decimal digits when the evaluator has one.
+        """
+        fn, calls, params = _compiled(expr, "numpy" if self.precision is None else "mpmath")
         args: list[Any] = []
         for call in calls:
             concrete = tuple(self._argument(a, window) for a in call.args)
@@ -582,6 +620,11 @@ class NumericEvaluator:
                 args.append(self.env[p.name])
             else:
                 raise RecurrenceError(f"{self.rec.name}: no value for {p} while evaluating {expr}")
+        if self.precision is not None:
+            import mpmath
+
+            with mpmath.workdps(self.precision):
+                return fn(*[mpmath.mpf(a) for a in args])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             out = fn(*args)
         return float(out)

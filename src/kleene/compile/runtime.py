@@ -94,8 +94,9 @@ def build(source: str) -> tuple[Path, bool]:
         src = Path(tmp) / "kernel.cpp"
         src.write_text(source, encoding="utf-8")
         out = Path(tmp) / "kernel.so"
-        result = subprocess.run([cxx, *CXX_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True,
-                                check=False)
+        result = subprocess.run(
+            [cxx, *CXX_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True, check=False
+        )
         if result.returncode != 0:
             raise CompileError(f"{cxx} failed on a generated kernel:\n{result.stderr[-4000:]}")
         os.replace(src, directory / f"kleene_{key}.cpp")
@@ -169,8 +170,17 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         final = slots.new_empty((b, q, d))
         states = slots.new_empty((b, t, q, d) if need_states else (0,))
         kernel.forward[slots.dtype](
-            _ptr(slots), _ptr(params), _ptr(lengths), _ptr(h0), _ptr(out), _ptr(final),
-            _ptr(states) if need_states else None, b, t, d, torch.get_num_threads(),
+            _ptr(slots),
+            _ptr(params),
+            _ptr(lengths),
+            _ptr(h0),
+            _ptr(out),
+            _ptr(final),
+            _ptr(states) if need_states else None,
+            b,
+            t,
+            d,
+            torch.get_num_threads(),
         )
         return out, final, states
 
@@ -185,14 +195,22 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
 
     @torch.library.custom_op(bwd_name, mutates_args=())
     def backward(
-        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, states: Tensor, out: Tensor,
-        grad_out: Tensor, grad_final: Tensor,
+        slots: Tensor,
+        params: Tensor,
+        lengths: Tensor,
+        h0: Tensor | None,
+        states: Tensor,
+        out: Tensor,
+        grad_out: Tensor,
+        grad_final: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_cpu(slots, params, lengths, h0, states, out, grad_out, grad_final)
         b, t, _, d = slots.shape
         if states.numel() != b * t * q * d:
-            raise CompileError("backward through a kleene kernel whose forward ran without saving states "
-                               "(call it with gradients enabled)")
+            raise CompileError(
+                "backward through a kleene kernel whose forward ran without saving states "
+                "(call it with gradients enabled)"
+            )
         args = [x.contiguous() for x in (slots, params, lengths, states, out, grad_out, grad_final)]
         slots, params, lengths, states, out, grad_out, grad_final = args
         h0 = None if h0 is None else h0.contiguous()
@@ -200,15 +218,36 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         grad_params = slots.new_empty((b, k, d))
         grad_h0 = slots.new_empty((b, q, d))
         kernel.backward[slots.dtype](
-            _ptr(slots), _ptr(params), _ptr(lengths), _ptr(h0), _ptr(states), _ptr(out), _ptr(grad_out),
-            _ptr(grad_final), _ptr(grad_slots), _ptr(grad_params), _ptr(grad_h0), b, t, d, torch.get_num_threads(),
+            _ptr(slots),
+            _ptr(params),
+            _ptr(lengths),
+            _ptr(h0),
+            _ptr(states),
+            _ptr(out),
+            _ptr(grad_out),
+            _ptr(grad_final),
+            _ptr(grad_slots),
+            _ptr(grad_params),
+            _ptr(grad_h0),
+            b,
+            t,
+            d,
+            torch.get_num_threads(),
         )
         return grad_slots, grad_params.sum(0), grad_h0
 
     @backward.register_fake
-    def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, states: Tensor, out: Tensor,
-          grad_out: Tensor, grad_final: Tensor) -> Any:
-        b, t, _, d = slots.shape
+    def _(
+        slots: Tensor,
+        params: Tensor,
+        lengths: Tensor,
+        h0: Tensor | None,
+        states: Tensor,
+        out: Tensor,
+        grad_out: Tensor,
+        grad_final: Tensor,
+    ) -> Any:
+        b, _, _, d = slots.shape
         return torch.empty_like(slots), slots.new_empty((k, d)), slots.new_empty((b, q, d))
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
@@ -237,9 +276,7 @@ def cpp_runner(plan: Plan) -> Any:
     forward, _ = custom_ops(plan)
 
     def run(plan_: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
-        need = torch.is_grad_enabled() and any(
-            x is not None and x.requires_grad for x in (slots, params, h0)
-        )
+        need = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (slots, params, h0))
         out, final, _ = forward(slots, params, lengths, h0, need)
         return out, final
 

@@ -255,8 +255,8 @@ class Template:
         """The template as a WFSA over its semiring with symbolic weights (for drawing and oracles)."""
         s = get_semiring(self.semiring)
         out = WFSA(s, name=self.name)
-        for q in self.states:
-            out.add_state(q)
+        for state_name in self.states:
+            out.add_state(state_name)
         for arc in self.moves:
             out.add_arc(arc.src, arc.dst, ANY, self.weight_expr(arc.weight))
         for arc in self.epsilons:

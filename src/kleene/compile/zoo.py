@@ -147,8 +147,13 @@ def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Re
     """QRNN f-pooling with a K-window convolution (Bradbury et al. 2017; Appendix A)."""
     if window < 1:
         raise RecurrenceError(f"qrnn needs window >= 1, got {window}")
-    rec = Recurrence(f"qrnn-k{window}", "real", dims="d", alphabet=alphabet,
-                     doc=f"QRNN f-pooling, window K={window}: f, z read x_(t-K+1..t) (Appendix A)")
+    rec = Recurrence(
+        f"qrnn-k{window}",
+        "real",
+        dims="d",
+        alphabet=alphabet,
+        doc=f"QRNN f-pooling, window K={window}: f, z read x_(t-K+1..t) (Appendix A)",
+    )
     c = rec.state("c", init=0)
     f = rec.input("f", lags=window - 1, meaning="σ(conv_K(W_f, v))_i")
     z = rec.input("z", lags=window - 1, meaning="tanh(conv_K(W_z, v))_i")
@@ -159,7 +164,9 @@ def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Re
 
 def t_lstm(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
     """T-LSTM (Balduzzi & Ghifary 2016): gates read x_{t−1} and x_t (Eq. 10)."""
-    rec = Recurrence("t-lstm", "real", dims="d", alphabet=alphabet, doc="T-LSTM: c_t = f⊙c + i⊙z, f and i read x_(t-1), x_t")
+    rec = Recurrence(
+        "t-lstm", "real", dims="d", alphabet=alphabet, doc="T-LSTM: c_t = f⊙c + i⊙z, f and i read x_(t-1), x_t"
+    )
     c = rec.state("c", init=0)
     f = rec.input("f", lags=1, meaning="σ(V_f v_(t-1) + W_f v_t + b_f)_i")
     i = rec.input("i", lags=1, meaning="σ(V_i v_(t-1) + W_i v_t + b_i)_i")
@@ -171,7 +178,9 @@ def t_lstm(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
 
 def t_gru(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
     """T-GRU (Balduzzi & Ghifary 2016): h_t = f⊙h + (1 − f)⊙z with f reading x_{t−1}, x_t."""
-    rec = Recurrence("t-gru", "real", dims="d", alphabet=alphabet, doc="T-GRU: h_t = f⊙h + (1−f)⊙z, f reads x_(t-1), x_t")
+    rec = Recurrence(
+        "t-gru", "real", dims="d", alphabet=alphabet, doc="T-GRU: h_t = f⊙h + (1−f)⊙z, f reads x_(t-1), x_t"
+    )
     h = rec.state("h", init=0)
     f = rec.input("f", lags=1, meaning="σ(V_f v_(t-1) + W_f v_t + b_f)_i")
     z = rec.input("z", meaning="(W_z v_t)_i")
@@ -180,8 +189,9 @@ def t_gru(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
     return rec
 
 
-def sopa(length: int = 3, semiring: str = "max-times", self_loops: bool = True, epsilons: bool = True,
-         aggregate: bool = True) -> Recurrence:
+def sopa(
+    length: int = 3, semiring: str = "max-times", self_loops: bool = True, epsilons: bool = True, aggregate: bool = True
+) -> Recurrence:
     """One SoPa pattern with ``length`` main-path transitions (SoPa §3, Eq. 3-8).
 
     States h_0 (START, restarted every token: the bias) .. h_length (END). Each h_j takes
@@ -190,8 +200,12 @@ def sopa(length: int = 3, semiring: str = "max-times", self_loops: bool = True, 
     score over time: the document score of Eq. 8 (max-times/max-plus: best span; real:
     expected count).
     """
-    rec = Recurrence(f"sopa-{length}-{semiring}", semiring, dims="k",
-                     doc=f"SoPa pattern of length {length} ({semiring}); self-loops={self_loops}, epsilons={epsilons}")
+    rec = Recurrence(
+        f"sopa-{length}-{semiring}",
+        semiring,
+        dims="k",
+        doc=f"SoPa pattern of length {length} ({semiring}); self-loops={self_loops}, epsilons={epsilons}",
+    )
     eps = [rec.constant(f"e{j}") for j in range(1, length + 1)] if epsilons else []
     hs = rec.states(" ".join(f"h{j}" for j in range(1, length + 1)))
     previous: Any = None
@@ -314,8 +328,20 @@ REFUSED = ("lstm", "gru", "elman", "sru-v2", "rcnn-gated")
 
 #: The automaton of the paper each proved entry corresponds to (for the table).
 PAPER_AUTOMATON = {
-    "example-6": "B (Fig. 1)", "sru": "B", "t-rnn": "B", "scrn": "B", "rrnn-b": "B", "rrnn-b-maxplus": "B (max-plus)",
-    "rrnn-c": "C (Fig. 2)", "rrnn-f": "F (Fig. 4)", "rcnn": "Appendix B (n+1 states)", "isan": "D_1, D_2 (Fig. 3)",
-    "elman-linear": "like D (Cor. 14)", "qrnn": "Appendix A", "t-lstm": "Appendix A", "t-gru": "Appendix A",
-    "sopa": "SoPa pattern", "cnn": "linear chain (SoPa §4)",
+    "example-6": "B (Fig. 1)",
+    "sru": "B",
+    "t-rnn": "B",
+    "scrn": "B",
+    "rrnn-b": "B",
+    "rrnn-b-maxplus": "B (max-plus)",
+    "rrnn-c": "C (Fig. 2)",
+    "rrnn-f": "F (Fig. 4)",
+    "rcnn": "Appendix B (n+1 states)",
+    "isan": "D_1, D_2 (Fig. 3)",
+    "elman-linear": "like D (Cor. 14)",
+    "qrnn": "Appendix A",
+    "t-lstm": "Appendix A",
+    "t-gru": "Appendix A",
+    "sopa": "SoPa pattern",
+    "cnn": "linear chain (SoPa §4)",
 }

@@ -1,0 +1,50 @@
+"""kleene.data: dataset loaders (vendored SST-2, tiny-shakespeare, GloVe; subj, CR, MR, PTB from a data root),
+vocabularies, batching and cross-validation folds."""
+
+from .batching import Batch, classification_batches, language_model_batches, pad_sequences
+from .datasets import (
+    CLASSIFICATION,
+    LANGUAGE_MODELLING,
+    ClassificationData,
+    Example,
+    LanguageModelData,
+    UnknownDatasetError,
+    cross_validation_folds,
+    load,
+    load_classification,
+    load_language_model,
+    read_classification_file,
+)
+from .embeddings import GLOVE_DIM, glove_matrix, load_glove
+from .sources import VENDOR_DIR, DatasetNotFoundError, data_roots, find_file, read_lines, read_text
+from .vocab import PAD, UNK, Vocabulary
+
+__all__ = [
+    "CLASSIFICATION",
+    "GLOVE_DIM",
+    "LANGUAGE_MODELLING",
+    "PAD",
+    "UNK",
+    "VENDOR_DIR",
+    "Batch",
+    "ClassificationData",
+    "DatasetNotFoundError",
+    "Example",
+    "LanguageModelData",
+    "UnknownDatasetError",
+    "Vocabulary",
+    "classification_batches",
+    "cross_validation_folds",
+    "data_roots",
+    "find_file",
+    "glove_matrix",
+    "language_model_batches",
+    "load",
+    "load_classification",
+    "load_glove",
+    "load_language_model",
+    "pad_sequences",
+    "read_classification_file",
+    "read_lines",
+    "read_text",
+]

@@ -1,0 +1,102 @@
+"""Padding and batching with lengths, deterministic per (seed, epoch), shardable across distributed ranks.
+
+Sharding: every rank shuffles with the same seed, keeps a multiple of ``world_size`` batches and takes every
+``world_size``-th one, so all ranks run the same number of steps (DistributedDataParallel needs that).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .datasets import Example
+from .vocab import Vocabulary
+
+__all__ = ["Batch", "classification_batches", "language_model_batches", "pad_sequences"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """``tokens`` (B, T) long, padded with 0; ``lengths`` (B,); ``targets``: (B,) labels or (B, T) next tokens."""
+
+    tokens: torch.Tensor
+    lengths: torch.Tensor
+    targets: torch.Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, max length) padded ids and the (B,) lengths. An empty sequence becomes one padding token of length 1, so
+    that every sequence has a first and a last position."""
+    lengths = torch.tensor([max(len(sequence), 1) for sequence in sequences], dtype=torch.long)
+    tokens = torch.full((len(sequences), int(lengths.max()) if len(sequences) else 0), pad_id, dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        tokens[row, : len(sequence)] = torch.as_tensor(list(sequence), dtype=torch.long)
+    return tokens, lengths
+
+
+def _shard(chunks: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
+    usable = len(chunks) - len(chunks) % world_size
+    return chunks[rank:usable:world_size]
+
+
+def _order(count: int, shuffle: bool, seed: int, epoch: int) -> list[int]:
+    order = list(range(count))
+    if shuffle:
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order
+
+
+def classification_batches(
+    examples: Sequence[Example],
+    vocab: Vocabulary,
+    batch_size: int,
+    *,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+) -> list[Batch]:
+    """Batches of ``batch_size`` examples (the last may be smaller), shuffled per epoch when ``shuffle``."""
+    order = _order(len(examples), shuffle, seed, epoch)
+    chunks = _shard([order[i : i + batch_size] for i in range(0, len(order), batch_size)], rank, world_size)
+    batches = []
+    for chunk in chunks:
+        tokens, lengths = pad_sequences([vocab.encode(examples[i].tokens) for i in chunk], vocab.pad_id)
+        batches.append(Batch(tokens, lengths, torch.tensor([examples[i].label for i in chunk], dtype=torch.long)))
+    return batches
+
+
+def language_model_batches(
+    ids: Sequence[int],
+    batch_size: int,
+    window: int,
+    *,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+) -> list[Batch]:
+    """The stream cut into non-overlapping windows of ``window`` inputs, each predicting the next ``window`` tokens;
+    windows are grouped ``batch_size`` at a time (in stream order, or shuffled per epoch when ``shuffle``)."""
+    stream = torch.as_tensor(list(ids), dtype=torch.long)
+    count = (len(stream) - 1) // window
+    if count == 0:
+        raise ValueError(f"a stream of {len(stream)} tokens is shorter than one window of {window} + 1")
+    inputs = stream[: count * window].view(count, window)
+    targets = stream[1 : count * window + 1].view(count, window)
+    order = _order(count, shuffle, seed, epoch)
+    chunks = _shard([order[i : i + batch_size] for i in range(0, count, batch_size)], rank, world_size)
+    return [
+        Batch(inputs[chunk], torch.full((len(chunk),), window, dtype=torch.long), targets[chunk]) for chunk in chunks
+    ]

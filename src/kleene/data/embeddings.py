@@ -1,0 +1,58 @@
+"""Pretrained word vectors: the 50-d GloVe 6B subset (vendored)."""
+
+from __future__ import annotations
+
+import gzip
+
+import torch
+
+from ..automata.errors import FormatError
+from .sources import find_file
+from .vocab import Vocabulary
+
+__all__ = ["GLOVE_DIM", "glove_matrix", "load_glove"]
+
+GLOVE_DIM = 50
+
+
+def load_glove(words: set[str] | None = None) -> dict[str, torch.Tensor]:
+    """GloVe vectors (float32, 50-d) of ``words`` (all 38,121 when None).
+
+    Raises:
+        FormatError: a line without a word and 50 numbers (names the line).
+    """
+    path = find_file("glove", "glove/glove.6B.50d.subset.txt.gz", vendored="glove/glove.6B.50d.subset.txt.gz")
+    vectors: dict[str, torch.Tensor] = {}
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            word, _, rest = line.rstrip("\n").partition(" ")
+            if words is not None and word not in words:
+                continue
+            values = rest.split(" ")
+            if len(values) != GLOVE_DIM:
+                raise FormatError(f"{path}: line {number}: expected {GLOVE_DIM} values, got {len(values)}")
+            vectors[word] = torch.tensor([float(value) for value in values], dtype=torch.float32)
+    return vectors
+
+
+def glove_matrix(vocab: Vocabulary, *, normalize: bool = True, seed: int = 0) -> tuple[torch.Tensor, float]:
+    """A (len(vocab), 50) embedding matrix and the share of non-special tokens that have a GloVe vector.
+
+    Known words get their vector (scaled to unit length when ``normalize``, as in SoPa and Rational Recurrences);
+    unknown words, including ``<unk>``, get a random vector of the same scale; ``<pad>`` is zero.
+    """
+    vectors = load_glove(set(vocab.tokens))
+    generator = torch.Generator().manual_seed(seed)
+    matrix = torch.randn(len(vocab), GLOVE_DIM, generator=generator)
+    matrix = matrix / matrix.norm(dim=1, keepdim=True)
+    if not normalize:
+        typical = torch.stack(list(vectors.values())).norm(dim=1).mean() if vectors else torch.tensor(1.0)
+        matrix = matrix * typical
+    for i, token in enumerate(vocab.tokens):
+        if token in vectors:
+            vector = vectors[token]
+            matrix[i] = vector / vector.norm() if normalize else vector
+    matrix[vocab.pad_id] = 0.0
+    regular = len(vocab) - 2
+    covered = sum(token in vectors for token in vocab.tokens[2:])
+    return matrix, covered / regular if regular else 1.0

@@ -1,0 +1,272 @@
+"""Delayed RNNs: the stacked -> delayed conversion against torch's own stacked modules, and the Delayed wrapper."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from kleene.nn import ConversionError, Delayed, delayed_from_stacked, delayed_loss_mask
+
+DOUBLE = torch.float64
+INPUT, HIDDEN, BATCH, LENGTH = 3, 4, 2, 6
+CELLS = [
+    pytest.param(nn.RNN, {"nonlinearity": "tanh"}, id="rnn-tanh"),
+    pytest.param(nn.RNN, {"nonlinearity": "relu"}, id="rnn-relu"),
+    pytest.param(nn.LSTM, {}, id="lstm"),
+]
+
+
+def make_stacked(cell, extra, layers: int, *, batch_first: bool, bias: bool, seed: int) -> nn.RNNBase:
+    torch.manual_seed(seed)
+    stacked = cell(INPUT, HIDDEN, layers, batch_first=batch_first, bias=bias, dtype=DOUBLE, **extra)
+    with torch.no_grad():  # weights larger than torch's init so that every layer matters
+        for parameter in stacked.parameters():
+            parameter.uniform_(-0.8, 0.8)
+    return stacked.eval()
+
+
+def random_input(batch_first: bool, length: int = LENGTH) -> torch.Tensor:
+    shape = (BATCH, length, INPUT) if batch_first else (length, BATCH, INPUT)
+    return torch.randn(shape, dtype=DOUBLE)
+
+
+def random_state(cell: type[nn.RNNBase], layers: int):
+    """Arbitrary initial states, as torch accepts them (not restricted to the activation's range)."""
+    hidden = 1.5 * torch.randn(layers, BATCH, HIDDEN, dtype=DOUBLE)
+    return (hidden, 2 * torch.randn(layers, BATCH, HIDDEN, dtype=DOUBLE)) if cell is nn.LSTM else hidden
+
+
+@pytest.mark.parametrize(("cell", "extra"), CELLS)
+@pytest.mark.parametrize("layers", [1, 2, 3, 4])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("warmup", ["auto", "clamp"])
+def test_conversion_equals_torch_stacked(cell, extra, layers, batch_first, bias, warmup):
+    stacked = make_stacked(cell, extra, layers, batch_first=batch_first, bias=bias, seed=layers)
+    converted = delayed_from_stacked(stacked, warmup=warmup)
+    assert converted.delay == layers - 1
+    assert type(converted.inner) is cell and converted.inner.num_layers == 1
+    assert converted.inner.hidden_size == layers * HIDDEN
+    x = random_input(batch_first)
+    state = random_state(cell, layers)
+    torch.testing.assert_close(converted(x, state), stacked(x, state)[0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(converted(x), stacked(x)[0], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("cell", "extra"), CELLS)
+def test_conversion_gradients_equal_torch_stacked(cell, extra):
+    stacked = make_stacked(cell, extra, 3, batch_first=True, bias=True, seed=7)
+    converted = delayed_from_stacked(stacked)
+    x = random_input(True).requires_grad_()
+    state = random_state(cell, 3)
+    weights = torch.randn(BATCH, LENGTH, HIDDEN, dtype=DOUBLE)
+    (expected,) = torch.autograd.grad((stacked(x, state)[0] * weights).sum(), x)
+    (got,) = torch.autograd.grad((converted(x, state) * weights).sum(), x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("cell", "extra"), CELLS)
+@pytest.mark.parametrize("layers", [3, 4])
+def test_block_bidiagonal_structure(cell, extra, layers):
+    stacked = make_stacked(cell, extra, layers, batch_first=True, bias=True, seed=3)
+    inner = delayed_from_stacked(stacked).inner
+    gates = 4 if cell is nn.LSTM else 1
+    n = HIDDEN
+    for gate in range(gates):
+        for row in range(layers):
+            rows = slice(gate * layers * n + row * n, gate * layers * n + (row + 1) * n)
+            gate_rows = slice(gate * n, (gate + 1) * n)
+            block_ih = inner.weight_ih_l0[rows]
+            if row == 0:
+                assert torch.equal(block_ih, stacked.weight_ih_l0[gate_rows])
+            else:
+                assert not block_ih.any()
+            for col in range(layers):
+                block = inner.weight_hh_l0[rows, col * n : (col + 1) * n]
+                if col == row:
+                    assert torch.equal(block, getattr(stacked, f"weight_hh_l{row}")[gate_rows])
+                elif col == row - 1:
+                    assert torch.equal(block, getattr(stacked, f"weight_ih_l{row}")[gate_rows])
+                else:
+                    assert not block.any(), (gate, row, col)
+
+
+def reachable_state(converted, cell, layers: int):
+    """A stacked initial state that Lemma 1 can reach: push a random single-layer state through the warm-up.
+
+    Returns (stacked state, the single-layer initial state that produced it).
+    """
+    n = HIDDEN
+    start_hidden = 0.5 * torch.rand(1, BATCH, layers * n, dtype=DOUBLE)
+    start = (start_hidden, torch.randn(1, BATCH, layers * n, dtype=DOUBLE)) if cell is nn.LSTM else start_hidden
+    hidden = [start_hidden[0, :, :n]]
+    cells = [start[1][0, :, :n]] if cell is nn.LSTM else []
+    state = start
+    with torch.no_grad():
+        for step in range(1, layers):
+            _, state = converted.inner(torch.zeros(BATCH, 1, INPUT, dtype=DOUBLE), state)
+            step_hidden = state[0] if cell is nn.LSTM else state
+            hidden.append(step_hidden[0, :, step * n : (step + 1) * n])
+            if cell is nn.LSTM:
+                cells.append(state[1][0, :, step * n : (step + 1) * n])
+    stacked_state = (torch.stack(hidden), torch.stack(cells)) if cell is nn.LSTM else torch.stack(hidden)
+    return stacked_state, start
+
+
+@pytest.mark.parametrize(("cell", "extra"), CELLS)
+@pytest.mark.parametrize("layers", [2, 3, 4])
+def test_lemma1_initial_state_where_it_exists(cell, extra, layers):
+    stacked = make_stacked(cell, extra, layers, batch_first=True, bias=True, seed=11 + layers)
+    if extra.get("nonlinearity") == "relu":
+        # Lemma 1 inverts relu by the identity, which misses preimages of clipped zeros; with positive weights and
+        # a positive start no unit is clipped during the warm-up
+        with torch.no_grad():
+            for parameter in stacked.parameters():
+                parameter.abs_()
+    converted = delayed_from_stacked(stacked, warmup="lemma1")
+    state, start = reachable_state(converted, cell, layers)
+    x = random_input(True)
+    torch.testing.assert_close(converted(x, state), stacked(x, state)[0], rtol=0, atol=1e-10)
+    # the activations are injective on the warm-up and W_h is invertible: the initial state that produced `state` is
+    # the only one, and Lemma 1 must recover it
+    recovered = converted.lemma1_initial_state(state, x)
+    for got, expected in zip(recovered if cell is nn.LSTM else (recovered,), start if cell is nn.LSTM else (start,)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-8)
+
+
+def test_lemma1_two_layer_tanh_reaches_any_state_in_range():
+    stacked = make_stacked(nn.RNN, {"nonlinearity": "tanh"}, 2, batch_first=False, bias=True, seed=5)
+    converted = delayed_from_stacked(stacked, warmup="lemma1")
+    state = 1.8 * torch.rand(2, BATCH, HIDDEN, dtype=DOUBLE) - 0.9
+    x = random_input(False)
+    torch.testing.assert_close(converted(x, state), stacked(x, state)[0], rtol=0, atol=1e-11)
+
+
+def test_lemma1_zero_state_of_two_layer_lstm():
+    """h0 = c0 = 0 leaves the output gate free (h = o tanh(0) for every o), so Lemma 1 reaches torch's default."""
+    stacked = make_stacked(nn.LSTM, {}, 2, batch_first=True, bias=True, seed=2)
+    converted = delayed_from_stacked(stacked, warmup="lemma1")
+    x = random_input(True)
+    torch.testing.assert_close(converted(x), stacked(x)[0], rtol=0, atol=1e-12)
+
+
+def test_lemma1_unreachable_states_raise():
+    tanh = delayed_from_stacked(make_stacked(nn.RNN, {}, 2, batch_first=True, bias=True, seed=1), warmup="lemma1")
+    outside = torch.full((2, BATCH, HIDDEN), 1.5, dtype=DOUBLE)
+    with pytest.raises(ConversionError, match=r"layer 2 .* outside the range \(-1, 1\) of tanh"):
+        tanh(random_input(True), outside)
+    relu = delayed_from_stacked(
+        make_stacked(nn.RNN, {"nonlinearity": "relu"}, 2, batch_first=True, bias=True, seed=1), warmup="lemma1"
+    )
+    with pytest.raises(ConversionError, match=r"outside the range \[0, inf\) of relu"):
+        relu(random_input(True), -torch.ones(2, BATCH, HIDDEN, dtype=DOUBLE))
+    lstm = delayed_from_stacked(make_stacked(nn.LSTM, {}, 2, batch_first=True, bias=True, seed=1), warmup="lemma1")
+    hidden = torch.full((2, BATCH, HIDDEN), 0.5, dtype=DOUBLE)
+    cell = torch.full((2, BATCH, HIDDEN), 0.1, dtype=DOUBLE)  # |h| > |tanh(c)|: no output gate in (0, 1) fits
+    with pytest.raises(ConversionError, match=r"layer 2 at step 1 needs h = o \* tanh\(c\)"):
+        lstm(random_input(True), (hidden, cell))
+
+
+def test_unbatched_input():
+    stacked = make_stacked(nn.LSTM, {}, 3, batch_first=True, bias=True, seed=4)
+    converted = delayed_from_stacked(stacked)
+    x = torch.randn(LENGTH, INPUT, dtype=DOUBLE)
+    state = (torch.randn(3, HIDDEN, dtype=DOUBLE), torch.randn(3, HIDDEN, dtype=DOUBLE))
+    torch.testing.assert_close(converted(x, state), stacked(x, state)[0], rtol=0, atol=1e-12)
+
+
+def test_float32_conversion():
+    torch.manual_seed(0)
+    stacked = nn.LSTM(INPUT, HIDDEN, 3, batch_first=True)
+    converted = delayed_from_stacked(stacked)
+    x = torch.randn(BATCH, LENGTH, INPUT)
+    torch.testing.assert_close(converted(x), stacked(x)[0], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("module", "message"),
+    [
+        (nn.GRU(3, 4, 2), "expected torch.nn.RNN or torch.nn.LSTM, got GRU"),
+        (nn.LSTM(3, 4, 2, bidirectional=True), "bidirectional"),
+        (nn.LSTM(3, 4, 2, proj_size=2), "proj_size=2"),
+    ],
+)
+def test_unsupported_modules_raise(module, message):
+    with pytest.raises(ConversionError, match=message):
+        delayed_from_stacked(module)
+
+
+def test_unknown_warmup_raises():
+    with pytest.raises(ValueError, match="warmup must be"):
+        delayed_from_stacked(nn.RNN(3, 4, 2), warmup="backwards")  # type: ignore[arg-type]
+
+
+# -- the Delayed wrapper -------------------------------------------------------------------------------------------
+
+
+def test_delayed_wrapper_per_sequence_null_inputs():
+    """Each sequence gets its d nulls right after its own end, as if it were run alone."""
+    torch.manual_seed(0)
+    lstm = nn.LSTM(INPUT, HIDDEN, batch_first=True, dtype=DOUBLE)
+    delay = 3
+    wrapped = Delayed(lstm, delay)
+    lengths = torch.tensor([6, 2, 4])
+    x = torch.randn(3, 6, INPUT, dtype=DOUBLE)  # padding positions hold garbage on purpose
+    output, _ = wrapped(x, lengths)
+    assert output.shape == (3, 6, HIDDEN)
+    for b, length in enumerate(lengths.tolist()):
+        alone = torch.cat([x[b, :length], torch.zeros(delay, INPUT, dtype=DOUBLE)]).unsqueeze(0)
+        expected = lstm(alone)[0][0, delay : delay + length]
+        torch.testing.assert_close(output[b, :length], expected, rtol=0, atol=1e-13)
+
+
+def test_delayed_wrapper_sees_exactly_delay_steps_ahead():
+    torch.manual_seed(0)
+    delay = 2
+    wrapped = Delayed(nn.RNN(INPUT, HIDDEN, batch_first=False, dtype=DOUBLE), delay)
+    x = torch.randn(LENGTH, 1, INPUT, dtype=DOUBLE, requires_grad=True)
+    output, _ = wrapped(x)
+    t = 1
+    (grad,) = torch.autograd.grad(output[t].sum(), x)
+    influence = grad.abs().sum(dim=(1, 2))
+    assert bool((influence[: t + delay + 1] > 0).all())
+    assert not influence[t + delay + 1 :].any()
+
+
+def test_delayed_wrapper_custom_null_and_lengths_keyword():
+    class CumulativeSum(nn.Module):
+        """A toy recurrent layer with kleene's (x, lengths) calling convention."""
+
+        batch_first = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen_lengths: torch.Tensor | None = None
+
+        def forward(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+            self.seen_lengths = lengths
+            return x.cumsum(dim=1)
+
+    layer = CumulativeSum()
+    null = torch.tensor([10.0, 0.0])
+    wrapped = Delayed(layer, 2, null=null)
+    x = torch.ones(2, 3, 2)
+    output = wrapped(x, torch.tensor([3, 1]))
+    assert layer.seen_lengths is not None and layer.seen_lengths.tolist() == [5, 3]
+    # sequence 1 (length 1): its input, then the nulls [10, 0] twice; the delayed output for input 0 is step 2
+    assert output[1, 0].tolist() == [21.0, 1.0]
+    assert output[0].tolist() == [[3.0, 3.0], [13.0, 3.0], [23.0, 3.0]]
+    with pytest.raises(ValueError, match="null input of shape"):
+        Delayed(layer, 1, null=torch.zeros(3))(x)
+
+
+def test_delayed_loss_mask():
+    mask = delayed_loss_mask([3, 1], max_length=3, delay=2)
+    assert mask.tolist() == [
+        [False, False, True, True, True],
+        [False, False, True, False, False],
+    ]
+    assert Delayed(nn.RNN(1, 1), 2).loss_mask([3, 1], 3).equal(mask)
+    with pytest.raises(ValueError, match="delay must be >= 0"):
+        Delayed(nn.RNN(1, 1), -1)
