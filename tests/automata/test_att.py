@@ -63,9 +63,17 @@ def test_start_state_can_come_from_a_final_line_and_blank_lines_are_skipped() ->
     assert a.final == {a.state("2"): 0.5}
 
 
+def test_only_spaces_tabs_and_newlines_separate() -> None:
+    a = read_att("0\t1  a\xa0b\x850.5\r\n1\r\n")  # no-break space and NEL belong to the label, as in OpenFst
+    assert [arc.label for arc in a.arcs] == [Sym("a\xa0b\x850.5")]
+    assert a.final == {1: 0.0}
+
+
 def test_empty_text_is_the_empty_automaton() -> None:
     a = read_att("  \n\n")
-    assert a.num_states == 0 and not a.initial and not a.arcs
+    assert a.num_states == 0
+    assert not a.initial
+    assert not a.arcs
 
 
 def test_last_final_line_wins_and_a_zero_final_weight_is_not_final() -> None:
@@ -228,7 +236,8 @@ def test_symbols_text_with_sparse_ids_keeps_openfst_ids() -> None:
     symbols = "<epsilon>\t0\na\t97\nb\t98\n"
     a = read_att("0 1 97\n1 2 b\n2 3 <epsilon>\n3\n", symbols=symbols)
     assert [arc.label for arc in a.arcs] == [Sym("a"), Sym("b"), EPSILON]
-    assert a.alphabet == SymbolTable(["a", "b"]) and a.alphabet.epsilon == "<epsilon>"
+    assert a.alphabet == SymbolTable(["a", "b"])
+    assert a.alphabet.epsilon == "<epsilon>"
 
 
 # -- symbol tables ------------------------------------------------------------------------------
@@ -239,7 +248,8 @@ def test_symbols_round_trip() -> None:
     text = write_symbols(table)
     assert text == "<epsilon>\t0\nthe\t1\ncat\t2\n<unk>\t3\n"
     back = read_symbols(text)
-    assert back == table and back.epsilon == "<epsilon>"
+    assert back == table
+    assert back.epsilon == "<epsilon>"
     assert read_symbols("x 2\n\n<eps> 0\ny 1\n") == SymbolTable(["y", "x"])
 
 
@@ -279,6 +289,7 @@ def chain(semiring: str = "min-plus", alphabet: object = None) -> WFSA:
 
 def test_write_uses_state_indices_and_omits_weight_one() -> None:
     assert write_att(chain()) == "0\t1\ta\t1\n1\t2\t<eps>\t2\n2\t0.5\n"
+    assert chain().to_att(show_weight_one=True) == "0\t1\ta\t1\n1\t2\t<eps>\t2\n2\t0.5\n"
     assert write_att(chain(), show_weight_one=True, acceptor=False) == "0\t1\ta\ta\t1\n1\t2\t<eps>\t<eps>\t2\n2\t0.5\n"
 
 
@@ -287,6 +298,14 @@ def test_write_with_a_table_writes_ids() -> None:
     assert write_att(chain(), table) == "0\t1\t2\t1\n1\t2\t0\t2\n2\t0.5\n"
     with pytest.raises(AlphabetError, match=r"arc 0 \(s -a-> t\): symbol 'a' is not in the alphabet"):
         write_att(chain(), SymbolTable(["b"]))
+
+
+def test_names_use_the_alphabets_epsilon() -> None:
+    a = chain("min-plus", SymbolTable(["a"], epsilon="EPS"))
+    text = write_att(a)
+    assert text.splitlines()[1] == "1\t2\tEPS\t2"
+    back = read_att(text, symbols=write_symbols(a.alphabet))  # type: ignore[arg-type]
+    assert [arc.label for arc in back.arcs] == [Sym("a"), EPSILON]
 
 
 def test_start_state_lines_come_first() -> None:

@@ -43,7 +43,7 @@ def assert_same(a: WFSA, b: WFSA) -> None:
     assert b.initial == a.initial
     assert b.final == a.final
     assert b.arcs == a.arcs
-    for x, y in zip(a.arcs, b.arcs):
+    for x, y in zip(a.arcs, b.arcs, strict=True):
         assert type(x.weight) is type(y.weight)
 
 

@@ -42,7 +42,9 @@ def sample() -> WFSA:
 def test_graph_shape() -> None:
     g = sample().to_networkx()
     assert isinstance(g, nx.MultiDiGraph)
-    assert g.graph["semiring"] == "log" and g.graph["name"] == "sample" and list(g.graph["alphabet"]) == ["a", "b"]
+    assert g.graph["semiring"] == "log"
+    assert g.graph["name"] == "sample"
+    assert list(g.graph["alphabet"]) == ["a", "b"]
     assert dict(g.nodes(data=True)) == {
         0: {"name": "p", "initial": True, "final": False, "initial_weight": 0.0, "final_weight": None},
         1: {"name": "q", "initial": False, "final": False, "initial_weight": None, "final_weight": None},
@@ -50,7 +52,8 @@ def test_graph_shape() -> None:
     }
     edges = {key: (u, v, data) for u, v, key, data in g.edges(keys=True, data=True)}
     assert edges[0] == (0, 1, {"label": Sym("a"), "weight": -1.0, "kind": "main", "index": 0})
-    assert edges[1][2]["kind"] == "self-loop" and str(edges[1][2]["weight"]) == "mu(alpha)"
+    assert edges[1][2]["kind"] == "self-loop"
+    assert str(edges[1][2]["weight"]) == "mu(alpha)"
     assert [edges[k][2]["weight"] for k in (2, 3)] == [-2.0, -3.0]
     assert g.number_of_edges(1, 2) == 2
     assert nx.has_path(g, 0, 2)
@@ -87,7 +90,8 @@ def test_hand_built_graphs() -> None:
     g.add_edge("end", "end", label=EPSILON, weight=0.5)
     a = from_networkx(g, "min-plus")
     assert a.states == ["start", "end"]
-    assert a.initial == {0: 0.0} and a.final == {1: 2.0}
+    assert a.initial == {0: 0.0}
+    assert a.final == {1: 2.0}
     assert [(arc.label, arc.weight) for arc in a.arcs] == [(Sym("x"), 0.0), (EPSILON, 0.5)]
     assert a.score(["x"]) == 2.0
 
@@ -112,5 +116,5 @@ def test_graph_errors_name_the_node_or_edge() -> None:
     with pytest.raises(AlphabetError, match=r"edge 0 -> 1 \(key 0\): .*symbol 'a' is not in the alphabet"):
         from_networkx(g, "real")
     g.nodes[1].update(final=True, final_weight=float("nan"))
-    with pytest.raises(WeightError, match="node 1: .*NaN"):
+    with pytest.raises(WeightError, match=r"node 1: .*NaN"):
         from_networkx(g, "real")

@@ -43,12 +43,17 @@ from kleene.automata import (
 )
 
 from .oracle import brute_force_score
-from .strategies import ALPHABET, strings, wfsas
+from .strategies import ALPHABET, wfsas
 
 SEMIRING_NAMES = ["real", "log", "max-plus", "min-plus", "max-times", "boolean"]
 IDEMPOTENT_NAMES = ["max-plus", "min-plus", "max-times", "boolean"]
-CAP = 2  # epsilons in a row allowed where scores are compared with a cap
-FEW = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The brute-force oracle enumerates paths one by one, and their number grows like
+# (epsilon arcs ** cap * consuming arcs) ** length: caps, strings and automata stay small.
+CAP = 1  # epsilons in a row allowed where scores are compared with a cap
+strings = st.lists(st.sampled_from(ALPHABET), max_size=3)
+FEW = settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 
 def same(semiring: Semiring, x: Any, y: Any, rel: float = 1e-7) -> bool:
@@ -139,14 +144,14 @@ def test_union_adopts_the_symbols_of_an_operand_without_alphabet() -> None:
 def test_mixed_semirings_are_refused() -> None:
     a, b = WFSA("real"), WFSA("log")
     for op in (union, concat, intersect):
-        with pytest.raises(SemiringError, match="different semirings.*real and log"):
+        with pytest.raises(SemiringError, match=r"different semirings.*real and log"):
             op(a, b)
 
 
 def test_alphabets_that_cannot_merge_are_refused() -> None:
     a = WFSA("real", alphabet=SymbolTable(["a"], epsilon="eps"))
     b = WFSA("real", alphabet=SymbolTable(["eps"]))
-    with pytest.raises(AlphabetError, match="second operand.*'eps' is the epsilon symbol"):
+    with pytest.raises(AlphabetError, match=r"second operand.*'eps' is the epsilon symbol"):
         union(a, b)
 
 
@@ -191,6 +196,10 @@ def test_concat_with_epsilon_cycles_matches_exact_scores(name: str, data: st.Dat
 # Kleene star and plus
 
 
+def power(semiring: Semiring, value: Any, exponent: int) -> Any:
+    return reduce(semiring.times, [value] * exponent, semiring.one)
+
+
 def factorizations(x: Sequence[Hashable]) -> Iterator[list[list[Hashable]]]:
     """Every way of cutting a non-empty ``x`` into non-empty pieces."""
     if not x:
@@ -232,7 +241,7 @@ def test_kleene_plus_and_star_score_the_sum_over_factorizations(name: str, data:
     e_star = s.star(e)
     if x:
         pieces = [
-            reduce(s.times, [brute_force_score(a, piece, 0) for piece in cut], reduce(s.times, [e_star] * (len(cut) + 1)))
+            reduce(s.times, [brute_force_score(a, piece, 0) for piece in cut], power(s, e_star, len(cut) + 1))
             for cut in factorizations(x)
         ]
         expected_plus = expected_star = total(s, pieces)
@@ -288,14 +297,15 @@ def test_intersect_scores_the_product(name: str, data: st.DataObject) -> None:
 @FEW
 @given(data=st.data())
 def test_intersect_with_epsilons_counts_each_pair_of_paths_once_idempotent(name: str, data: st.DataObject) -> None:
-    """In these semirings every epsilon cycle has weight <= one (see strategies), so the best paths
-    need at most n-1 epsilons in a row and the brute force with that many is exact."""
-    a, b = data.draw(wfsas(name, max_states=3)), data.draw(wfsas(name, max_states=3))
+    """In these semirings every epsilon cycle weighs at most one (see strategies), so best paths need
+    simple epsilon runs only: fewer than n in an operand, and in the product (a's run, then b's)
+    at most (n_a - 1) + (n_b - 1). The brute force with those caps is exact."""
+    a, b = data.draw(wfsas(name, max_states=2, max_arcs=4)), data.draw(wfsas(name, max_states=2, max_arcs=4))
     product = intersect(a, b)
     s = product.semiring
     x = data.draw(strings)
-    expected = s.times(brute_force_score(a, x, a.num_states), brute_force_score(b, x, b.num_states))
-    assert same(s, brute_force_score(product, x, a.num_states + b.num_states), expected)
+    expected = s.times(brute_force_score(a, x, a.num_states - 1), brute_force_score(b, x, b.num_states - 1))
+    assert same(s, brute_force_score(product, x, a.num_states + b.num_states - 2), expected)
     assert same(s, product.score(x), expected)
 
 
@@ -417,11 +427,11 @@ def test_reverse_scores_the_reversed_string(name: str, data: st.DataObject) -> N
 
 
 @pytest.mark.parametrize("name", SEMIRING_NAMES)
-@pytest.mark.parametrize("cap", [0, 1, 3])
+@pytest.mark.parametrize("cap", [0, 1, 2])
 @FEW
 @given(data=st.data())
 def test_remove_epsilon_with_a_cap_matches_capped_paths(name: str, cap: int, data: st.DataObject) -> None:
-    a = data.draw(wfsas(name))
+    a = data.draw(wfsas(name, max_arcs=8 if cap < 2 else 5))
     before = snapshot(a)
     plain = remove_epsilon(a, cap=cap)
     assert snapshot(a) == before
@@ -438,11 +448,12 @@ def test_remove_epsilon_with_a_cap_matches_capped_paths(name: str, cap: int, dat
 @FEW
 @given(data=st.data())
 def test_remove_epsilon_exact_matches_simple_paths_idempotent(name: str, data: st.DataObject) -> None:
-    a = data.draw(wfsas(name))
+    """Every epsilon cycle weighs at most one here (see strategies): simple runs (< n epsilons) are exact."""
+    a = data.draw(wfsas(name, max_states=3, max_arcs=5))
     plain = remove_epsilon(a)
     assert not plain.has_epsilons
     x = data.draw(strings)
-    assert same(a.semiring, brute_force_score(plain, x, 0), brute_force_score(a, x, a.num_states))
+    assert same(a.semiring, brute_force_score(plain, x, 0), brute_force_score(a, x, a.num_states - 1))
 
 
 @pytest.mark.parametrize("name", ["real", "log"])
@@ -610,7 +621,7 @@ OPENFST_OPS = {
 
 @pytest.mark.parametrize("op", list(OPENFST_OPS))
 @pytest.mark.parametrize("semiring", [MIN_PLUS, LOG])
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_operations_agree_with_openfst(op: str, semiring: Semiring, data: st.DataObject) -> None:
     """Positive costs (min-plus) and probabilities below 0.45 (log) keep every closure convergent."""
@@ -636,8 +647,9 @@ def test_operations_agree_with_openfst(op: str, semiring: Semiring, data: st.Dat
     ours = ours_op(a, b)
     theirs = theirs_op(to_openfst(a), to_openfst(b))
     for x in [[], *data.draw(st.lists(strings, min_size=1, max_size=3))]:
-        assert same(semiring, ours.score(x), openfst_score(theirs, x, semiring), rel=1e-6)
-        assert same(semiring, openfst_score(to_openfst(ours), x, semiring), openfst_score(theirs, x, semiring), rel=1e-6)
+        reference = openfst_score(theirs, x, semiring)
+        assert same(semiring, ours.score(x), reference, rel=1e-6)
+        assert same(semiring, openfst_score(to_openfst(ours), x, semiring), reference, rel=1e-6)
 
 
 @pytest.mark.parametrize("name", SEMIRING_NAMES)

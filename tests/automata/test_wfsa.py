@@ -61,3 +61,21 @@ def test_symbol_table_ids() -> None:
         table.id("z")
     with pytest.raises(AlphabetError, match="symbol id 9 is not in the table"):
         table.symbol(9)
+
+
+def test_weight_strings_name_parameters_not_sympy_constants() -> None:
+    import sympy
+
+    from kleene.automata import ALPHA, WeightError
+
+    a = WFSA()
+    a.add_states("p", "q")
+    a.set_initial("p")
+    a.set_final("q", "gamma")
+    assert a.final[1] == sympy.Symbol("gamma")
+    a.add_arc("p", "q", ANY, "beta(alpha) * E")
+    assert a.arcs[0].weight == sympy.Function("beta")(ALPHA) * sympy.Symbol("E")
+    a.add_arc("p", "q", ANY, "sigmoid(w * v(alpha) + b)")
+    assert a.score(["x"], env={"beta": {"x": 2.0}, "E": 0.5, "gamma": 1.0, "w": 0.0, "v": {"x": 1.0}, "b": 0.0}) == 1.5
+    with pytest.raises(WeightError, match="'open' is not allowed in a weight expression"):
+        a.add_arc("p", "q", ANY, "open(1)")

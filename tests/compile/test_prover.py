@@ -228,6 +228,20 @@ def test_log_semiring_recurrence_is_proved() -> None:
     assert cert.cross_check(trials=2, seed=7)
 
 
+def test_log_semiring_repeated_terms_merge_into_log_2() -> None:
+    """sympy turns c ⊕ c into log(2·exp(c)); the reader counts it as two terms, the checker uses exp."""
+    rec = Recurrence("test-log-twice", "log")
+    c = rec.state("c")
+    u = rec.input("u")
+    rec.update(c, rec.plus(c, c, u))
+    rec.output("c", c)
+    cert = prove(rec)
+    assert isinstance(cert, Certificate) and cert.checked, getattr(cert, "failure", None)
+    loop = next(a for a in cert.automata[0].wfsa.arcs if a.src == a.dst == 1)
+    assert loop.weight == pytest.approx(np.log(2.0))
+    assert cert.cross_check(trials=2, seed=8)
+
+
 def test_real_product_inside_max_plus_is_refused() -> None:
     rec = Recurrence("test-maxplus-bad", "max-plus")
     c = rec.state("c")
@@ -411,7 +425,9 @@ def affine_recurrences(draw: st.DrawFn) -> Recurrence:
         if i > 0 and draw(st.booleans()):  # an epsilon from an earlier component's current value
             terms.append(rec.times(rec.now(states[draw(st.integers(0, i - 1))]), draw(st.sampled_from(constants))))
         rec.update(c, rec.plus(*terms))
-    outputs = [rec.times(c, draw(st.sampled_from([rec.ring.sym_one, *constants]))) for c in states if draw(st.booleans())]
+    outputs = [
+        rec.times(c, draw(st.sampled_from([rec.ring.sym_one, *constants]))) for c in states if draw(st.booleans())
+    ]
     rec.output("y", rec.plus(*(outputs or [states[-1]])))
     return rec
 

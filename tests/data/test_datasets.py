@@ -155,9 +155,10 @@ def test_folds_are_a_deterministic_partition():
 def test_cross_validation_splits_are_disjoint_and_rotate():
     first, second = load_or_skip("cr"), load_classification("cr", fold=1)
     assert first.dev == second.test  # fold f's dev set is fold f + 1
-    key = lambda examples: Counter((e.tokens, e.label) for e in examples)  # noqa: E731
-    assert sum((key(first.train) & key(first.test)).values()) <= 8  # only the README's 8 duplicate lines may repeat
-    with pytest.raises(ValueError, match="fold must be in 0..9"):
+    train = Counter((e.tokens, e.label) for e in first.train)
+    test = Counter((e.tokens, e.label) for e in first.test)
+    assert sum((train & test).values()) <= 8  # only the README's 8 duplicate lines may repeat
+    with pytest.raises(ValueError, match=r"fold must be in 0\.\.9"):
         load_classification("cr", fold=10)
 
 
@@ -178,7 +179,7 @@ def test_unknown_dataset_and_malformed_label(tmp_path):
         read_classification_file(bad, "utf-8")
 
 
-# -- vocabulary and batching --------------------------------------------------------------------------------------------
+# -- vocabulary and batching ------------------------------------------------------------------------------------
 
 
 def test_vocabulary():

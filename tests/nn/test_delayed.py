@@ -257,6 +257,11 @@ def test_delayed_wrapper_custom_null_and_lengths_keyword():
     # sequence 1 (length 1): its input, then the nulls [10, 0] twice; the delayed output for input 0 is step 2
     assert output[1, 0].tolist() == [21.0, 1.0]
     assert output[0].tolist() == [[3.0, 3.0], [13.0, 3.0], [23.0, 3.0]]
+    # inputs with several feature dimensions, like a compiled layer's slots (B, T, A, D)
+    slots = torch.ones(2, 3, 2, 2)
+    output = wrapped(slots, torch.tensor([3, 1]))
+    assert output.shape == slots.shape
+    assert output[1, 0].tolist() == [[21.0, 1.0], [21.0, 1.0]]
     with pytest.raises(ValueError, match="null input of shape"):
         Delayed(layer, 1, null=torch.zeros(3))(x)
 

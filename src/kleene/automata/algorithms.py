@@ -75,21 +75,32 @@ def _linear_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -
             f"{_describe_cycle(_as_numpy(matrix), semiring, names)}"
         )
     n = matrix.shape[-1]
+    # round-off leaves tiny values where no path exists: those entries are exactly zero
+    reachable = _reachability(_as_numpy(linear) != 0)
     if torch_mode:
         import torch
 
         eye = torch.eye(n, dtype=linear.dtype, device=linear.device)
         solved = torch.linalg.solve(eye - linear, eye)
+        solved = torch.where(torch.as_tensor(reachable, device=solved.device), solved, torch.zeros_like(solved))
         if semiring is REAL:
             return solved
         positive = solved > 0
         safe = torch.where(positive, solved, torch.ones_like(solved))
         return torch.where(positive, torch.log(safe), torch.full_like(solved, -np.inf))
-    solved = np.linalg.solve(np.eye(n) - linear, np.eye(n))
+    solved = np.where(reachable, np.linalg.solve(np.eye(n) - linear, np.eye(n)), 0.0)
     if semiring is REAL:
         return solved
     with np.errstate(divide="ignore"):
         return np.where(solved > 0, np.log(np.where(solved > 0, solved, 1.0)), -np.inf)
+
+
+def _reachability(support: np.ndarray) -> np.ndarray:
+    """Which states reach which in zero or more steps (Warshall), as a boolean matrix."""
+    reach = support | np.eye(support.shape[0], dtype=bool)
+    for k in range(reach.shape[0]):
+        reach = reach | (reach[:, k : k + 1] & reach[k : k + 1, :])
+    return reach
 
 
 def _lehmann_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:

@@ -8,6 +8,7 @@ The meaning of a file is OpenFst's (``fstcompile``/``fstprint``):
   the semiring zero makes the state non-final;
 - the state of the first line is the start state; a missing weight is the semiring one;
 - fields are separated by spaces or tabs; blank lines are skipped (there are no comments);
+  a carriage return before a newline is ignored;
 - label 0 is epsilon. Without a symbol table, labels are read as strings and ``0``, ``<eps>``
   and ``<epsilon>`` are epsilon. With a table, a label made of digits is a symbol id and any
   other label is a symbol name (the table's epsilon name is epsilon).
@@ -42,6 +43,7 @@ _DIGITS = re.compile(r"[0-9]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _HEXADECIMAL = re.compile(r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
 _INFINITY = re.compile(r"([+-]?)(?:inf|infinity)", re.IGNORECASE)
+_SEPARATORS = re.compile(r"[ \t]+")
 _EPSILON_SPELLINGS = ("<eps>", "<epsilon>")
 _ARC_TYPES = {"tropical": "tropical", "standard": "tropical", "log": "log"}
 
@@ -131,7 +133,7 @@ def _parse_number(text: str) -> float | None:
     return None
 
 
-def format_number(value: float) -> str:
+def _format_number(value: float) -> str:
     """OpenFst-style text of a float: ``Infinity``, integers without a point, else shortest repr."""
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
@@ -181,6 +183,17 @@ def _resolve_without_table(text: str) -> Label:
     return Sym(text)
 
 
+def _numbered_lines(text: str) -> list[tuple[int, str, list[str]]]:
+    """(1-based line number, line, fields) of each non-blank line; fields split at spaces and tabs, as OpenFst does."""
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        fields = [f for f in _SEPARATORS.split(line) if f]
+        if fields:
+            out.append((number, line, fields))
+    return out
+
+
 def _where(number: int, line: str) -> str:
     return f"line {number} ({line.strip()!r})"
 
@@ -191,10 +204,7 @@ def _parse_symbols(text: str) -> tuple[dict[int, str], str, dict[int, int]]:
     lines: dict[int, int] = {}
     seen: set[str] = set()
     epsilon = _EPSILON_SPELLINGS[0]
-    for number, line in enumerate(text.splitlines(), start=1):
-        fields = line.split()
-        if not fields:
-            continue
+    for number, line, fields in _numbered_lines(text):
         if len(fields) != 2 or not _DIGITS.fullmatch(fields[1]):
             raise FormatError(f"{_where(number, line)}: a symbols line is 'symbol id' with a non-negative integer id")
         name, ident = fields[0], int(fields[1])
@@ -345,7 +355,7 @@ def read_att(
     def resolve(field: str) -> Label:
         return _resolve_without_table(field) if table is None else table.resolve(field)
 
-    lines = [_Line(n, raw, raw.split()) for n, raw in enumerate(text.splitlines(), start=1) if raw.split()]
+    lines = [_Line(*numbered) for numbered in _numbered_lines(text)]
     one_label = _arc_columns(lines, acceptor, resolve)
     widths = {"arc": (3, 4) if one_label else (4, 5), "final": (1, 2)}
     for line in lines:
@@ -416,12 +426,12 @@ def _arc_description(wfsa: WFSA, index: int) -> str:
     return f"arc {index} ({wfsa.state_name(arc.src)} -{arc.label}-> {wfsa.state_name(arc.dst)})"
 
 
-def _label_writer(symbols: SymbolTable | None) -> Callable[[Label, str], str]:
-    """label, where -> label text: ids of ``symbols``, or symbol text without a table."""
+def _label_writer(symbols: SymbolTable | None, epsilon: str) -> Callable[[Label, str], str]:
+    """label, where -> label text: ids of ``symbols``, or symbol text (and ``epsilon``) without a table."""
 
     def write(label: Label, where: str) -> str:
         if not label.consumes:
-            return "0" if symbols is not None else _EPSILON_SPELLINGS[0]
+            return "0" if symbols is not None else epsilon
         assert isinstance(label, Sym)
         if symbols is not None:
             try:
@@ -429,7 +439,7 @@ def _label_writer(symbols: SymbolTable | None) -> Callable[[Label, str], str]:
             except AlphabetError as exc:
                 raise AlphabetError(f"{where}: {exc}") from None
         text = _field_text(label.symbol, f"{where}: symbol")
-        if _resolve_without_table(text) == EPSILON:
+        if text == epsilon or _resolve_without_table(text) == EPSILON:
             raise AlphabetError(f"{where}: symbol {text!r} would read back as epsilon; write with a symbol table")
         return text
 
@@ -449,7 +459,8 @@ def write_att(
 
     Args:
         symbols: write labels as this table's ids (epsilon 0); without one, labels are the
-            symbols' text and epsilon is ``<eps>`` (load those in OpenFst with a symbol table).
+            symbols' text and epsilon is the alphabet's epsilon name (``<eps>`` without an
+            alphabet), so the file loads in OpenFst with ``write_symbols(wfsa.alphabet)``.
         arc_type: "tropical"/"standard" or "log" to write OpenFst weights of that arc type
             (see the module docstring); None writes the semiring's own convention.
         env: binds symbolic weights (see ``kleene.automata.weights.evaluate``).
@@ -468,7 +479,7 @@ def write_att(
     """
     semiring = wfsa.semiring
     codec = _codec(semiring, arc_type)
-    label_text = _label_writer(symbols)
+    label_text = _label_writer(symbols, wfsa.alphabet.epsilon if wfsa.alphabet is not None else _EPSILON_SPELLINGS[0])
 
     def weight_text(value: Any, where: str) -> str | None:
         try:
@@ -477,7 +488,7 @@ def write_att(
             raise WeightError(f"{where}: {exc}") from None
         if not show_weight_one and number == codec.encode(semiring.one):
             return None
-        return format_number(number)
+        return _format_number(number)
 
     def arc_line(src: int, dst: int, label: Label, weight: Any, where: str) -> str:
         text = label_text(label, where)
@@ -524,6 +535,6 @@ def write_att(
     elif start in final_lines:
         first = [final_lines.pop(start)]
     else:  # a start state with no lines: a zero final weight names it without making it final
-        first = [f"{start}\t{format_number(codec.encode(semiring.zero))}"]
+        first = [f"{start}\t{_format_number(codec.encode(semiring.zero))}"]
     body = first + others + [final_lines[q] for q in sorted(final_lines)]
     return "".join(line + "\n" for line in body)

@@ -22,7 +22,7 @@ from collections.abc import Collection, Hashable, Iterable, Iterator
 import numpy as np
 import sympy
 
-from .algorithms import closure_matrix
+from .algorithms import _sym_constant, closure_matrix
 from .errors import AlphabetError, SemiringError
 from .labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
 from .semiring import Semiring
@@ -34,9 +34,10 @@ from .wfsa import WFSA, Arc
 
 
 def _times(semiring: Semiring, *weights: Weight) -> Weight:
-    """The semiring product of constant or symbolic weights."""
+    """The semiring product of constant or symbolic weights (constant ones dropped from symbolic products)."""
     if any(is_symbolic(w) for w in weights):
-        return semiring.sym_times(*(sympy.sympify(w) for w in weights))
+        factors = [w for w in weights if is_symbolic(w) or w != semiring.one]
+        return semiring.sym_times(*(_sym_constant(w) for w in factors))
     product: Weight = semiring.one
     for w in weights:
         product = semiring.times(product, w)
@@ -44,9 +45,10 @@ def _times(semiring: Semiring, *weights: Weight) -> Weight:
 
 
 def _plus(semiring: Semiring, *weights: Weight) -> Weight:
-    """The semiring sum of constant or symbolic weights."""
+    """The semiring sum of constant or symbolic weights (constant zeros dropped from symbolic sums)."""
     if any(is_symbolic(w) for w in weights):
-        return semiring.sym_plus(*(sympy.sympify(w) for w in weights))
+        terms = [w for w in weights if is_symbolic(w) or w != semiring.zero]
+        return semiring.sym_plus(*(_sym_constant(w) for w in terms))
     total: Weight = semiring.zero
     for w in weights:
         total = semiring.plus(total, w)

@@ -10,6 +10,10 @@ symbol (``w``, ``b``) to a number.
 
 from __future__ import annotations
 
+import builtins
+import io
+import keyword
+import tokenize
 from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
 from typing import Any, Union
@@ -41,6 +45,70 @@ def is_symbolic(weight: object) -> bool:
     return isinstance(weight, sympy.Basic)
 
 
+_OPERATORS = frozenset({"+", "-", "*", "/", "**", "(", ")", ",", "<", "<=", ">", ">=", "&", "|", "~"})
+#: Names that keep sympy's meaning when called; every other called name is a weight function.
+MATH_FUNCTIONS = frozenset({"exp", "log", "tanh", "sqrt", "Max", "Min", "Abs", "Piecewise", "sin", "cos"})
+_CONSTANTS = {"pi": sympy.pi, "oo": sympy.oo, "True": sympy.true, "False": sympy.false}
+
+
+def parse_weight(text: str, where: str, declared: Mapping[str, Any] | None = None) -> sympy.Expr:
+    """Parse a weight expression such as ``"sigmoid(w*v(alpha) + b)"`` without evaluating Python.
+
+    Only numbers, operators, parentheses, commas and names (not Python builtins such as
+    ``open``; use ``Max``, not ``max``) get through. ``alpha`` is the
+    consumed symbol; a bare name is a Symbol (``gamma``, ``E`` and ``beta`` included, so that
+    parameters never turn into sympy's constants); a called name is a weight function unless it
+    is one of ``MATH_FUNCTIONS`` or ``sigmoid``; ``declared`` overrides both (name -> sympy object).
+
+    Raises:
+        WeightError: anything else in the text, or text sympy cannot parse.
+    """
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text.strip()).readline))
+    except (tokenize.TokenError, SyntaxError) as exc:
+        raise WeightError(f"{where}: cannot parse weight {text!r}: {exc}") from None
+    names: dict[str, Any] = {"Float": _double_float, "alpha": ALPHA, "sigmoid": sigmoid}
+    for i, tok in enumerate(tokens):
+        if tok.type in (tokenize.NUMBER, tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER):
+            continue
+        if tok.type == tokenize.OP and tok.string in _OPERATORS:
+            continue
+        name = tok.string
+        if tok.type != tokenize.NAME or name.startswith("_") or keyword.iskeyword(name) or _is_builtin(name):
+            raise WeightError(f"{where}: weight {text!r}: {name!r} is not allowed in a weight expression")
+        called = i + 1 < len(tokens) and tokens[i + 1].string == "("
+        if declared is not None and name in declared:
+            names[name] = declared[name]
+        elif name in _CONSTANTS:
+            names[name] = _CONSTANTS[name]
+        elif called and name in MATH_FUNCTIONS:
+            names[name] = getattr(sympy, name)
+        elif name not in names:
+            names[name] = sympy.Function(name) if called else sympy.Symbol(name)
+    try:
+        expr = sympy.sympify(text, locals=names)
+    except (sympy.SympifyError, SyntaxError, TypeError, ValueError, AttributeError) as exc:
+        raise WeightError(f"{where}: cannot parse weight {text!r}: {exc}") from None
+    if not isinstance(expr, sympy.Basic):
+        raise WeightError(f"{where}: weight {text!r} is not an expression")
+    return expr
+
+
+def _is_builtin(name: str) -> bool:
+    """Python's builtins (``open``, ``max``, ...) and sympy's non-expression helpers (``sympify``)
+    are refused outright, even as weight names."""
+    if name in _CONSTANTS:
+        return False
+    helper = getattr(sympy, name, None)
+    is_expression = isinstance(helper, sympy.Basic) or (isinstance(helper, type) and issubclass(helper, sympy.Basic))
+    return hasattr(builtins, name) or (helper is not None and not is_expression)
+
+
+def _double_float(text: str) -> sympy.Float:
+    """sympy's parser turns each decimal literal into ``Float(text)``: read it at double precision."""
+    return sympy.Float(text, precision=53)
+
+
 def normalize_weight(value: Any, semiring: Semiring, where: str, consumes: bool = True) -> Weight:
     """Check ``value`` as an arc/initial/final weight and return its stored form.
 
@@ -54,10 +122,7 @@ def normalize_weight(value: Any, semiring: Semiring, where: str, consumes: bool 
     if value is None:
         return semiring.one
     if isinstance(value, str):
-        try:
-            value = sympy.sympify(value, locals={"alpha": ALPHA})
-        except (sympy.SympifyError, SyntaxError, TypeError) as exc:
-            raise WeightError(f"{where}: cannot parse weight {value!r}: {exc}") from None
+        value = parse_weight(value, where)
     if isinstance(value, sympy.Basic):
         if not value.free_symbols and not value.atoms(AppliedUndef):
             if value in (sympy.true, sympy.false):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,8 @@ SUBCOMMANDS: list[str] = [
     "tour",
     "bench",
     "prove",
+    "train",
+    "evaluate",
 ]
 
 
@@ -42,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
+    except BrokenPipeError:  # the reader (`kleene ... | head`) stopped reading: not our error, say nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # the shell's code for SIGPIPE
     except (KleeneError, OSError) as exc:
         print(f"kleene {args.command}: error: {exc}", file=sys.stderr)
         return 1

@@ -44,6 +44,7 @@ from .recurrence import (
     ONE_NOW,
     NumericEvaluator,
     Recurrence,
+    RecurrenceError,
     SemiringSyntax,
     as_float,
     canonical_numbers,
@@ -331,7 +332,7 @@ class Certificate(_Result):
             self.recurrence.validate()
             for proof in self.automata:
                 self.identities.extend(_Checker(self.recurrence, proof).identities())
-        except _CheckFailure as exc:
+        except (_CheckFailure, RecurrenceError) as exc:
             self.failure = str(exc)
         if self.failure is None:
             bad = next((i for i in self.identities if not i.ok), None)

@@ -357,13 +357,13 @@ def _lane_setup(w: _TritonWriter, dtype_of: str) -> None:
     """Program ids -> b, direction, lanes ``d`` and ``mask``, ``length``, constant vectors."""
     w("b = tl.program_id(0).to(tl.int64)")
     w("blk = tl.program_id(1)")
-    w("blocks_lo = tl.cdiv(HALF, BLOCK)")
+    w("blocks_lo = (HALF + BLOCK - 1) // BLOCK  # (tl.cdiv is itself a jit function: avoided for the interpreter)")
     w("rev = (blk >= blocks_lo).to(tl.int32)  # 1 for the reversed upper half")
     w("d = blk * BLOCK + rev * (HALF - blocks_lo * BLOCK) + tl.arange(0, BLOCK)")
     w("end = HALF + rev * (D - HALF)")
     w("mask = d < end")
     w("length = tl.load(lengths + b)")
-    w(f"FZERO = tl.zeros([BLOCK], dtype={dtype_of}.dtype.element_ty)")
+    w(f"FZERO = tl.full([BLOCK], 0.0, {dtype_of}.dtype.element_ty)  # (builtins only: tl.zeros is a jit function)")
     w(f"ZERO = FZERO + {w.tri.zero_literal}")
     w(f"ONE = FZERO + {w.tri.one_literal}")
     for k in range(w.plan.num_params):

@@ -143,11 +143,12 @@ def _terms_of(rec: Recurrence, expr: sympy.Expr, where: str, component: str | No
         varying = [f for f in rest if rec.depends_on_input(f)]
         source = rec.component_of(states[0]).name if states and states[0] != ONE_NOW else None
         current = bool(states) and (states[0] in rec.now_symbols or states[0] == ONE_NOW)
+        one = canonical_numbers(s.sym_one)
         terms.append(
             Term(
                 source,
                 current,
-                s.sym_times(*constant) if constant else s.sym_one,
+                canonical_numbers(s.sym_times(*constant)) if constant else one,
                 s.sym_times(*varying) if varying else None,
             )
         )
@@ -222,12 +223,11 @@ def _merge(s: Semiring, terms: list[Term]) -> list[Term]:
         if len(group) == 1:
             merged.append(group[0])
         elif all(t.varying is None for t in group):
-            merged.append(Term(source, current, s.sym_plus(*(t.constant for t in group)), None))
+            merged.append(Term(source, current, canonical_numbers(s.sym_plus(*(t.constant for t in group))), None))
         else:
-            total = s.sym_plus(
-                *(s.sym_times(t.constant, t.varying if t.varying is not None else s.sym_one) for t in group)
-            )
-            merged.append(Term(source, current, s.sym_one, total))
+            one = canonical_numbers(s.sym_one)
+            total = s.sym_plus(*(s.sym_times(t.constant, t.varying if t.varying is not None else one) for t in group))
+            merged.append(Term(source, current, one, canonical_numbers(total)))
     return merged
 
 
@@ -350,7 +350,7 @@ def _build(
         if not same(init, s.sym_zero):
             initial[key(c, start)] = init
     finals = {key(BIAS if src is None else src, h): w for src, w in final.items() for h in hist}
-    kept = _trim(pairs, arcs, initial, finals, s)
+    kept = _trim(pairs, arcs, initial, finals, s, start if K > 1 else None)
 
     wfsa = WFSA(s, alphabet, name=f"{rec.name}:{output}")
     invariant: list[tuple[sympy.Expr, tuple[Hashable, ...] | None]] = []
@@ -384,12 +384,30 @@ def _build(
     )
 
 
-def _trim(pairs: list[Any], arcs: list[Any], initial: dict[Any, Any], finals: dict[Any, Any], s: Semiring) -> set[Any]:
-    """The (role, history) pairs on some path from an initial to a final state."""
+def _trim(
+    pairs: list[Any],
+    arcs: list[Any],
+    initial: dict[Any, Any],
+    finals: dict[Any, Any],
+    s: Semiring,
+    start: tuple[Hashable, ...] | None,
+) -> set[Any]:
+    """The (role, history) pairs to keep: those that can reach a final state, minus start-history
+    pairs whose weight after the initial epsilon closure is zero (with a window, the all-padding
+    history is left after t = 0 and never re-entered, so those states stay zero forever).
+
+    Note:
+        Without histories no state is dropped for being unreachable: the certificate's
+        inductive step ranges over every state value, reachable or not.
+    """
     live = [(a, b) for a, b, _, w in arcs if not same(w, s.sym_zero)]
-    forward = _reach({p for p, w in initial.items() if not same(w, s.sym_zero)}, live)
     backward = _reach({p for p, w in finals.items() if not same(w, s.sym_zero)}, [(b, a) for a, b in live])
-    return {p for p in pairs if p in forward and p in backward}
+    removable: set[Any] = set()
+    if start is not None:
+        epsilon = [(a, b) for a, b, label, w in arcs if not label.consumes and not same(w, s.sym_zero)]
+        at_zero = _reach({p for p, w in initial.items() if not same(w, s.sym_zero)}, epsilon)
+        removable = {p for p in pairs if p[1] == start and p not in at_zero}
+    return {p for p in pairs if p in backward and p not in removable}
 
 
 def _reach(seeds: set[Any], edges: list[tuple[Any, Any]]) -> set[Any]:

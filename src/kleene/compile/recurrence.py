@@ -162,11 +162,21 @@ class SemiringSyntax:
             return e.args
         if n == "boolean" and isinstance(e, sympy.Or):
             return e.args
-        if n == "log" and isinstance(e, sympy.log) and isinstance(e.args[0], sympy.Add):
-            parts = e.args[0].args
-            if all(isinstance(p, sympy.exp) for p in parts):
-                return tuple(p.args[0] for p in parts)
+        if n == "log" and isinstance(e, sympy.log):
+            return self._log_sum_args(e.args[0])
         return None
+
+    @staticmethod
+    def _log_sum_args(inside: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
+        """``log(k1 exp(a1) + k2 exp(a2) + ...)`` as a1 (k1 times), a2 (k2 times), ...; sympy merges
+        equal terms (``log(exp(c) + exp(c))`` is ``log(2 exp(c))``), so small integer counts are read back."""
+        out: list[sympy.Basic] = []
+        for part in sympy.Add.make_args(inside):
+            count, rest = part.as_coeff_Mul()
+            if not isinstance(rest, sympy.exp) or not count.is_Integer or not 1 <= int(count) <= 64:
+                return None
+            out.extend([rest.args[0]] * int(count))
+        return tuple(out)
 
     def times_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
         n = self.name
@@ -214,7 +224,8 @@ class SemiringSyntax:
 
         Two expressions with equal canonical forms are equal in every commutative
         semiring of this kind (idempotent ones compare sets of monomials, the others
-        multisets; the real semiring uses sympy's own ``expand``).
+        multisets). ``residual`` decides the real semiring with sympy's ``expand`` and the
+        log semiring through its isomorphism ``exp`` onto the non-negative reals.
         """
         s = self.semiring
         if self.name == "real":
@@ -238,7 +249,9 @@ class SemiringSyntax:
     def residual(self, a: sympy.Basic, b: sympy.Basic) -> str:
         """``""`` when ``a == b`` is decided true; otherwise the difference, printed."""
         a, b = canonical_numbers(a), canonical_numbers(b)
-        if self.name == "real":
+        if self.name == "log":  # exp maps the log semiring isomorphically onto (R>=0, +, *)
+            a, b = sympy.expand(sympy.exp(a)), sympy.expand(sympy.exp(b))
+        if self.name in ("real", "log"):
             diff = sympy.expand(a - b)
             if diff != 0 and sympy.simplify(diff) != 0:
                 return str(diff)

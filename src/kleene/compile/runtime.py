@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from .codegen_cpp import generate_cpp
+from .codegen_cpp import checkpoint_chunk, generate_cpp
 from .template import CompileError, Plan
 
 Tensor = torch.Tensor
@@ -126,10 +126,10 @@ def load_kernel(plan: Plan) -> tuple[str, _Kernel]:
         forward, backward = {}, {}
         for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
             f = getattr(lib, f"kleene_forward_{suffix}")
-            f.argtypes = [ptr] * 7 + [i64, i64, i64, c_int]
+            f.argtypes = [ptr] * 7 + [i64] * 4 + [c_int]
             f.restype = None
             g = getattr(lib, f"kleene_backward_{suffix}")
-            g.argtypes = [ptr] * 11 + [i64, i64, i64, c_int]
+            g.argtypes = [ptr] * 8 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
             g.restype = None
             forward[dtype], backward[dtype] = f, g
         _LOADED[key] = _Kernel(lib, forward, backward)
@@ -144,14 +144,30 @@ def _output_shape(plan: Plan, b: int, t: int, d: int) -> tuple[int, ...]:
     return (b, t, d) if plan.options.output == "steps" else (b, d)
 
 
+def _checkpoint_shape(plan: Plan, slots: Tensor) -> tuple[int, int, int, int]:
+    """(B, chunks, Q, D): the states the forward keeps for the backward's recomputation."""
+    b, t, _, d = slots.shape
+    chunk = checkpoint_chunk(plan, slots.element_size())
+    return (b, (t + chunk - 1) // chunk, plan.num_states, d)
+
+
 def _check_cpu(*tensors: Tensor | None) -> None:
     for x in tensors:
         if x is not None and x.device.type != "cpu":
             raise CompileError(f"the cpp backend runs on CPU tensors; got one on {x.device}")
 
 
+def _rows_or_broadcast(grad: Tensor) -> Tensor:
+    """``grad`` itself when its last axis is contiguous or broadcast (stride 0), else a contiguous copy."""
+    return grad if grad.stride(-1) in (0, 1) or grad.shape[-1] <= 1 else grad.contiguous()
+
+
 def custom_ops(plan: Plan) -> tuple[Any, Any]:
-    """The (forward, backward) custom ops of ``plan``, registering them on first use."""
+    """The (forward, backward) custom ops of ``plan``, registering them on first use.
+
+    The forward returns (output, final state, checkpoints); checkpoints (see
+    ``kleene.compile.codegen_cpp``) are empty unless ``need_checkpoints``.
+    """
     key, kernel = load_kernel(plan)
     if key in _OPS:
         return _OPS[key]
@@ -160,7 +176,7 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
 
     @torch.library.custom_op(fwd_name, mutates_args=())
     def forward(
-        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_states: bool
+        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_cpu(slots, params, lengths, h0)
         slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
@@ -168,7 +184,7 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         b, t, _, d = slots.shape
         out = slots.new_empty(_output_shape(plan, b, t, d))
         final = slots.new_empty((b, q, d))
-        states = slots.new_empty((b, t, q, d) if need_states else (0,))
+        checkpoints = slots.new_empty(_checkpoint_shape(plan, slots) if need_checkpoints else (0,))
         kernel.forward[slots.dtype](
             _ptr(slots),
             _ptr(params),
@@ -176,21 +192,22 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
             _ptr(h0),
             _ptr(out),
             _ptr(final),
-            _ptr(states) if need_states else None,
+            _ptr(checkpoints) if need_checkpoints else None,
             b,
             t,
             d,
+            checkpoint_chunk(plan, slots.element_size()),
             torch.get_num_threads(),
         )
-        return out, final, states
+        return out, final, checkpoints
 
     @forward.register_fake
-    def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_states: bool) -> Any:
+    def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool) -> Any:
         b, t, _, d = slots.shape
         return (
             slots.new_empty(_output_shape(plan, b, t, d)),
             slots.new_empty((b, q, d)),
-            slots.new_empty((b, t, q, d) if need_states else (0,)),
+            slots.new_empty(_checkpoint_shape(plan, slots) if need_checkpoints else (0,)),
         )
 
     @torch.library.custom_op(bwd_name, mutates_args=())
@@ -199,32 +216,39 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         params: Tensor,
         lengths: Tensor,
         h0: Tensor | None,
-        states: Tensor,
+        checkpoints: Tensor,
+        final: Tensor,
         out: Tensor,
         grad_out: Tensor,
         grad_final: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        _check_cpu(slots, params, lengths, h0, states, out, grad_out, grad_final)
+        _check_cpu(slots, params, lengths, h0, checkpoints, final, out, grad_out, grad_final)
         b, t, _, d = slots.shape
-        if states.numel() != b * t * q * d:
+        if tuple(checkpoints.shape) != _checkpoint_shape(plan, slots):
             raise CompileError(
-                "backward through a kleene kernel whose forward ran without saving states "
+                "backward through a kleene kernel whose forward ran without saving checkpoints "
                 "(call it with gradients enabled)"
             )
-        args = [x.contiguous() for x in (slots, params, lengths, states, out, grad_out, grad_final)]
-        slots, params, lengths, states, out, grad_out, grad_final = args
+        args = [x.contiguous() for x in (slots, params, lengths, checkpoints, final, out, grad_final)]
+        slots, params, lengths, checkpoints, final, out, grad_final = args
+        grad_out = _rows_or_broadcast(grad_out)
         h0 = None if h0 is None else h0.contiguous()
         grad_slots = torch.empty_like(slots)
         grad_params = slots.new_empty((b, k, d))
         grad_h0 = slots.new_empty((b, q, d))
+        strides = grad_out.stride()
         kernel.backward[slots.dtype](
             _ptr(slots),
             _ptr(params),
             _ptr(lengths),
             _ptr(h0),
-            _ptr(states),
+            _ptr(checkpoints),
+            _ptr(final),
             _ptr(out),
             _ptr(grad_out),
+            strides[0],
+            strides[1] if grad_out.dim() == 3 else 0,
+            strides[-1] if grad_out.shape[-1] > 1 else 1,
             _ptr(grad_final),
             _ptr(grad_slots),
             _ptr(grad_params),
@@ -232,6 +256,7 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
             b,
             t,
             d,
+            checkpoint_chunk(plan, slots.element_size()),
             torch.get_num_threads(),
         )
         return grad_slots, grad_params.sum(0), grad_h0
@@ -242,7 +267,8 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         params: Tensor,
         lengths: Tensor,
         h0: Tensor | None,
-        states: Tensor,
+        checkpoints: Tensor,
+        final: Tensor,
         out: Tensor,
         grad_out: Tensor,
         grad_final: Tensor,
@@ -252,17 +278,17 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
         slots, params, lengths, h0, _ = inputs
-        out, _, states = output
+        out, final, checkpoints = output
         ctx.has_h0 = h0 is not None
-        ctx.save_for_backward(slots, params, lengths, h0 if h0 is not None else slots.new_empty(0), states, out)
+        saved_h0 = h0 if h0 is not None else slots.new_empty(0)
+        ctx.save_for_backward(slots, params, lengths, saved_h0, checkpoints, final, out)
 
     def grad_fn(ctx: Any, grad_out: Tensor | None, grad_final: Tensor | None, _: Any) -> tuple[Any, ...]:
-        slots, params, lengths, h0, states, out = ctx.saved_tensors
+        slots, params, lengths, h0, checkpoints, final, out = ctx.saved_tensors
         grad_out = torch.zeros_like(out) if grad_out is None else grad_out
-        b, _, _, d = slots.shape
-        grad_final = slots.new_zeros((b, q, d)) if grad_final is None else grad_final
+        grad_final = torch.zeros_like(final) if grad_final is None else grad_final
         g_slots, g_params, g_h0 = backward(
-            slots, params, lengths, h0 if ctx.has_h0 else None, states, out, grad_out, grad_final
+            slots, params, lengths, h0 if ctx.has_h0 else None, checkpoints, final, out, grad_out, grad_final
         )
         return g_slots, g_params, None, g_h0 if ctx.has_h0 else None, None
 

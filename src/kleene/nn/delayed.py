@@ -71,8 +71,10 @@ class Delayed(nn.Module):
     exactly those outputs). A layer returning a tuple ``(output, state, ...)`` gives ``(delayed output, state, ...)``.
 
     Note:
-        ``null`` is the null input (a feature vector; default zeros). ``batch_first`` defaults to the layer's own
-        attribute, else True. When the layer's ``forward`` takes ``lengths``, it receives ``lengths + delay``.
+        ``x`` is (B, T, ...) or (T, B, ...) with any trailing feature dimensions (e.g. a compiled layer's slots
+        (B, T, A, D)); ``null`` is the null input, broadcast over them (a vector of the last dimension's size; default
+        zeros). ``batch_first`` defaults to the layer's own attribute, else True. When the layer's ``forward`` takes
+        ``lengths``, it receives ``lengths + delay``.
     Raises:
         ValueError: a negative delay, or a null vector whose size differs from the input features.
     """
@@ -107,7 +109,8 @@ class Delayed(nn.Module):
         if not self.batch_first:
             in_tail = in_tail.T
         null = padded.new_zeros(x.shape[-1]) if self.null is None else self.null.to(padded)
-        return torch.where(in_tail.to(padded.device).unsqueeze(-1), null, padded)
+        in_tail = in_tail.reshape(*in_tail.shape, *([1] * (x.dim() - 2)))  # over the feature dimensions
+        return torch.where(in_tail.to(padded.device), null, padded)
 
     def loss_mask(self, lengths: Tensor | Sequence[int], max_length: int) -> Tensor:
         """``delayed_loss_mask`` for this delay (over the raw ``max_length + delay`` outputs)."""

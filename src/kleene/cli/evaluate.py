@@ -1,0 +1,55 @@
+"""``kleene evaluate CHECKPOINT --data NAME [--split test]``: a saved model's loss and accuracy on a data split."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="evaluate a checkpoint on a data split",
+        description="Load a checkpoint written by `kleene train` (safetensors + config.json; nothing is unpickled) and "
+        "print its loss and accuracy (and perplexity for language models) on a split of a data set.",
+    )
+    parser.add_argument("checkpoint", type=Path, help="checkpoint directory")
+    parser.add_argument("--data", help="data set (default: the one it was trained on)")
+    parser.add_argument("--split", default="test", choices=["train", "dev", "valid", "test"])
+    parser.add_argument("--fold", type=int, help="cross-validation fold (default: the training fold)")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kleene.data import load
+    from kleene.nn import CheckpointError, TrainConfig, Trainer, load_checkpoint
+
+    checkpoint = load_checkpoint(args.checkpoint)
+    metadata = checkpoint.config.get("metadata", {})
+    data_name = args.data or metadata.get("data")
+    if not data_name:
+        raise CheckpointError(f"{args.checkpoint}: no data set recorded; pass --data")
+    fold = args.fold if args.fold is not None else int(metadata.get("fold", 0) or 0)
+    if checkpoint.vocab is None:
+        raise CheckpointError(f"{args.checkpoint}: the checkpoint holds no vocabulary")
+    window = int(metadata.get("training", {}).get("window", 64))
+    config = TrainConfig(batch_size=args.batch_size, window=window, progress=False)
+    trainer = Trainer(
+        checkpoint.model,
+        load(data_name, fold),
+        checkpoint.vocab,
+        config,
+        model_name=checkpoint.config["model"],
+        model_kwargs=checkpoint.config["kwargs"],
+    )
+    metrics = trainer.evaluate(args.split)
+    if args.json:
+        print(json.dumps({"checkpoint": str(args.checkpoint), "data": data_name, "split": args.split, **metrics}))
+    else:
+        print(f"{args.checkpoint} on {data_name} ({args.split}):")
+        for key, value in metrics.items():
+            print(f"  {key}: {value:.4f}")
+    return 0

@@ -1,0 +1,114 @@
+"""``kleene train MODEL --data NAME``: train a registered model, save a safetensors checkpoint and print its metrics.
+
+Examples::
+
+    kleene train cnn --data sst2 --out runs/cnn-sst2
+    kleene train bilstm --data subj --fold 3 --epochs 20 --set hidden_size=150
+    kleene train lstm-lm --data tinyshakespeare --max-steps 500 --set hidden_size=128
+    torchrun --nproc_per_node 2 -m kleene.cli train cnn --data sst2 --max-steps 100   # DistributedDataParallel, gloo
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a registered model on a data set and save a checkpoint",
+        description="Train a registered model (kleene.nn.registered_models(), e.g. cnn, bilstm, lstm-lm) with Adam, "
+        "gradient clipping, early stopping and learning-rate halving on the development set; the best model is "
+        "evaluated on the test set and saved as model.safetensors + config.json. Under torchrun every process trains "
+        "on its shard with DistributedDataParallel (gloo).",
+    )
+    parser.add_argument("model", help="registered model name")
+    parser.add_argument("--data", required=True, help="sst2, subj, cr, mr (classification); ptb, tinyshakespeare (LM)")
+    parser.add_argument("--out", type=Path, help="checkpoint directory (default: runs/MODEL-DATA)")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    parser.add_argument("--batch-size", type=int, default=64, help="per process")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--clip", type=float, default=5.0, help="gradient-norm clipping (0: off)")
+    parser.add_argument("--patience", type=int, default=30, help="evaluations without improvement before stopping")
+    parser.add_argument("--halve-after", type=int, default=10, help="evaluations without improvement before lr /= 2")
+    parser.add_argument("--eval-every", type=int, help="evaluate every N steps (default: every epoch)")
+    parser.add_argument("--window", type=int, default=64, help="language models: tokens per training window")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fold", type=int, default=0, help="cross-validation fold for subj, cr, mr (0-9)")
+    parser.add_argument("--train-size", type=int, help="train on a seeded random subset of this many examples")
+    parser.add_argument("--pretrained", default="glove", choices=["glove", "none"], help="classifier embeddings")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="model keyword argument (JSON value)"
+    )
+    parser.add_argument("--threads", type=int, help="torch threads per process (default: torch's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def parse_settings(settings: list[str]) -> dict[str, Any]:
+    """``["hidden_size=150", "dropout=0.2", "semiring=max-plus"]`` -> keyword arguments (JSON values, else strings).
+
+    Raises:
+        KleeneError: a setting without ``=``.
+    """
+    from kleene.automata.errors import KleeneError
+
+    kwargs: dict[str, Any] = {}
+    for setting in settings:
+        key, separator, value = setting.partition("=")
+        if not separator or not key:
+            raise KleeneError(f"--set {setting!r}: expected KEY=VALUE")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    return kwargs
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from kleene.nn import TrainConfig, train
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = TrainConfig(
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        clip=args.clip,
+        patience=args.patience,
+        halve_after=args.halve_after,
+        eval_every=args.eval_every,
+        seed=args.seed,
+        window=args.window,
+        progress=not args.no_progress,
+    )
+    out = args.out or Path("runs") / f"{args.model}-{args.data}"
+    result = train(
+        args.model,
+        args.data,
+        config=config,
+        out_dir=out,
+        model_kwargs=parse_settings(args.set),
+        fold=args.fold,
+        train_size=args.train_size,
+        pretrained=None if args.pretrained == "none" else args.pretrained,
+    )
+    if result.checkpoint is None:  # a rank other than 0 under torchrun
+        return 0
+    if args.json:
+        print(json.dumps({"checkpoint": str(result.checkpoint), **result.metrics}))
+    else:
+        print(f"checkpoint: {result.checkpoint}")
+        for key, value in result.metrics.items():
+            print(f"  {key}: {value:.4f}" if isinstance(value, float) else f"  {key}: {value}")
+    return 0

@@ -1,0 +1,124 @@
+"""Baselines registered with the trainer: a one-layer max-pooled CNN and a BiLSTM classifier (SoPa §5), and an
+LSTM language model."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .registry import register_model
+
+__all__ = ["BiLSTMClassifier", "CNNClassifier", "LSTMLanguageModel", "length_mask"]
+
+Tensor = torch.Tensor
+
+
+def length_mask(lengths: Tensor, max_length: int) -> Tensor:
+    """(B, max_length) bool, True at the positions ``t < lengths[b]``."""
+    return torch.arange(max_length, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
+
+
+def _mlp(inputs: int, hidden: int, outputs: int, dropout: float) -> nn.Sequential:
+    """SoPa's two-layer MLP head."""
+    return nn.Sequential(nn.Dropout(dropout), nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, outputs))
+
+
+class CNNClassifier(nn.Module):
+    """A one-layer CNN: windows of ``window`` embeddings -> ``channels`` ReLU filters -> max over the windows that
+    start inside the sentence -> MLP (Kim, 2014; the CNN baseline of SoPa, which §4 shows is a restricted SoPa).
+    Sentences shorter than the window are padded with zero vectors."""
+
+    task = "classification"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        embedding_dim: int = 50,
+        channels: int = 100,
+        window: int = 4,
+        mlp_hidden: int = 100,
+        dropout: float = 0.1,
+        freeze_embeddings: bool = False,
+    ):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
+        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.window = window
+        self.dropout = nn.Dropout(dropout)
+        self.convolution = nn.Conv1d(embedding_dim, channels, window)
+        self.head = _mlp(channels, mlp_hidden, num_classes, dropout)
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        embedded = self.dropout(self.embedding(tokens)) * length_mask(lengths, tokens.shape[1]).unsqueeze(-1)
+        padded = nn.functional.pad(embedded.transpose(1, 2), (0, self.window - 1))
+        features = torch.relu(self.convolution(padded))  # (B, channels, T): window t covers tokens t..t+window-1
+        valid = length_mask(lengths, features.shape[2]).unsqueeze(1)
+        pooled = features.masked_fill(~valid, float("-inf")).amax(dim=2)
+        return self.head(pooled)
+
+
+class BiLSTMClassifier(nn.Module):
+    """A one-layer BiLSTM whose hidden states, averaged over the sentence, feed an MLP (SoPa's BiLSTM baseline)."""
+
+    task = "classification"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        embedding_dim: int = 50,
+        hidden_size: int = 100,
+        mlp_hidden: int = 100,
+        dropout: float = 0.1,
+        freeze_embeddings: bool = False,
+    ):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
+        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.dropout = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(embedding_dim, hidden_size, batch_first=True, bidirectional=True)
+        self.head = _mlp(2 * hidden_size, mlp_hidden, num_classes, dropout)
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        embedded = self.dropout(self.embedding(tokens))
+        packed = nn.utils.rnn.pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        states, _ = self.lstm(packed)
+        padded, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=tokens.shape[1])
+        average = padded.sum(dim=1) / lengths.unsqueeze(1).to(padded.dtype)
+        return self.head(average)
+
+
+class LSTMLanguageModel(nn.Module):
+    """Embedding -> ``num_layers`` LSTM layers -> dropout -> softmax layer (weights tied to the embedding when the
+    sizes agree and ``tie_weights``)."""
+
+    task = "language_model"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 128,
+        hidden_size: int = 256,
+        num_layers: int = 1,
+        dropout: float = 0.1,
+        tie_weights: bool = False,
+    ):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
+        self.dropout = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(embedding_dim, hidden_size, num_layers, batch_first=True)
+        self.output = nn.Linear(hidden_size, vocab_size)
+        if tie_weights:
+            if hidden_size != embedding_dim:
+                raise ValueError(f"tie_weights needs hidden_size == embedding_dim, got {hidden_size}, {embedding_dim}")
+            self.output.weight = self.embedding.weight
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        states, _ = self.lstm(self.dropout(self.embedding(tokens)))
+        return self.output(self.dropout(states))
+
+
+register_model("cnn", CNNClassifier)
+register_model("bilstm", BiLSTMClassifier)
+register_model("lstm-lm", LSTMLanguageModel)

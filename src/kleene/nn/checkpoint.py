@@ -1,0 +1,164 @@
+"""Checkpoints: a directory with ``model.safetensors`` (the weights) and ``config.json`` (everything else).
+
+``config.json`` holds the format tag, the registered model name and its constructor keyword arguments, the vocabulary,
+the metrics, the training curve and free-form metadata (data set, training settings, versions). Nothing is ever
+unpickled: weights are read with safetensors only, and anything that is not such a directory is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+from ..automata.errors import KleeneError
+from ..data.vocab import Vocabulary
+from .registry import build_model
+
+__all__ = [
+    "CONFIG_NAME",
+    "FORMAT",
+    "WEIGHTS_NAME",
+    "Checkpoint",
+    "CheckpointError",
+    "load_checkpoint",
+    "save_checkpoint",
+]
+
+FORMAT = "kleene-checkpoint/1"
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+class CheckpointError(KleeneError, ValueError):
+    """A path that is not a kleene checkpoint, or one whose config or weights are malformed."""
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the rebuilt model (in eval mode), its vocabulary and the whole config."""
+
+    model: nn.Module
+    vocab: Vocabulary | None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return dict(self.config.get("metrics", {}))
+
+    @property
+    def curve(self) -> list[dict[str, Any]]:
+        return list(self.config.get("curve", []))
+
+
+def _json_safe(value: Any) -> Any:
+    """Non-finite floats as strings ("inf", "nan"), so that config.json stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def save_checkpoint(
+    directory: str | Path,
+    model: nn.Module,
+    *,
+    model_name: str,
+    model_kwargs: dict[str, Any],
+    vocab: Vocabulary | None = None,
+    metrics: dict[str, Any] | None = None,
+    curve: list[dict[str, Any]] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``directory/model.safetensors`` and ``directory/config.json``; returns the directory.
+
+    Note:
+        ``model_kwargs`` must be JSON-serializable and rebuild ``model`` through ``build_model(model_name, ...)``.
+    Raises:
+        CheckpointError: keyword arguments that JSON cannot hold.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {
+        "format": FORMAT,
+        "model": model_name,
+        "kwargs": model_kwargs,
+        "vocab": vocab.to_json() if vocab is not None else None,
+        "metrics": metrics or {},
+        "curve": curve or [],
+        "metadata": metadata or {},
+    }
+    try:
+        text = json.dumps(_json_safe(config), indent=1, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"checkpoint config of {model_name!r} is not JSON-serializable: {error}") from error
+    save_model(model, str(directory / WEIGHTS_NAME), metadata={"format": FORMAT, "model": model_name})
+    (directory / CONFIG_NAME).write_text(text + "\n", encoding="utf-8")
+    return directory
+
+
+def _config_path(path: Path) -> Path:
+    if path.is_dir():
+        return path / CONFIG_NAME
+    if path.name == CONFIG_NAME:
+        return path
+    raise CheckpointError(
+        f"{path}: not a kleene checkpoint (expected a directory holding {CONFIG_NAME} and {WEIGHTS_NAME}); "
+        "pickled files such as .pt/.pth/.pkl are never loaded"
+    )
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The checked ``config.json`` of the checkpoint at ``path`` (its directory or the config file).
+
+    Raises:
+        CheckpointError: missing files, malformed JSON, or a config without the kleene format tag and model name.
+    """
+    config_path = _config_path(Path(path))
+    if not config_path.is_file():
+        raise CheckpointError(f"{config_path.parent}: no {CONFIG_NAME}; not a kleene checkpoint")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{config_path}: malformed JSON: {error}") from error
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        found = config.get("format") if isinstance(config, dict) else type(config).__name__
+        raise CheckpointError(f"{config_path}: format {found!r}, expected {FORMAT!r}")
+    if not isinstance(config.get("model"), str) or not isinstance(config.get("kwargs"), dict):
+        raise CheckpointError(f"{config_path}: needs a string 'model' and an object 'kwargs'")
+    return config
+
+
+def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """The model of the checkpoint at ``path``, rebuilt from the registry and loaded from safetensors.
+
+    Raises:
+        CheckpointError: not a checkpoint directory, malformed config, weights that are not safetensors or do not
+            match the rebuilt model.
+        UnknownModelError: the model name is not registered (import the module that registers it first).
+    """
+    config = read_config(path)
+    directory = _config_path(Path(path)).parent
+    weights = directory / WEIGHTS_NAME
+    if not weights.is_file():
+        raise CheckpointError(f"{directory}: no {WEIGHTS_NAME}")
+    model = build_model(config["model"], **config["kwargs"])
+    try:
+        load_model(model, str(weights), strict=True, device=str(map_location))
+    except SafetensorError as error:
+        raise CheckpointError(f"{weights}: not a safetensors file: {error}") from error
+    except RuntimeError as error:  # missing / unexpected / mis-shaped tensors
+        raise CheckpointError(f"{weights}: weights do not fit model {config['model']!r}: {error}") from error
+    model.eval()
+    vocab = Vocabulary.from_json(config["vocab"]) if config.get("vocab") is not None else None
+    return Checkpoint(model, vocab, config)

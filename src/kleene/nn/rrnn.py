@@ -1,0 +1,466 @@
+"""Rational RNNs (rational-recurrences.md §4-6, Appendix D): RRNN(B), RRNN(B) in max-plus, RRNN(C), RRNN(F).
+
+Each layer is ``hidden_size`` copies of a small WFSA compiled by ``kleene.compile``; the layer's projections of
+its input fill the WFSA's per-step slots (μ, φ) and its learned constants (γ, ρ) are the template's constants:
+
+* B (Fig. 1): q0 -∀α/1-> q0, q0 -∀α/u-> q1, q1 -∀α/f-> q1, final q1: ``c_t = f_t ⊙ c_{t-1} + u_t`` (eq. 23)
+  with ``f = σ(W_f v + b_f)`` and ``u = (1 - f) ⊙ W_u v``. In max-plus (eq. 24): ``f = log σ(W_f v + b_f)``,
+  ``u = W_u v`` and ``c_t = max(f_t + c_{t-1}, u_t)``, starting from the semiring zero -inf.
+* C (Fig. 2): q0 -u1-> q1 -u2-> q2 with self-loops f1, f2 (eq. 25).
+* F (Fig. 4, eq. 19/26): C plus q3 reached from q0 by an ε-arc of weight ``r = σ(b_r)``, q3 -u2-> q2, and two
+  final states q1, q2 with weights ``p1 = σ(b_p1)``, ``p2 = σ(b_p2)``: ``c_t = p1 ⊙ c1_t + p2 ⊙ c2_t``
+  (Appendix D's eq. 26g prints ``p1 ⊙ c2``; §5.1's eq. 19c and the WFSA say ``c1``, which is what runs here).
+
+Output (Appendix D): ``h_t = tanh(o_t ⊙ c_t)`` with the optional output gate ``o = σ(W_o v + b_o)`` (max-plus:
+``tanh(o_t + c_t)``, ``o = log σ(...)``); without the gate ``h_t = tanh(c_t)``.
+
+Stacking, bidirectional layers (the compiler's ``bidirectional`` option: the upper half of the dimensions reads the
+sequence backwards) and the three dropouts of Appendix E: embedding dropout (on the word vectors, in the models),
+vertical dropout (between layers and before the head) and variational recurrent dropout (one mask per sequence,
+shared by every time step, on each layer's input -- the form SRU-style recurrences use, since they have no
+hidden-to-hidden matrix to drop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from ..automata.errors import KleeneError
+from ..compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from .registry import register_model
+
+__all__ = [
+    "RRNN_KINDS",
+    "RRNNClassifier",
+    "RRNNLanguageModel",
+    "RationalLayer",
+    "RationalStack",
+    "RecurrenceError",
+    "rrnn_template",
+    "chain_template",
+]
+
+Tensor = torch.Tensor
+RRNN_KINDS = ("B", "B-maxplus", "C", "F")
+
+
+class RecurrenceError(KleeneError, ValueError):
+    """A rational layer configured in a way it cannot run (the message says which setting)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Templates
+# --------------------------------------------------------------------------------------------
+def chain_template(
+    name: str,
+    states: Sequence[str],
+    moves: Sequence[tuple[str, str, Sequence[str]]],
+    *,
+    epsilons: Sequence[tuple[str, str, str]] = (),
+    final: Sequence[tuple[str, str | None]] = (),
+    constants: Sequence[str] = (),
+    initial: str = "q0",
+    semiring: str = "real",
+) -> Template:
+    """A template from names: moves (src, dst, slot names; none = weight one), epsilons (src, dst, constant),
+    final (state, constant or None) and the single initial state (weight one)."""
+    index = {s: i for i, s in enumerate(states)}
+    slot_names: list[str] = []
+    for _, _, slots in moves:
+        for slot in slots:
+            if slot not in slot_names:
+                slot_names.append(slot)
+    const_index = {c: i for i, c in enumerate(constants)}
+    return Template(
+        states=tuple(states),
+        slots=tuple(slot_names),
+        constants=tuple(constants),
+        moves=tuple(
+            TemplateArc(index[a], index[b], Factor(tuple(slot_names.index(s) for s in slots))) for a, b, slots in moves
+        ),
+        epsilons=tuple(TemplateArc(index[a], index[b], Factor(constants=(const_index[c],))) for a, b, c in epsilons),
+        initial=((index[initial], Factor()),),
+        final=tuple((index[q], Factor(constants=(const_index[c],) if c else ())) for q, c in final),
+        semiring=semiring,
+        name=name,
+    )
+
+
+def rrnn_template(kind: str) -> Template:
+    """The WFSA of RRNN(``kind``) (B, B-maxplus, C or F) as a compiler template.
+
+    Raises:
+        RecurrenceError: an unknown kind.
+    """
+    if kind in ("B", "B-maxplus"):
+        return chain_template(
+            f"rrnn-{kind}", ["q0", "q1"], [("q0", "q0", ()), ("q0", "q1", ["u"]), ("q1", "q1", ["f"])],
+            final=[("q1", None)],
+        )
+    if kind == "C":
+        return chain_template(
+            "rrnn-C",
+            ["q0", "q1", "q2"],
+            [("q0", "q0", ()), ("q0", "q1", ["u1"]), ("q1", "q1", ["f1"]), ("q1", "q2", ["u2"]), ("q2", "q2", ["f2"])],
+            final=[("q2", None)],
+        )
+    if kind == "F":
+        return chain_template(
+            "rrnn-F",
+            ["q0", "q1", "q2", "q3"],
+            [
+                ("q0", "q0", ()),
+                ("q0", "q1", ["u1"]),
+                ("q1", "q1", ["f1"]),
+                ("q1", "q2", ["u2"]),
+                ("q2", "q2", ["f2"]),
+                ("q3", "q2", ["u2"]),
+            ],
+            epsilons=[("q0", "q3", "gamma")],
+            final=[("q1", "rho1"), ("q2", "rho2")],
+            constants=["gamma", "rho1", "rho2"],
+        )
+    raise RecurrenceError(f"unknown RRNN kind {kind!r}; use one of {RRNN_KINDS}")
+
+
+class SigmoidConstants(nn.Module):
+    """Parametrization: a compiled recurrence's constants are ``σ(raw)`` (γ, ρ in (0, 1), eq. 20c)."""
+
+    def forward(self, raw: Tensor) -> Tensor:
+        return torch.sigmoid(raw)
+
+
+def compile_layer(
+    template: Template, semiring: str, dim: int, bidirectional: bool, backend: str, output: str = "steps"
+) -> CompiledRecurrence:
+    """Compile ``template`` for ``dim`` dimensions; constants, if any, become σ(raw) with raw ~ N(0, 1)."""
+    recurrence = compile(template, semiring, dim, backend, output=output, bidirectional=bidirectional)  # type: ignore[arg-type]
+    if template.constants:
+        with torch.no_grad():
+            recurrence.constants.normal_()
+        parametrize.register_parametrization(recurrence, "constants", SigmoidConstants())
+    return recurrence
+
+
+# --------------------------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------------------------
+class RationalLayer(nn.Module):
+    """One rational recurrent layer: ``forward(x (B, T, in), lengths) -> (h (B, T, out), final state)``.
+
+    Subclasses set ``self.recurrence`` (a compiled template) and implement ``slots(x) -> (B, T, S, D)``
+    and ``output(c, x, gates) -> h``. Padded positions of the output are zero.
+    """
+
+    recurrence: CompiledRecurrence
+    output_size: int
+
+    def slots(self, x: Tensor) -> tuple[Tensor, Any]:
+        raise NotImplementedError
+
+    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        slots, extra = self.slots(x)
+        c, final = self.recurrence(slots, lengths, h0)
+        h = self.output(c, x, extra)
+        valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
+        return torch.where(valid, h, torch.zeros_like(h)), final
+
+
+class RRNNLayer(RationalLayer):
+    """RRNN(B), RRNN(B) max-plus, RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        kind: str = "B",
+        *,
+        output_gate: bool = False,
+        bidirectional: bool = False,
+        backend: str = "auto",
+    ):
+        super().__init__()
+        template = rrnn_template(kind)
+        self.kind, self.output_gate = kind, output_gate
+        self.semiring = "max-plus" if kind == "B-maxplus" else "real"
+        self.orders = 1 if kind.startswith("B") else 2
+        dim = hidden_size * (2 if bidirectional else 1)
+        self.dim = self.output_size = dim
+        # per order j: W_f^(j) v + b_f^(j) and W_u^(j) v (no bias, as Appendix D); then W_o v + b_o
+        self.forget = nn.Linear(input_size, self.orders * dim)
+        self.update = nn.Linear(input_size, self.orders * dim, bias=False)
+        self.gate = nn.Linear(input_size, dim) if output_gate else None
+        self.recurrence = compile_layer(template, self.semiring, dim, bidirectional, backend)
+
+    def slots(self, x: Tensor) -> tuple[Tensor, Any]:
+        b, t, _ = x.shape
+        f_pre = self.forget(x).view(b, t, self.orders, self.dim)
+        w_u = self.update(x).view(b, t, self.orders, self.dim)
+        if self.semiring == "max-plus":
+            f, u = nn.functional.logsigmoid(f_pre), w_u
+        else:
+            f = torch.sigmoid(f_pre)
+            u = (1 - f) * w_u
+        by_name = {}
+        for j in range(self.orders):
+            suffix = "" if self.orders == 1 else str(j + 1)
+            by_name["u" + suffix], by_name["f" + suffix] = u[:, :, j], f[:, :, j]
+        return torch.stack([by_name[s] for s in self.recurrence.template.slots], 2), None
+
+    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
+        if self.gate is None:
+            return torch.tanh(c)
+        if self.semiring == "max-plus":
+            return torch.tanh(nn.functional.logsigmoid(self.gate(x)) + c)
+        return torch.tanh(torch.sigmoid(self.gate(x)) * c)
+
+
+class RationalStack(nn.Module):
+    """Stacked rational layers with vertical and variational recurrent dropout (Appendix E).
+
+    ``make_layer(input_size, index)`` builds layer ``index``; ``forward(x, lengths)`` returns the last layer's
+    outputs (B, T, out) and the list of each layer's final states.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        num_layers: int,
+        make_layer: Callable[[int, int], RationalLayer],
+        *,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+    ):
+        super().__init__()
+        if num_layers < 1:
+            raise RecurrenceError(f"num_layers must be >= 1, got {num_layers}")
+        layers: list[RationalLayer] = []
+        size = input_size
+        for index in range(num_layers):
+            layer = make_layer(size, index)
+            layers.append(layer)
+            size = layer.output_size
+        self.layers = nn.ModuleList(layers)
+        self.output_size = size
+        self.vertical = nn.Dropout(vertical_dropout)
+        self.recurrent_dropout = recurrent_dropout
+
+    def variational(self, x: Tensor) -> Tensor:
+        """One dropout mask per sequence and feature, shared by all time steps."""
+        if not self.training or self.recurrent_dropout == 0:
+            return x
+        keep = 1 - self.recurrent_dropout
+        mask = torch.bernoulli(x.new_full((x.shape[0], 1, x.shape[2]), keep)) / keep
+        return x * mask
+
+    def forward(
+        self, x: Tensor, lengths: Tensor, states: Sequence[Tensor | None] | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        finals = []
+        for index, layer in enumerate(self.layers):
+            if index:
+                x = self.vertical(x)
+            x, final = layer(self.variational(x), lengths, None if states is None else states[index])
+            finals.append(final)
+        return x, finals
+
+
+# --------------------------------------------------------------------------------------------
+# Models for the trainer
+# --------------------------------------------------------------------------------------------
+def last_states(h: Tensor, lengths: Tensor, bidirectional: bool) -> Tensor:
+    """The sequence representation: h at each sequence's last valid step (forward half) and at step 0
+    (backward half, which has read the whole sequence there)."""
+    index = (lengths - 1).clamp_min(0)
+    forward = h[torch.arange(h.shape[0], device=h.device), index]
+    if not bidirectional:
+        return forward
+    half = h.shape[-1] // 2
+    return torch.cat([forward[:, :half], h[:, 0, half:]], -1)
+
+
+class RationalClassifier(nn.Module):
+    """Embedding (+ dropout) -> a ``RationalStack`` -> final hidden states -> 2-layer tanh MLP (§6.3)."""
+
+    task = "classification"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        stack_factory: Callable[[int], RationalStack],
+        *,
+        embedding_dim: int = 50,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        mlp_hidden: int = 100,
+        bidirectional: bool = False,
+        freeze_embeddings: bool = True,
+    ):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
+        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.embedding_dropout = nn.Dropout(embedding_dropout)
+        self.stack = stack_factory(embedding_dim)
+        self.bidirectional = bidirectional
+        self.head = nn.Sequential(
+            nn.Dropout(vertical_dropout),
+            nn.Linear(self.stack.output_size, mlp_hidden),
+            nn.Tanh(),
+            nn.Linear(mlp_hidden, num_classes),
+        )
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
+        return self.head(last_states(h, lengths, self.bidirectional))
+
+
+class RationalLanguageModel(nn.Module):
+    """Embedding (+ dropout) -> a unidirectional ``RationalStack`` -> dropout -> next-token logits (B, T, V)."""
+
+    task = "language_model"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        stack_factory: Callable[[int], RationalStack],
+        *,
+        embedding_dim: int = 128,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim)
+        self.embedding_dropout = nn.Dropout(embedding_dropout)
+        self.stack = stack_factory(embedding_dim)
+        self.dropout = nn.Dropout(vertical_dropout)
+        self.decoder = nn.Linear(self.stack.output_size, vocab_size)
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
+        return self.decoder(self.dropout(h))
+
+
+def rrnn_stack(
+    input_size: int,
+    kind: str,
+    hidden_size: int,
+    num_layers: int,
+    *,
+    output_gate: bool,
+    bidirectional: bool,
+    vertical_dropout: float,
+    recurrent_dropout: float,
+    backend: str = "auto",
+) -> RationalStack:
+    def make(size: int, index: int) -> RationalLayer:
+        return RRNNLayer(size, hidden_size, kind, output_gate=output_gate, bidirectional=bidirectional, backend=backend)
+
+    return RationalStack(
+        input_size, num_layers, make, vertical_dropout=vertical_dropout, recurrent_dropout=recurrent_dropout
+    )
+
+
+class RRNNClassifier(RationalClassifier):
+    """RRNN(kind) text classifier (Rational Recurrences §6.3: 2 layers, final states, 2-layer tanh MLP)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        kind: str = "B",
+        *,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        output_gate: bool = False,
+        bidirectional: bool = False,
+        embedding_dim: int = 50,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        mlp_hidden: int = 100,
+        freeze_embeddings: bool = True,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            num_classes,
+            lambda size: rrnn_stack(
+                size,
+                kind,
+                hidden_size,
+                num_layers,
+                output_gate=output_gate,
+                bidirectional=bidirectional,
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                backend=backend,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+            mlp_hidden=mlp_hidden,
+            bidirectional=bidirectional,
+            freeze_embeddings=freeze_embeddings,
+        )
+
+
+class RRNNLanguageModel(RationalLanguageModel):
+    """RRNN(kind) language model (Rational Recurrences §6.2; output gates on by default, as there)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        kind: str = "B",
+        *,
+        hidden_size: int = 256,
+        num_layers: int = 2,
+        output_gate: bool = True,
+        embedding_dim: int = 128,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            lambda size: rrnn_stack(
+                size,
+                kind,
+                hidden_size,
+                num_layers,
+                output_gate=output_gate,
+                bidirectional=False,
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                backend=backend,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+        )
+
+
+def task_builder(
+    classifier: Callable[..., nn.Module], language_model: Callable[..., nn.Module], **fixed: Any
+) -> Callable[..., nn.Module]:
+    """A registry builder: a classifier when the trainer passes ``num_classes``, else a language model."""
+
+    def build(vocab_size: int, num_classes: int | None = None, **kwargs: Any) -> nn.Module:
+        if num_classes is None:
+            return language_model(vocab_size, **fixed, **kwargs)
+        return classifier(vocab_size, num_classes, **fixed, **kwargs)
+
+    return build
+
+
+for _name, _kind in (("rrnn-b", "B"), ("rrnn-b-maxplus", "B-maxplus"), ("rrnn-c", "C"), ("rrnn-f", "F")):
+    register_model(_name, task_builder(RRNNClassifier, RRNNLanguageModel, kind=_kind))

@@ -1,0 +1,611 @@
+"""SoPa: soft patterns (sopa-soft-patterns.md), a bank of chain WFSAs compiled by ``kleene.compile``.
+
+A pattern of length L is a chain of L states (START = 0, END = L-1) with a main-path move i -> i+1, a
+self-loop on every state and an epsilon i -> i+1 (self-loops and epsilons are switchable). Main-path and
+self-loop weights are ``E(w·v_x + bias_scale * b)`` with E the sigmoid or the identity (eq. 3); epsilon
+weights are ``E(c_i)`` (eq. 4). The document score of a pattern is the semiring sum over time of the END
+state's value, masked by each document's length (eq. 8), then an MLP classifies the vector of scores.
+
+Two semantics (``mode``):
+
+* ``"paper"`` -- equations (7)-(8): epsilons are taken *after* consuming a token (at most
+  ``epsilon_cap`` in a row, 1 in the paper), ``h_0 = eps(π)`` is ⊕-added at every step (the compiler's
+  ``restart``), and ``s_doc = ⊕_{1≤t≤n} h_t[END]``. Since ``h_t`` contains ``h_0``, a pattern whose END is
+  reachable by epsilons alone (length 2 with cap 1) also scores the empty span, as the equations say.
+* ``"reference"`` -- the authors' released code (Noahs-ARK/soft_patterns): at most one epsilon, taken
+  *before* consuming a token; the START state is reset to semiring one after every token while keeping its
+  self-loop; fixed self-loop and epsilon scales (``self_loop_scale``, ``epsilon_scale`` as floats, encoded
+  like a transition); a bias scale (0.1); and semiring zero represented by -100 in the max semirings. The
+  epsilon-then-move pairs are compiled as composite moves (eps_i ⊗ mu_{i+1}, eps_i ⊗ phi_{i+1}), so the
+  template has no epsilon arcs; -100 enters as the initial state and as the floor of the document score.
+  ``from_soft_patterns`` loads a state dict saved by that code.
+
+Semirings: ``"max-times"`` (max-product, run in log space: slots are log-weights), ``"max-plus"`` and
+``"real"`` (probability). The MLP receives semiring values as numbers: max-times scores are exponentiated
+back to probabilities (the authors' ``to_float``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from ..automata.errors import KleeneError
+from ..compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
+from .registry import register_model
+
+__all__ = [
+    "MLP",
+    "SoPaClassifier",
+    "SoPaError",
+    "SoftPatterns",
+    "from_soft_patterns",
+    "parse_pattern_spec",
+]
+
+Tensor = torch.Tensor
+Mode = Literal["paper", "reference"]
+Encoder = Literal["sigmoid", "identity"]
+
+SEMIRINGS = ("max-times", "max-plus", "real")
+#: The authors' semiring zero in the max semirings ("not really -inf, shh").
+REFERENCE_ZERO = -100.0
+#: What the authors' ``from_float`` is in each semiring (reference mode fixes the encoder this way).
+REFERENCE_ENCODER: dict[str, Encoder] = {"max-times": "sigmoid", "max-plus": "identity", "real": "sigmoid"}
+
+
+class SoPaError(KleeneError, ValueError):
+    """A SoPa configuration or a state dict that cannot be used (the message says which)."""
+
+
+def parse_pattern_spec(spec: str | Mapping[int, int] | Sequence[tuple[int, int]]) -> dict[int, int]:
+    """``{length: count}`` sorted by length, from ``"5-50_4-50"`` (the authors' format), a mapping or pairs.
+
+    Raises:
+        SoPaError: a malformed spec, a length < 2 or a count < 1.
+    """
+    if isinstance(spec, str):
+        pairs: list[tuple[int, int]] = []
+        for part in spec.split("_"):
+            fields = part.split("-")
+            if len(fields) != 2 or not all(f.strip().isdigit() for f in fields):
+                raise SoPaError(f"pattern spec {spec!r}: {part!r} is not LENGTH-COUNT")
+            pairs.append((int(fields[0]), int(fields[1])))
+    else:
+        pairs = list(spec.items()) if isinstance(spec, Mapping) else [tuple(p) for p in spec]  # type: ignore[misc]
+    result: dict[int, int] = {}
+    for length, count in pairs:
+        if int(length) < 2:
+            raise SoPaError(f"pattern spec: a pattern needs at least 2 states, got length {length}")
+        if int(count) < 1:
+            raise SoPaError(f"pattern spec: length {length} has count {count}; counts must be >= 1")
+        result[int(length)] = result.get(int(length), 0) + int(count)
+    if not result:
+        raise SoPaError("pattern spec is empty")
+    return dict(sorted(result.items()))
+
+
+# --------------------------------------------------------------------------------------------
+# Weights in storage form
+# --------------------------------------------------------------------------------------------
+def _check_encoder(semiring: str, encoder: str) -> None:
+    if semiring not in SEMIRINGS:
+        raise SoPaError(f"SoPa semiring must be one of {SEMIRINGS}, not {semiring!r}")
+    if encoder not in ("sigmoid", "identity"):
+        raise SoPaError(f"SoPa encoder must be 'sigmoid' or 'identity', not {encoder!r}")
+    if semiring == "max-times" and encoder == "identity":
+        raise SoPaError("the max-times semiring runs in log space and needs positive weights: use encoder='sigmoid'")
+
+
+def encode_to_storage(scores: Tensor, semiring: str, encoder: str) -> Tensor:
+    """``E(scores)`` in the kernel's storage form (log-weights for max-times)."""
+    if semiring == "max-times":
+        return nn.functional.logsigmoid(scores)
+    return torch.sigmoid(scores) if encoder == "sigmoid" else scores
+
+
+def storage_to_float(scores: Tensor, semiring: str) -> Tensor:
+    """Semiring values as the numbers the MLP reads (max-times: back from log space)."""
+    return scores.exp() if semiring == "max-times" else scores
+
+
+def _storage_times(a: Tensor, b: Tensor | float, semiring: str) -> Tensor:
+    return a * b if semiring == "real" else a + b
+
+
+class _EncodedConstants(nn.Module):
+    """Parametrization: the recurrence's epsilon constants are ``scale ⊗ E(raw)`` in storage form."""
+
+    def __init__(self, semiring: str, encoder: str, scale: float | None):
+        super().__init__()
+        self.semiring, self.encoder = semiring, encoder
+        self.scale = scale
+
+    def forward(self, raw: Tensor) -> Tensor:
+        value = encode_to_storage(raw, self.semiring, self.encoder)
+        if self.scale is not None:
+            value = _storage_times(value, self.scale, self.semiring)
+        return value
+
+
+def reference_template(length: int, self_loops: bool, epsilons: bool) -> Template:
+    """The authors' transition: one optional epsilon *before* each consumed token, as composite moves.
+
+    From state i a token leads to i (phi_i), i+1 (mu_i), and through the epsilon i -> i+1 first to
+    i+1 (eps_i ⊗ phi_{i+1}) and i+2 (eps_i ⊗ mu_{i+1}). Slots and constants carry the names of
+    ``sopa_pattern`` (mu{i}, phi{i}, eps{i}).
+    """
+    slot_names = [f"mu{i}" for i in range(length - 1)] + ([f"phi{i}" for i in range(length)] if self_loops else [])
+    slot = {name: k for k, name in enumerate(slot_names)}
+    constant_names = [f"eps{i}" for i in range(length - 1)] if epsilons else []
+    moves: list[TemplateArc] = []
+    for i in range(length):
+        if i + 1 < length:
+            moves.append(TemplateArc(i, i + 1, Factor((slot[f"mu{i}"],))))
+        if self_loops:
+            moves.append(TemplateArc(i, i, Factor((slot[f"phi{i}"],))))
+        if epsilons and i + 1 < length:
+            if self_loops:
+                moves.append(TemplateArc(i, i + 1, Factor((slot[f"phi{i + 1}"],), (i,))))
+            if i + 2 < length:
+                moves.append(TemplateArc(i, i + 2, Factor((slot[f"mu{i + 1}"],), (i,))))
+    return Template(
+        states=tuple(f"s{i}" for i in range(length)),
+        slots=tuple(slot_names),
+        constants=tuple(constant_names),
+        moves=tuple(moves),
+        initial=((0, Factor()),),
+        final=((length - 1, Factor()),),
+        semiring="max-times",
+        name=f"sopa-reference{length}",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# One group of patterns of the same length
+# --------------------------------------------------------------------------------------------
+class PatternGroup(nn.Module):
+    """``count`` patterns of one ``length``: their transition parameters and their compiled recurrence.
+
+    Parameters (per pattern p, state i): ``main_weight[p, i]`` / ``main_bias[p, i]`` for the move
+    i -> i+1 (i < L-1), ``loop_weight[p, i]`` / ``loop_bias[p, i]`` for the self-loop on i, and the raw
+    epsilon parameters ``recurrence.parametrizations.constants.original[i, p]`` (c_i of eq. 4).
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        length: int,
+        count: int,
+        *,
+        semiring: str,
+        encoder: str,
+        mode: Mode,
+        self_loops: bool,
+        epsilons: bool,
+        epsilon_cap: int | None,
+        bias_scale: float,
+        self_loop_scale: float | None,
+        epsilon_scale: float | None,
+        backend: str,
+    ):
+        super().__init__()
+        self.length, self.count = length, count
+        self.semiring, self.encoder, self.mode = semiring, encoder, mode
+        self.self_loops, self.epsilons, self.epsilon_cap = self_loops, epsilons, epsilon_cap
+        self.bias_scale = bias_scale
+        self.loop_scale = (
+            None
+            if self_loop_scale is None
+            else _encoded_float(self_loop_scale, semiring, encoder)
+        )
+        self.main_weight = nn.Parameter(_unit_rows(count, length - 1, input_dim))
+        self.main_bias = nn.Parameter(torch.randn(count, length - 1))
+        if self_loops:
+            self.loop_weight = nn.Parameter(_unit_rows(count, length, input_dim))
+            self.loop_bias = nn.Parameter(torch.randn(count, length))
+        if mode == "paper":
+            template = sopa_pattern(length, self_loops=self_loops, epsilons=epsilons, semiring="max-times")
+            self.recurrence: CompiledRecurrence = compile(
+                template, semiring, count, backend, restart=True, output="sum", epsilon_cap=epsilon_cap
+            )
+        else:
+            template = reference_template(length, self_loops, epsilons)
+            self.recurrence = compile(template, semiring, count, backend, restart=True, output="sum")
+        if template.constants:
+            with torch.no_grad():
+                self.recurrence.constants.copy_(torch.randn_like(self.recurrence.constants))
+            parametrize.register_parametrization(
+                self.recurrence,
+                "constants",
+                _EncodedConstants(semiring, encoder, _eps_scale(epsilon_scale, semiring, encoder)),
+            )
+        # slot names are mu{i} (main path out of state i) and phi{i} (self-loop on state i)
+        # position of each slot in cat([main (L-1 states), loop (L states)], -1)
+        positions = [i if kind == "mu" else length - 1 + i for kind, i in map(_slot_kind, template.slots)]
+        self.register_buffer("_slot_index", torch.tensor(positions), persistent=False)
+
+    def transitions(self, inputs: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Main-path (B, T, count, L-1) and self-loop (B, T, count, L) weights in storage form."""
+        main = encode_to_storage(self._affine(inputs, self.main_weight, self.main_bias), self.semiring, self.encoder)
+        if not self.self_loops:
+            return main, None
+        loop = encode_to_storage(self._affine(inputs, self.loop_weight, self.loop_bias), self.semiring, self.encoder)
+        if self.loop_scale is not None:
+            loop = _storage_times(loop, self.loop_scale, self.semiring)
+        return main, loop
+
+    def _affine(self, inputs: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        """``w·v + bias_scale * b`` for every (pattern, state): (B, T, count, states)."""
+        count, states, dim = weight.shape
+        flat = nn.functional.linear(inputs, weight.reshape(count * states, dim), self.bias_scale * bias.reshape(-1))
+        return flat.view(*inputs.shape[:-1], count, states)
+
+    def slots(self, main: Tensor, loop: Tensor | None) -> Tensor:
+        """Stack the weights as the template's slots (B, T, S, count)."""
+        weights = main if loop is None else torch.cat([main, loop], -1)
+        return weights.index_select(-1, self._slot_index).transpose(2, 3)
+
+    def empty_span(self) -> Tensor | None:
+        """Paper mode: ``h_0[END]`` (per pattern) when END is reachable by epsilons alone, else None."""
+        cap = self.epsilon_cap
+        if self.mode != "paper" or not self.epsilons or (cap is not None and cap < self.length - 1):
+            return None
+        constants = self.recurrence.constants  # (L-1, count) storage form
+        if self.semiring == "real":
+            return constants.prod(0)
+        return constants.sum(0)
+
+    def forward(self, inputs: Tensor, lengths: Tensor, dropout: nn.Module | None = None) -> Tensor:
+        main, loop = self.transitions(inputs)
+        if dropout is not None:
+            main = dropout(main)
+            loop = None if loop is None else dropout(loop)
+        slots = self.slots(main, loop)
+        h0 = None
+        if self.mode == "reference" and self.semiring != "real":
+            h0 = slots.new_full((slots.shape[0], self.length, self.count), REFERENCE_ZERO)
+        scores, _ = self.recurrence(slots, lengths, h0)
+        extra = self.empty_span()
+        if extra is not None:
+            nonempty = (lengths > 0)[:, None]
+            # h_0[END] is part of every h_t, so it is ⊕-added once per step: n times in the real semiring
+            if self.semiring == "real":
+                plus = scores + lengths[:, None].to(scores.dtype) * extra
+            else:
+                plus = torch.maximum(scores, extra.expand_as(scores))
+            scores = torch.where(nonempty, plus, scores)
+        if self.mode == "reference" and self.semiring != "real":
+            scores = scores.clamp_min(REFERENCE_ZERO)
+        return scores
+
+
+def _slot_kind(name: str) -> tuple[str, int]:
+    match = re.fullmatch(r"(mu|phi)(\d+)", name)
+    if match is None:  # pragma: no cover - both SoPa templates name their slots this way
+        raise SoPaError(f"unexpected SoPa slot name {name!r}")
+    return match.group(1), int(match.group(2))
+
+
+def _eps_scale(scale: float | None, semiring: str, encoder: str) -> float | None:
+    return None if scale is None else _encoded_float(scale, semiring, encoder)
+
+
+def _encoded_float(value: float, semiring: str, encoder: str) -> float:
+    return float(encode_to_storage(torch.tensor(value, dtype=torch.float64), semiring, encoder))
+
+
+def _unit_rows(*shape: int) -> Tensor:
+    rows = torch.randn(*shape)
+    return rows / rows.norm(dim=-1, keepdim=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The pattern bank and the classifier
+# --------------------------------------------------------------------------------------------
+class SoftPatterns(nn.Module):
+    """A bank of soft patterns: word vectors (B, T, E) and lengths -> document scores (B, P) in storage form.
+
+    Patterns are ordered by length (as ``parse_pattern_spec`` sorts them).
+
+    Raises:
+        SoPaError: an unknown semiring or encoder, max-times with the identity encoder, or a reference mode
+            that does not use the authors' encoder for its semiring.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = "2-10_3-10_4-10_5-10_6-10_7-10",
+        *,
+        semiring: str = "max-times",
+        encoder: Encoder | None = None,
+        mode: Mode = "paper",
+        self_loops: bool = True,
+        epsilons: bool = True,
+        epsilon_cap: int | None = 1,
+        bias_scale: float | None = None,
+        self_loop_scale: float | None = None,
+        epsilon_scale: float | None = None,
+        backend: str = "auto",
+    ):
+        super().__init__()
+        if mode not in ("paper", "reference"):
+            raise SoPaError(f"SoPa mode must be 'paper' or 'reference', not {mode!r}")
+        if semiring not in SEMIRINGS:
+            raise SoPaError(f"SoPa semiring must be one of {SEMIRINGS}, not {semiring!r}")
+        encoder = encoder or ("sigmoid" if mode == "paper" else REFERENCE_ENCODER[semiring])
+        _check_encoder(semiring, encoder)
+        if mode == "reference":
+            if encoder != REFERENCE_ENCODER[semiring]:
+                raise SoPaError(
+                    f"reference mode reproduces the authors' code, whose {semiring} semiring uses the "
+                    f"{REFERENCE_ENCODER[semiring]} encoder, not {encoder}"
+                )
+            if epsilon_cap != 1:
+                raise SoPaError("reference mode takes at most one epsilon per token; epsilon_cap must be 1")
+        elif self_loop_scale is not None or epsilon_scale is not None:
+            raise SoPaError("self_loop_scale and epsilon_scale belong to reference mode (the paper has none)")
+        self.spec = parse_pattern_spec(patterns)
+        self.semiring, self.encoder, self.mode = semiring, encoder, mode
+        self.input_dim = input_dim
+        self.groups = nn.ModuleList(
+            PatternGroup(
+                input_dim,
+                length,
+                count,
+                semiring=semiring,
+                encoder=encoder,
+                mode=mode,
+                self_loops=self_loops,
+                epsilons=epsilons,
+                epsilon_cap=epsilon_cap,
+                bias_scale=(0.1 if mode == "reference" else 1.0) if bias_scale is None else bias_scale,
+                self_loop_scale=self_loop_scale,
+                epsilon_scale=epsilon_scale,
+                backend=backend,
+            )
+            for length, count in self.spec.items()
+        )
+
+    @property
+    def num_patterns(self) -> int:
+        return sum(self.spec.values())
+
+    def forward(self, inputs: Tensor, lengths: Tensor, transition_dropout: nn.Module | None = None) -> Tensor:
+        return torch.cat([group(inputs, lengths, transition_dropout) for group in self.groups], 1)
+
+
+class MLP(nn.Module):
+    """``num_layers`` linear layers with ReLUs between them (parameter names as the authors' ``mlp.py``)."""
+
+    def __init__(self, input_dim: int, hidden_dim: int, num_layers: int, num_classes: int):
+        super().__init__()
+        if num_layers < 1:
+            raise SoPaError(f"the MLP needs at least one layer, got {num_layers}")
+        dims = [input_dim] + [hidden_dim] * (num_layers - 1) + [num_classes]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.layers[0](x)
+        for layer in self.layers[1:]:
+            x = layer(torch.relu(x))
+        return x
+
+
+class SoPaClassifier(nn.Module):
+    """Embedding -> boundary padding -> ``SoftPatterns`` -> MLP (SoPa §3.3), following the trainer protocol.
+
+    Each document is padded with ``max_length - 1`` START vectors before and END vectors after its tokens
+    (as the authors' ``read_docs`` does), so every pattern can match; the boundary vectors are fixed random
+    unit vectors (buffers ``start_vector``/``end_vector``). ``dropout`` acts on the pattern scores before the
+    MLP (paper) or on the transition scores (reference, as the authors do); ``word_dropout`` replaces tokens
+    by ``<unk>`` (id ``unk_id``) during training.
+    """
+
+    task = "classification"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        embedding_dim: int = 50,
+        patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = "2-10_3-10_4-10_5-10_6-10_7-10",
+        semiring: str = "max-times",
+        encoder: Encoder | None = None,
+        mode: Mode = "paper",
+        self_loops: bool = True,
+        epsilons: bool = True,
+        epsilon_cap: int | None = 1,
+        bias_scale: float | None = None,
+        self_loop_scale: float | None = None,
+        epsilon_scale: float | None = None,
+        mlp_hidden: int = 100,
+        mlp_layers: int = 2,
+        dropout: float = 0.0,
+        word_dropout: float = 0.0,
+        unk_id: int = 1,
+        freeze_embeddings: bool = True,
+        boundary_padding: bool = True,
+        backend: str = "auto",
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
+        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.patterns = SoftPatterns(
+            embedding_dim,
+            patterns,
+            semiring=semiring,
+            encoder=encoder,
+            mode=mode,
+            self_loops=self_loops,
+            epsilons=epsilons,
+            epsilon_cap=epsilon_cap,
+            bias_scale=bias_scale,
+            self_loop_scale=self_loop_scale,
+            epsilon_scale=epsilon_scale,
+            backend=backend,
+        )
+        self.mlp = MLP(self.patterns.num_patterns, mlp_hidden, mlp_layers, num_classes)
+        self.dropout = nn.Dropout(dropout)
+        self.word_dropout, self.unk_id = word_dropout, unk_id
+        self.boundary = max(self.patterns.spec) - 1 if boundary_padding else 0
+        generator = torch.Generator().manual_seed(seed)
+        start_end = torch.randn(2, embedding_dim, generator=generator)
+        start_end = start_end / start_end.norm(dim=1, keepdim=True)
+        self.register_buffer("start_vector", start_end[0].clone())
+        self.register_buffer("end_vector", start_end[1].clone())
+
+    def embed(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Word vectors with boundary padding (B, T + 2p, E) and the padded lengths."""
+        if self.training and self.word_dropout > 0:
+            drop = torch.rand(tokens.shape, device=tokens.device) < self.word_dropout
+            tokens = torch.where(drop & (tokens != 0), torch.full_like(tokens, self.unk_id), tokens)
+        vectors = self.embedding(tokens)
+        p = self.boundary
+        if p == 0:
+            return vectors, lengths
+        b, t, e = vectors.shape
+        position = torch.arange(t + 2 * p, device=tokens.device)[None, :, None]
+        ends = lengths[:, None, None] + p
+        padded = nn.functional.pad(vectors, (0, 0, p, p))
+        padded = torch.where(position < p, self.start_vector, padded)
+        padded = torch.where((position >= ends) & (position < ends + p), self.end_vector, padded)
+        return padded, lengths + 2 * p
+
+    def pattern_scores(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Document scores (B, P) as numbers (max-times: probabilities)."""
+        vectors, padded_lengths = self.embed(tokens, lengths)
+        transition_dropout = self.dropout if self.patterns.mode == "reference" else None
+        scores = self.patterns(vectors, padded_lengths, transition_dropout)
+        return storage_to_float(scores, self.patterns.semiring)
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        scores = self.pattern_scores(tokens, lengths)
+        if self.patterns.mode == "paper":
+            scores = self.dropout(scores)
+        return self.mlp(scores)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading the authors' state dicts
+# --------------------------------------------------------------------------------------------
+def from_soft_patterns(
+    state_dict: Mapping[str, Tensor],
+    patterns: str | Mapping[int, int] | Sequence[tuple[int, int]],
+    embeddings: Tensor,
+    *,
+    semiring: str = "max-times",
+    bias_scale: float = 0.1,
+    self_loop_scale: float | None = None,
+    epsilon_scale: float | None = None,
+    start_vector: Tensor | None = None,
+    end_vector: Tensor | None = None,
+    backend: str = "auto",
+) -> SoPaClassifier:
+    """A reference-mode ``SoPaClassifier`` holding the weights of a model saved by the authors' soft_patterns.
+
+    ``state_dict`` has their names and layout: ``diags`` (P·D·Lmax, E) and ``bias`` (P·D·Lmax, 1) viewed as
+    (pattern, diagonal [self-loop, main path], state), ``epsilon`` (P, Lmax-1) and ``mlp.layers.{i}.*``;
+    ``patterns`` is their ``--patterns`` argument (e.g. "5-50_4-50_3-50_2-50") and ``semiring`` their flag
+    (``--maxtimes``: "max-times", ``--maxplus``: "max-plus", none: "real"); ``bias_scale``,
+    ``self_loop_scale`` and ``epsilon_scale`` their ``--bias_scale_param``, ``--self_loop_scale`` and
+    ``--eps_scale``. ``embeddings`` (V, E) becomes the classifier's frozen embedding matrix (row 0 is read as
+    padding), and ``start_vector``/``end_vector`` the vectors of their START/END padding tokens.
+
+    Note:
+        Models trained with ``--use_rnn`` or ``--shared_sl`` have parameters this loader does not map.
+
+    Raises:
+        SoPaError: missing or unexpected keys, or shapes that do not fit ``patterns``.
+    """
+    spec = parse_pattern_spec(patterns)
+    keys = set(state_dict)
+    unsupported = sorted(k for k in keys if k.startswith("rnn.") or k == "self_loop_scale")
+    if unsupported:
+        raise SoPaError(f"the state dict has parameters of --use_rnn/--shared_sl models, not supported: {unsupported}")
+    for needed in ("diags", "bias"):
+        if needed not in keys:
+            raise SoPaError(f"the state dict has no {needed!r} (keys: {sorted(keys)})")
+    total = sum(spec.values())
+    max_len = max(spec)
+    diags, bias = state_dict["diags"], state_dict["bias"]
+    rows = diags.shape[0]
+    if rows % (total * max_len) or rows // (total * max_len) not in (1, 2):
+        raise SoPaError(
+            f"diags has {rows} rows, which is not {total} patterns x (1 or 2) diagonals x {max_len} states "
+            f"for patterns {spec}"
+        )
+    num_diags = rows // (total * max_len)
+    word_dim = diags.shape[1]
+    if embeddings.shape[1] != word_dim:
+        raise SoPaError(f"embeddings have dimension {embeddings.shape[1]}, but diags expect {word_dim}")
+    if tuple(bias.shape) != (rows, 1):
+        raise SoPaError(f"bias has shape {tuple(bias.shape)}; expected {(rows, 1)}")
+    eps = state_dict.get("epsilon")
+    if eps is not None and tuple(eps.shape) != (total, max_len - 1):
+        raise SoPaError(f"epsilon has shape {tuple(eps.shape)}; expected {(total, max_len - 1)}")
+    mlp_keys = sorted(k for k in keys if k.startswith("mlp.layers.") and k.endswith(".weight"))
+    if not mlp_keys:
+        raise SoPaError("the state dict has no mlp.layers.*.weight")
+    extra = keys - {"diags", "bias", "epsilon"} - {k for k in keys if k.startswith("mlp.layers.")}
+    if extra:
+        raise SoPaError(f"unexpected keys in the state dict: {sorted(extra)}")
+    mlp_weights = [state_dict[f"mlp.layers.{i}.weight"] for i in range(len(mlp_keys))]
+    model = SoPaClassifier(
+        vocab_size=embeddings.shape[0],
+        num_classes=mlp_weights[-1].shape[0],
+        embedding_dim=word_dim,
+        patterns=spec,
+        semiring=semiring,
+        mode="reference",
+        self_loops=num_diags == 2,
+        epsilons=eps is not None,
+        bias_scale=bias_scale,
+        self_loop_scale=self_loop_scale,
+        epsilon_scale=epsilon_scale,
+        mlp_hidden=mlp_weights[0].shape[0] if len(mlp_weights) > 1 else 1,
+        mlp_layers=len(mlp_weights),
+        backend=backend,
+    )
+    model.to(diags.dtype)
+    diag_view = diags.reshape(total, num_diags, max_len, word_dim)
+    bias_view = bias.reshape(total, num_diags, max_len)
+    with torch.no_grad():
+        model.embedding.weight.copy_(embeddings)
+        if start_vector is not None:
+            model.start_vector.copy_(start_vector)
+        if end_vector is not None:
+            model.end_vector.copy_(end_vector)
+        first = 0
+        for group in model.patterns.groups:
+            assert isinstance(group, PatternGroup)
+            rows_of = slice(first, first + group.count)
+            length = group.length
+            group.main_weight.copy_(diag_view[rows_of, -1, : length - 1])
+            group.main_bias.copy_(bias_view[rows_of, -1, : length - 1])
+            if num_diags == 2:
+                group.loop_weight.copy_(diag_view[rows_of, 0, :length])
+                group.loop_bias.copy_(bias_view[rows_of, 0, :length])
+            if eps is not None:
+                original = group.recurrence.parametrizations.constants.original  # type: ignore[union-attr]
+                original.copy_(eps[rows_of, : length - 1].T)
+            first += group.count
+        for i, layer in enumerate(model.mlp.layers):
+            assert isinstance(layer, nn.Linear)
+            layer.weight.copy_(state_dict[f"mlp.layers.{i}.weight"])
+            layer.bias.copy_(state_dict[f"mlp.layers.{i}.bias"])
+    return model
+
+
+def _build_sopa(vocab_size: int, num_classes: int, **kwargs: Any) -> SoPaClassifier:
+    return SoPaClassifier(vocab_size, num_classes, **kwargs)
+
+
+register_model("sopa", _build_sopa)

@@ -1,0 +1,444 @@
+"""A small trainer for registered models: seeds, Adam, gradient clipping, early stopping and learning-rate halving,
+a progress bar, evaluation, checkpoints, and DistributedDataParallel on several processes.
+
+Schedule (Rational Recurrences, Appendix E): the development metric (accuracy for classifiers, loss for language
+models) is measured after every epoch (or every ``eval_every`` steps); the learning rate is halved after
+``halve_after`` evaluations without improvement and training stops after ``patience`` evaluations without
+improvement. The best model on the development set is the one kept, evaluated on the test set and saved.
+
+Distributed: under ``torchrun`` (``WORLD_SIZE`` > 1) ``init_distributed()`` joins a gloo process group; every rank
+trains on its own shard of each epoch's batches, DDP averages the gradients, all ranks evaluate the whole development
+set (so that they take the same schedule decisions), and rank 0 alone writes the checkpoint and shows progress.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..automata.errors import KleeneError
+from ..data import (
+    Batch,
+    ClassificationData,
+    LanguageModelData,
+    Vocabulary,
+    classification_batches,
+    glove_matrix,
+    language_model_batches,
+    load,
+    load_glove,
+)
+from .checkpoint import save_checkpoint
+from .registry import build_model, model_builder
+
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "TrainingError",
+    "init_distributed",
+    "prepare",
+    "seed_everything",
+    "train",
+]
+
+
+class TrainingError(KleeneError, ValueError):
+    """A model and data set that do not fit together, or settings that cannot work."""
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def init_distributed() -> tuple[int, int]:
+    """(rank, world size); joins a gloo process group when launched by torchrun with ``WORLD_SIZE`` > 1."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1:
+        dist.init_process_group("gloo")
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+@dataclass
+class TrainConfig:
+    """Training settings (stored in the checkpoint)."""
+
+    epochs: int = 10
+    max_steps: int | None = None
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    clip: float = 5.0
+    patience: int = 30
+    halve_after: int = 10
+    eval_every: int | None = None
+    seed: int = 0
+    window: int = 64
+    progress: bool = True
+
+
+@dataclass
+class TrainResult:
+    metrics: dict[str, Any]
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint: Path | None = None
+
+
+class _Meter:
+    """Running loss, accuracy and speed for the progress bar."""
+
+    def __init__(self) -> None:
+        self.loss = self.correct = 0.0
+        self.count = self.tokens = 0
+        self.start = time.perf_counter()
+
+    def add(self, loss: float, count: int, correct: float, tokens: int) -> None:
+        self.loss += loss * count
+        self.count += count
+        self.correct += correct
+        self.tokens += tokens
+
+    def summary(self) -> dict[str, float]:
+        seconds = max(time.perf_counter() - self.start, 1e-9)
+        count = max(self.count, 1)
+        return {"loss": self.loss / count, "accuracy": self.correct / count, "tokens_per_s": self.tokens / seconds}
+
+
+class Trainer:
+    """Trains ``model`` (a registered model's module) on ``data`` with ``vocab``; see the module docstring.
+
+    Note:
+        ``model_name`` and ``model_kwargs`` are what ``build_model`` needs to rebuild the model from the checkpoint.
+    Raises:
+        TrainingError: the model's ``task`` does not match the data set.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        data: ClassificationData | LanguageModelData,
+        vocab: Vocabulary,
+        config: TrainConfig,
+        *,
+        model_name: str,
+        model_kwargs: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+    ):
+        task = getattr(model, "task", None)
+        expected = "classification" if isinstance(data, ClassificationData) else "language_model"
+        if task != expected:
+            raise TrainingError(f"model {model_name!r} is a {task} model but data set {data.name!r} needs {expected}")
+        self.model = model
+        self.data = data
+        self.vocab = vocab
+        self.config = config
+        self.model_name = model_name
+        self.model_kwargs = model_kwargs
+        self.metadata = metadata or {}
+        self.rank, self.world_size = init_distributed()
+        self.is_classifier = expected == "classification"
+        self._ids: dict[str, list[int]] = {}
+        trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
+        self.optimizer = torch.optim.Adam(trainable, lr=config.lr, weight_decay=config.weight_decay)
+        self.network: nn.Module = model
+        if self.world_size > 1:
+            self.network = nn.parallel.DistributedDataParallel(model)
+
+    # -- data ----------------------------------------------------------------------------------------------------------
+    def batches(self, split: str, *, epoch: int = 0, shard: bool = False) -> list[Batch]:
+        """The batches of ``split``; training batches are shuffled per epoch and, with ``shard``, this rank's share."""
+        rank, world = (self.rank, self.world_size) if shard else (0, 1)
+        shuffle, seed = split == "train", self.config.seed
+        if isinstance(self.data, ClassificationData):
+            examples = self.data.split(split)
+            return classification_batches(
+                examples,
+                self.vocab,
+                self.config.batch_size,
+                shuffle=shuffle,
+                seed=seed,
+                epoch=epoch,
+                rank=rank,
+                world_size=world,
+            )
+        if split not in self._ids:
+            self._ids[split] = self.vocab.encode(self.data.split(split))
+        return language_model_batches(
+            self._ids[split],
+            self.config.batch_size,
+            self.config.window,
+            shuffle=shuffle,
+            seed=seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world,
+        )
+
+    def _loss(self, logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, float, int]:
+        """(mean loss, number of correct predictions, number of predictions)."""
+        if self.is_classifier:
+            loss = nn.functional.cross_entropy(logits, batch.targets)
+            correct = float((logits.argmax(dim=-1) == batch.targets).sum())
+            return loss, correct, len(batch.targets)
+        flat_logits, flat_targets = logits.reshape(-1, logits.shape[-1]), batch.targets.reshape(-1)
+        loss = nn.functional.cross_entropy(flat_logits, flat_targets)
+        correct = float((flat_logits.argmax(dim=-1) == flat_targets).sum())
+        return loss, correct, flat_targets.numel()
+
+    # -- evaluation ----------------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self, split: str = "dev") -> dict[str, float]:
+        """Loss and accuracy on ``split`` (plus perplexity and bits per token for language models)."""
+        was_training = self.model.training
+        self.model.eval()
+        meter = _Meter()
+        for batch in self.batches(split):
+            loss, correct, count = self._loss(self.model(batch.tokens, batch.lengths), batch)
+            meter.add(float(loss), count, correct, batch.num_tokens)
+        self.model.train(was_training)
+        summary = meter.summary()
+        result = {"loss": summary["loss"], "accuracy": summary["accuracy"]}
+        if not self.is_classifier:
+            result["perplexity"] = math.exp(min(summary["loss"], 700.0))
+            result["bits_per_token"] = summary["loss"] / math.log(2)
+        return result
+
+    def _better(self, new: dict[str, float], best: dict[str, float] | None) -> bool:
+        if best is None:
+            return True
+        return new["accuracy"] > best["accuracy"] if self.is_classifier else new["loss"] < best["loss"]
+
+    # -- training ------------------------------------------------------------------------------------------------------
+    def _steps(self) -> Iterator[tuple[int, Batch]]:
+        """(epoch, batch) pairs over all epochs: this rank's share of each epoch's shuffled batches."""
+        for epoch in range(self.config.epochs):
+            for batch in self.batches("train", epoch=epoch, shard=True):
+                yield epoch, batch
+
+    def fit(self, out_dir: str | Path | None = None) -> TrainResult:
+        """Train; keep the best model on the dev set; evaluate it on dev and test; save it to ``out_dir`` (rank 0)."""
+        config = self.config
+        steps_per_epoch = len(self.batches("train", shard=True))
+        if steps_per_epoch == 0:
+            raise TrainingError(f"data set {self.data.name!r}: no training batches on rank {self.rank}")
+        eval_every = config.eval_every or steps_per_epoch
+        total = config.epochs * steps_per_epoch
+        if config.max_steps is not None:
+            total = min(total, config.max_steps)
+        best: dict[str, float] | None = None
+        best_step = 0
+        best_state = copy.deepcopy(self.model.state_dict())
+        since_best = since_halving = 0
+        curve: list[dict[str, Any]] = []
+        meter = _Meter()
+        step = 0
+        started = time.perf_counter()
+        tokens_seen = 0
+        with _progress(config.progress and self.rank == 0, total, self.model_name, self.data.name) as update:
+            self.model.train()
+            for epoch, batch in self._steps():
+                loss, correct, count = self._loss(self.network(batch.tokens, batch.lengths), batch)
+                self.optimizer.zero_grad()
+                loss.backward()
+                if config.clip > 0:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), config.clip)
+                self.optimizer.step()
+                step += 1
+                tokens_seen += batch.num_tokens
+                meter.add(float(loss.detach()), count, correct, batch.num_tokens)
+                update(step, meter.summary())
+                finished = step >= total
+                if step % eval_every and not finished:
+                    continue
+                dev = self.evaluate("dev")
+                lr = self.optimizer.param_groups[0]["lr"]
+                point = {"step": step, "epoch": epoch, "lr": lr, **_prefixed("train", meter.summary())}
+                curve.append({**point, **_prefixed("dev", dev)})
+                meter = _Meter()
+                if self._better(dev, best):
+                    best, best_step, since_best, since_halving = dev, step, 0, 0
+                    best_state = copy.deepcopy(self.model.state_dict())
+                else:
+                    since_best += 1
+                    since_halving += 1
+                    if since_halving >= config.halve_after:
+                        for group in self.optimizer.param_groups:
+                            group["lr"] /= 2
+                        since_halving = 0
+                if finished or since_best >= config.patience:
+                    break
+        train_seconds = time.perf_counter() - started
+        self.model.load_state_dict(best_state)
+        metrics: dict[str, Any] = {
+            **_prefixed("dev", self.evaluate("dev")),
+            **_prefixed("test", self.evaluate("test")),
+            "steps": step,
+            "best_step": best_step,
+            "train_seconds": train_seconds,
+            "train_tokens_per_s": tokens_seen * self.world_size / max(train_seconds, 1e-9),
+            "parameters": sum(parameter.numel() for parameter in self.model.parameters() if parameter.requires_grad),
+            "world_size": self.world_size,
+        }
+        checkpoint = None
+        if out_dir is not None and self.rank == 0:
+            checkpoint = save_checkpoint(
+                out_dir,
+                self.model,
+                model_name=self.model_name,
+                model_kwargs=self.model_kwargs,
+                vocab=self.vocab,
+                metrics=metrics,
+                curve=curve,
+                metadata={**self.metadata, "training": asdict(config), "torch": torch.__version__},
+            )
+        if self.world_size > 1:
+            dist.barrier()
+        return TrainResult(metrics, curve, checkpoint)
+
+
+def _prefixed(prefix: str, values: dict[str, float]) -> dict[str, float]:
+    return {f"{prefix}_{key}": value for key, value in values.items()}
+
+
+class _progress:
+    """A rich progress bar on stderr (loss, accuracy, tokens/s) when enabled, else a no-op; a context manager."""
+
+    def __init__(self, enabled: bool, total: int, model: str, data: str):
+        self.enabled = enabled
+        self.total = total
+        self.description = f"{model} on {data}"
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return lambda step, summary: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "loss {task.fields[loss]:.4f}  acc {task.fields[accuracy]:.3f}  {task.fields[speed]:,.0f} tok/s"
+            ),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        )
+        self.bar.__enter__()
+        task = self.bar.add_task(self.description, total=self.total, loss=float("nan"), accuracy=0.0, speed=0.0)
+
+        def update(step: int, summary: dict[str, float]) -> None:
+            self.bar.update(
+                task, completed=step, loss=summary["loss"], accuracy=summary["accuracy"], speed=summary["tokens_per_s"]
+            )
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.__exit__(None, None, None)
+
+
+# -- one call: data, vocabulary, model, training ---------------------------------------------------------------
+
+
+def prepare(
+    model_name: str,
+    data_name: str,
+    *,
+    model_kwargs: dict[str, Any] | None = None,
+    fold: int = 0,
+    train_size: int | None = None,
+    pretrained: str | None = "glove",
+    seed: int = 0,
+) -> tuple[nn.Module, ClassificationData | LanguageModelData, Vocabulary, dict[str, Any]]:
+    """Load ``data_name``, build its vocabulary and the model; returns (model, data, vocab, full model kwargs).
+
+    Note:
+        Classification vocabularies hold the training tokens, plus the dev/test tokens that have a GloVe vector when
+        ``pretrained == "glove"`` (whose embeddings are then initialized from GloVe, unit length). ``train_size``
+        keeps a seeded random subset of the training examples (for learning curves).
+    Raises:
+        TrainingError: a model whose builder declares another ``task`` than the data set's, an unknown
+            ``pretrained`` value, or GloVe with an embedding size other than 50.
+    """
+    seed_everything(seed)
+    data = load(data_name, fold)
+    task = "classification" if isinstance(data, ClassificationData) else "language_model"
+    declared = getattr(model_builder(model_name), "task", task)
+    if declared != task:
+        raise TrainingError(f"model {model_name!r} is a {declared} model but data set {data_name!r} needs {task}")
+    if isinstance(data, ClassificationData) and train_size is not None:
+        chosen = random.Random(seed).sample(range(len(data.train)), min(train_size, len(data.train)))
+        data = ClassificationData(
+            data.name, [data.train[i] for i in sorted(chosen)], data.dev, data.test, data.num_classes
+        )
+    kwargs = dict(model_kwargs or {})
+    if isinstance(data, ClassificationData):
+        train_tokens = [token for example in data.train for token in example.tokens]
+        extra: list[str] = []
+        if pretrained == "glove":
+            other = {token for split in (data.dev, data.test) for example in split for token in example.tokens}
+            known = load_glove(other - set(train_tokens))
+            extra = sorted(known)
+        vocab = Vocabulary.build([train_tokens, extra])
+        kwargs.setdefault("num_classes", data.num_classes)
+    else:
+        vocab = Vocabulary.build([data.train])
+    kwargs["vocab_size"] = len(vocab)
+    model = build_model(model_name, **kwargs)
+    if pretrained == "glove" and isinstance(data, ClassificationData):
+        embedding = getattr(model, "embedding", None)
+        if not isinstance(embedding, nn.Embedding) or embedding.embedding_dim != 50:
+            raise TrainingError(f"model {model_name!r}: GloVe vectors need an nn.Embedding `embedding` of size 50")
+        matrix, _ = glove_matrix(vocab, seed=seed)
+        with torch.no_grad():
+            embedding.weight.copy_(matrix)
+    elif pretrained not in (None, "none", "glove"):
+        raise TrainingError(f"unknown pretrained embeddings {pretrained!r} (expected 'glove' or none)")
+    return model, data, vocab, kwargs
+
+
+def train(
+    model_name: str,
+    data_name: str,
+    *,
+    config: TrainConfig | None = None,
+    out_dir: str | Path | None = None,
+    model_kwargs: dict[str, Any] | None = None,
+    fold: int = 0,
+    train_size: int | None = None,
+    pretrained: str | None = "glove",
+) -> TrainResult:
+    """Train a registered model on a named data set (``prepare`` + ``Trainer.fit``)."""
+    config = config or TrainConfig()
+    model, data, vocab, kwargs = prepare(
+        model_name,
+        data_name,
+        model_kwargs=model_kwargs,
+        fold=fold,
+        train_size=train_size,
+        pretrained=pretrained,
+        seed=config.seed,
+    )
+    metadata = {"data": data_name, "fold": fold, "train_size": train_size, "pretrained": pretrained}
+    trainer = Trainer(model, data, vocab, config, model_name=model_name, model_kwargs=kwargs, metadata=metadata)
+    return trainer.fit(out_dir)

@@ -1,0 +1,302 @@
+"""SoPa against independent transcriptions: the paper's equations (7)-(8) in probability space, and the
+authors' released transition (epsilon before consuming, restart, -100 zeros) in their storage form."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kleene.nn.sopa import (
+    PatternGroup,
+    SoftPatterns,
+    SoPaClassifier,
+    SoPaError,
+    from_soft_patterns,
+    parse_pattern_spec,
+    storage_to_float,
+)
+
+# semiring (plus, times, zero, one) on probability-space values, as the paper writes them
+PAPER_SEMIRINGS = {
+    "max-times": (torch.maximum, torch.mul, 0.0, 1.0),
+    "max-plus": (torch.maximum, torch.add, -math.inf, 0.0),
+    "real": (torch.add, torch.mul, 0.0, 1.0),
+}
+
+
+def encode(x: torch.Tensor, encoder: str) -> torch.Tensor:
+    return torch.sigmoid(x) if encoder == "sigmoid" else x
+
+
+def raw_epsilons(group: PatternGroup) -> torch.Tensor | None:
+    if not group.recurrence.template.constants:
+        return None
+    return group.recurrence.parametrizations.constants.original  # (L-1, count)
+
+
+def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Equations (3)-(8) for every pattern of ``group``, one document at a time, in probability space."""
+    plus, times, zero, one = PAPER_SEMIRINGS[group.semiring]
+    enc = group.encoder
+    length = group.length
+    eps_raw = raw_epsilons(group)
+
+    def semiring_vecmat(h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # [h ⊗ M]_j = ⊕_i h_i ⊗ M_ij
+        out = torch.full((length,), zero, dtype=h.dtype)
+        for j in range(length):
+            for i in range(length):
+                out[j] = plus(out[j], times(h[i], m[i, j]))
+        return out
+
+    def zeros_matrix() -> torch.Tensor:
+        return torch.full((length, length), zero, dtype=vectors.dtype)
+
+    results = torch.zeros(vectors.shape[0], group.count, dtype=vectors.dtype)
+    for p in range(group.count):
+        t_eps = zeros_matrix()
+        for i in range(length):
+            t_eps[i, i] = one  # max(I, T(eps)) with I the semiring identity
+        if eps_raw is not None and group.epsilons:
+            for i in range(length - 1):
+                t_eps[i, i + 1] = encode(eps_raw[i, p], enc)
+        pi = torch.full((length,), zero, dtype=vectors.dtype)
+        pi[0] = one
+        h0 = semiring_vecmat(pi, t_eps)
+        for b in range(vectors.shape[0]):
+            h = h0
+            score = torch.tensor(zero, dtype=vectors.dtype)
+            for t in range(int(lengths[b])):
+                v = vectors[b, t]
+                transition = zeros_matrix()
+                for i in range(length):
+                    if group.self_loops:
+                        transition[i, i] = encode(group.loop_weight[p, i] @ v + group.loop_bias[p, i], enc)
+                    if i + 1 < length:
+                        transition[i, i + 1] = encode(group.main_weight[p, i] @ v + group.main_bias[p, i], enc)
+                h = plus(semiring_vecmat(semiring_vecmat(h, transition), t_eps), h0)
+                score = plus(score, h[length - 1])
+            results[b, p] = score
+    return results
+
+
+@pytest.mark.parametrize(
+    ("semiring", "encoder", "self_loops", "epsilons"),
+    [
+        ("max-times", "sigmoid", True, True),
+        ("max-times", "sigmoid", False, True),
+        ("max-plus", "identity", True, True),
+        ("max-plus", "sigmoid", True, False),
+        ("real", "sigmoid", True, True),
+        ("real", "identity", False, False),
+    ],
+)
+def test_paper_mode_matches_equations(semiring: str, encoder: str, self_loops: bool, epsilons: bool) -> None:
+    torch.manual_seed(3)
+    bank = SoftPatterns(
+        6, "2-2_3-2_4-1", semiring=semiring, encoder=encoder, self_loops=self_loops, epsilons=epsilons
+    ).double()
+    vectors = torch.randn(3, 5, 6, dtype=torch.float64)
+    lengths = torch.tensor([5, 2, 3])
+    with torch.no_grad():
+        got = storage_to_float(bank(vectors, lengths), semiring)
+        want = torch.cat([paper_scores(g, vectors, lengths) for g in bank.groups], 1)  # type: ignore[arg-type]
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_paper_mode_scores_the_empty_span_of_a_length_two_pattern() -> None:
+    # h_t contains h_0 = eps(π), whose END value is E(c_0) for a 2-state pattern (eq. 7a, 8)
+    torch.manual_seed(0)
+    bank = SoftPatterns(4, "2-1", semiring="max-times").double()
+    with torch.no_grad():
+        bank.groups[0].main_bias.fill_(-30.0)  # the main path is (almost) never taken
+        bank.groups[0].loop_bias.fill_(-30.0)
+        raw_epsilons(bank.groups[0]).fill_(2.0)  # type: ignore[union-attr]
+        score = storage_to_float(bank(torch.randn(1, 3, 4, dtype=torch.float64), torch.tensor([3])), "max-times")
+    assert float(score) == pytest.approx(1 / (1 + math.exp(-2.0)), rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Reference mode: the authors' released transition, transcribed in their storage form
+# --------------------------------------------------------------------------------------------
+AUTHORS = {  # zero, one, plus, times, from_float, to_float
+    "max-times": (-100.0, 0.0, torch.maximum, torch.add, lambda x: torch.log(torch.sigmoid(x)), torch.exp),
+    "max-plus": (-100.0, 0.0, torch.maximum, torch.add, lambda x: x, lambda x: x),
+    "real": (0.0, 1.0, torch.add, torch.mul, torch.sigmoid, lambda x: x),
+}
+
+
+def authors_forward(
+    state: dict[str, torch.Tensor],
+    spec: dict[int, int],
+    semiring: str,
+    docs: list[torch.Tensor],
+    bias_scale: float,
+    self_loop_scale: float | None,
+    eps_scale: float | None,
+) -> torch.Tensor:
+    """The authors' SoftPatternClassifier.forward on already-embedded, already-padded documents."""
+    zero, one, plus, times, from_float, to_float = AUTHORS[semiring]
+    total, max_len = sum(spec.values()), max(spec)
+    num_diags = state["diags"].shape[0] // (total * max_len)
+    ends = [length - 1 for length, count in spec.items() for _ in range(count)]
+    sl = from_float(torch.tensor(self_loop_scale, dtype=torch.float64)) if self_loop_scale is not None else one
+    es = from_float(torch.tensor(eps_scale, dtype=torch.float64)) if eps_scale is not None else one
+    eps_value = times(torch.as_tensor(es), from_float(state["epsilon"]))  # (P, Lmax-1)
+    out = []
+    for doc in docs:
+        scores = torch.full((total,), zero, dtype=torch.float64)
+        hidden = torch.full((total, max_len), zero, dtype=torch.float64)
+        hidden[:, 0] = one
+        for v in doc:
+            trans = from_float(state["diags"] @ v + bias_scale * state["bias"][:, 0]).view(total, num_diags, max_len)
+            after_eps = plus(
+                hidden, torch.cat([torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1)
+            )
+            main = torch.cat(
+                [torch.full((total, 1), one, dtype=torch.float64), times(after_eps[:, :-1], trans[:, -1, :-1])], 1
+            )
+            if num_diags == 2:
+                hidden = plus(main, times(torch.as_tensor(sl), times(after_eps, trans[:, 0, :])))
+            else:
+                hidden = main
+            scores = plus(scores, hidden[torch.arange(total), ends])
+        out.append(to_float(scores))
+    features = torch.stack(out)
+    layers = sorted(k for k in state if k.startswith("mlp.layers.") and k.endswith("weight"))
+    for i in range(len(layers)):
+        if i:
+            features = torch.relu(features)
+        features = features @ state[f"mlp.layers.{i}.weight"].T + state[f"mlp.layers.{i}.bias"]
+    return features
+
+
+def authors_state_dict(spec: dict[int, int], dim: int, num_diags: int, classes: int, hidden: int) -> dict:
+    total, max_len = sum(spec.values()), max(spec)
+    rows = total * num_diags * max_len
+    return {
+        "diags": torch.randn(rows, dim, dtype=torch.float64),
+        "bias": torch.randn(rows, 1, dtype=torch.float64),
+        "epsilon": torch.randn(total, max_len - 1, dtype=torch.float64),
+        "mlp.layers.0.weight": torch.randn(hidden, total, dtype=torch.float64),
+        "mlp.layers.0.bias": torch.randn(hidden, dtype=torch.float64),
+        "mlp.layers.1.weight": torch.randn(classes, hidden, dtype=torch.float64),
+        "mlp.layers.1.bias": torch.randn(classes, dtype=torch.float64),
+    }
+
+
+@pytest.mark.parametrize(
+    ("semiring", "num_diags", "sl_scale", "eps_scale"),
+    [("max-times", 2, None, None), ("max-plus", 2, 0.5, 0.7), ("real", 2, 0.9, None), ("max-times", 1, None, 0.3)],
+)
+def test_loaded_authors_state_dict_reproduces_their_forward(
+    semiring: str, num_diags: int, sl_scale: float | None, eps_scale: float | None
+) -> None:
+    torch.manual_seed(1)
+    spec = parse_pattern_spec("4-2_2-2_3-1")
+    dim, vocab = 5, 12
+    state = authors_state_dict(spec, dim, num_diags, classes=3, hidden=4)
+    embeddings = torch.randn(vocab, dim, dtype=torch.float64)
+    start, end = torch.randn(dim, dtype=torch.float64), torch.randn(dim, dtype=torch.float64)
+    model = from_soft_patterns(
+        state,
+        "4-2_2-2_3-1",
+        embeddings,
+        semiring=semiring,
+        self_loop_scale=sl_scale,
+        epsilon_scale=eps_scale,
+        start_vector=start,
+        end_vector=end,
+    ).double()
+    model.eval()
+    tokens = torch.tensor([[3, 4, 5, 6, 7], [8, 2, 0, 0, 0], [9, 0, 0, 0, 0]])
+    lengths = torch.tensor([5, 2, 1])
+    pad = max(spec) - 1
+    docs = [
+        torch.stack([start] * pad + [embeddings[int(i)] for i in tokens[b, : lengths[b]]] + [end] * pad)
+        for b in range(3)
+    ]
+    want = authors_forward(state, spec, semiring, docs, 0.1, sl_scale, eps_scale)
+    with torch.no_grad():
+        got = model(tokens, lengths)
+    torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-8)
+
+
+def test_state_dict_errors_name_the_problem() -> None:
+    spec = parse_pattern_spec("3-2")
+    state = authors_state_dict(spec, 4, 2, 2, 3)
+    emb = torch.randn(7, 4, dtype=torch.float64)
+    with pytest.raises(SoPaError, match="diags has 12 rows"):
+        from_soft_patterns(state, "3-2_2-1", emb)
+    with pytest.raises(SoPaError, match="unexpected keys.*'extra'"):
+        from_soft_patterns({**state, "extra": torch.zeros(1)}, "3-2", emb)
+    with pytest.raises(SoPaError, match="--use_rnn"):
+        from_soft_patterns({**state, "rnn.lstm.weight": torch.zeros(1)}, "3-2", emb)
+    with pytest.raises(SoPaError, match="dimension 5"):
+        from_soft_patterns(state, "3-2", torch.randn(7, 5))
+
+
+def test_configuration_errors() -> None:
+    with pytest.raises(SoPaError, match="'3x2' is not LENGTH-COUNT"):
+        parse_pattern_spec("3x2")
+    with pytest.raises(SoPaError, match="at least 2 states"):
+        parse_pattern_spec("1-4")
+    with pytest.raises(SoPaError, match="needs positive weights"):
+        SoftPatterns(4, "3-1", semiring="max-times", encoder="identity")
+    with pytest.raises(SoPaError, match="identity encoder, not sigmoid"):
+        SoftPatterns(4, "3-1", semiring="max-plus", encoder="sigmoid", mode="reference")
+    with pytest.raises(SoPaError, match="semiring must be one of"):
+        SoftPatterns(4, "3-1", semiring="boolean")
+
+
+# --------------------------------------------------------------------------------------------
+# Gradients and training
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("semiring", ["real", "max-plus"])
+def test_gradcheck_float64(semiring: str) -> None:
+    torch.manual_seed(2)
+    bank = SoftPatterns(3, "3-2", semiring=semiring, encoder="sigmoid").double()
+    lengths = torch.tensor([4, 2])
+    vectors = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda v: bank(v, lengths), (vectors,))
+
+
+@pytest.mark.parametrize("mode", ["paper", "reference"])
+def test_every_parameter_gets_a_gradient(mode: str) -> None:
+    torch.manual_seed(0)
+    # the real semiring routes gradient to every path (max semirings only to the best one)
+    model = SoPaClassifier(
+        20, 2, embedding_dim=6, patterns="2-2_4-2", semiring="real", mode=mode, freeze_embeddings=False
+    )
+    tokens = torch.randint(1, 20, (4, 6))
+    loss = model(tokens, torch.tensor([6, 3, 1, 5])).logsumexp(1).sum()
+    loss.backward()
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_sopa_trains_on_real_sst2() -> None:
+    from kleene.data import Vocabulary, classification_batches, glove_matrix, load
+
+    torch.manual_seed(0)
+    data = load("sst2")
+    train = data.train[:160]
+    vocab = Vocabulary.build([[tok for ex in train for tok in ex.tokens]])
+    model = SoPaClassifier(len(vocab), 2, patterns="3-8_4-8", mlp_hidden=20)
+    with torch.no_grad():
+        model.embedding.weight.copy_(glove_matrix(vocab)[0])
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    batches = classification_batches(train, vocab, 32)
+
+    def mean_loss() -> float:
+        with torch.no_grad():
+            return sum(float(torch.nn.functional.cross_entropy(model(b.tokens, b.lengths), b.targets)) for b in batches)
+
+    before = mean_loss()
+    for _ in range(8):
+        for batch in batches:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(batch.tokens, batch.lengths), batch.targets).backward()
+            optimizer.step()
+    assert mean_loss() < 0.85 * before
