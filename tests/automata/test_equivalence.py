@@ -177,6 +177,27 @@ def test_structurally_different_automata_with_the_same_series() -> None:
     assert "not equivalent" in str(result)
 
 
+def test_nearly_parallel_forward_vectors_are_still_explored() -> None:
+    """a(a^n) = 0.5^n; b(a^n) = (0.5+d)^n / 2 + (0.5-d)^n / 2 agrees for n = 0, 1 and exceeds it by d^2 at n = 2.
+    The forward vectors of "" and "a" are only ~7 degrees apart, yet "a" must be extended to find "aa"."""
+    d = 0.01
+    a = WFSA("real", alphabet="a")
+    a.add_state("q")
+    a.set_initial("q")
+    a.set_final("q")
+    a.add_arc("q", "q", "a", 0.5)
+    b = WFSA("real", alphabet="a")
+    for name, rate in (("fast", 0.5 + d), ("slow", 0.5 - d)):
+        b.add_state(name)
+        b.set_initial(name, 0.5)
+        b.set_final(name)
+        b.add_arc(name, name, "a", rate)
+    result = equivalent(a, b)
+    assert not result and result.counterexample is not None
+    assert result.counterexample.symbols == ("a", "a")
+    assert result.counterexample.score_b - result.counterexample.score_a == pytest.approx(d**2)
+
+
 def test_cancelling_negative_weights_equal_the_empty_automaton() -> None:
     """Two paths of weights +0.3^k and -0.3^k cancel on every string."""
     signed = WFSA("real", alphabet="ab")
@@ -188,6 +209,14 @@ def test_cancelling_negative_weights_equal_the_empty_automaton() -> None:
         signed.add_arc(q, q, ANY, 0.3)
     empty = WFSA("real", alphabet="ab")
     assert equivalent(signed, empty)
+    rounded = WFSA("real", alphabet="ab")  # 0.1 + 0.2 - 0.3 is 5.6e-17 in floating point: zero up to rounding
+    rounded.add_states("p", "f")
+    rounded.set_initial("p")
+    rounded.set_final("f")
+    for weight in (0.1, 0.2, -0.3):
+        rounded.add_arc("p", "f", "a", weight)
+    assert rounded.score(["a"]) != 0.0
+    assert equivalent(rounded, empty)
     signed.set_initial("minus", -1.0 + 1e-6)
     result = equivalent(signed, empty)
     assert not result and result.counterexample is not None

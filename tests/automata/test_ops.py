@@ -321,6 +321,24 @@ def test_intersect_with_epsilon_cycles_counts_each_pair_of_paths_once(name: str,
     assume(score_a is not None and score_b is not None)
     s = a.semiring
     assert same(s, intersect(a, b).score(x), s.times(score_a, score_b))
+    assert same(s, intersect(a, a).score(x), s.times(score_a, score_a))  # epsilon runs side by side
+
+
+def test_intersect_counts_two_epsilon_runs_once() -> None:
+    """Each operand takes one epsilon before "a": the pair of runs has two interleavings, counted once."""
+
+    def epsilon_then_a(weight: float) -> WFSA:
+        w = WFSA("real", alphabet="a")
+        w.add_states("0", "1", "2")
+        w.set_initial("0")
+        w.set_final("2")
+        w.add_arc("0", "1", EPSILON, weight)
+        w.add_arc("1", "2", "a", 1.0)
+        return w
+
+    product = intersect(epsilon_then_a(0.5), epsilon_then_a(0.25))
+    assert product.score(["a"]) == pytest.approx(0.125)
+    assert brute_force_score(product, ["a"], 2) == pytest.approx(0.125)
 
 
 def one_arc(label: Any, alphabet: str = "abc", weight: Any = 0.5) -> WFSA:
@@ -570,25 +588,26 @@ def test_trim_drops_useless_states_and_dead_arcs() -> None:
 
 
 pynini = pytest.importorskip("pynini", reason="pynini (OpenFst) is an optional dev dependency")
-SYMBOL_IDS = {symbol: i + 1 for i, symbol in enumerate(ALPHABET)}
+SYMBOL_IDS: dict[Hashable, int] = {symbol: i + 1 for i, symbol in enumerate(ALPHABET)}
 
 
 def to_openfst(wfsa: WFSA) -> Any:
     """Our tropical (min-plus) or log automaton as an OpenFst acceptor (OpenFst's log weights are -log p)."""
-    arc_type = "standard" if wfsa.semiring is MIN_PLUS else "log"
+    arc_type, weight_type = ("standard", "tropical") if wfsa.semiring is MIN_PLUS else ("log", "log")
     sign = 1.0 if wfsa.semiring is MIN_PLUS else -1.0
     fst = pynini.Fst(arc_type=arc_type)
     states = [fst.add_state() for _ in range(wfsa.num_states)]
     start = fst.add_state()  # OpenFst has one start state: fan out with epsilons carrying lambda
     fst.set_start(start)
     for q, w in wfsa.initial.items():
-        fst.add_arc(start, pynini.Arc(0, 0, pynini.Weight(arc_type, sign * w), states[q]))
+        fst.add_arc(start, pynini.Arc(0, 0, pynini.Weight(weight_type, sign * w), states[q]))
     for q, w in wfsa.final.items():
-        fst.set_final(states[q], pynini.Weight(arc_type, sign * w))
+        fst.set_final(states[q], pynini.Weight(weight_type, sign * w))
     for arc in wfsa.arcs:
         ids = [0] if not arc.label.consumes else [SYMBOL_IDS[x] for x in arc.label.symbols(wfsa.alphabet)]
+        weight = pynini.Weight(weight_type, sign * arc.weight)
         for i in ids:
-            fst.add_arc(states[arc.src], pynini.Arc(i, i, pynini.Weight(arc_type, sign * arc.weight), states[arc.dst]))
+            fst.add_arc(states[arc.src], pynini.Arc(i, i, weight, states[arc.dst]))
     return fst
 
 
@@ -598,13 +617,13 @@ def openfst_score(fst: Any, symbols: Sequence[Hashable], semiring: Semiring) -> 
     line.set_start(state)
     for x in symbols:
         nxt = line.add_state()
-        line.add_arc(state, pynini.Arc(SYMBOL_IDS[x], SYMBOL_IDS[x], pynini.Weight.one(fst.arc_type()), nxt))
+        line.add_arc(state, pynini.Arc(SYMBOL_IDS[x], SYMBOL_IDS[x], pynini.Weight.one(fst.weight_type()), nxt))
         state = nxt
     line.set_final(state)
     lattice = pynini.compose(line, fst.copy().arcsort("ilabel"))
     if lattice.start() == -1:
         return float(semiring.zero)
-    value = float(pynini.shortestdistance(lattice, delta=1e-12, reverse=True)[lattice.start()])
+    value = float(pynini.shortestdistance(lattice, delta=1e-9, reverse=True)[lattice.start()])
     return value if semiring is MIN_PLUS else -value
 
 
@@ -615,7 +634,7 @@ OPENFST_OPS = {
     "star": (lambda x, _: kleene_star(x), lambda x, _: pynini.closure(x)),
     "plus": (lambda x, _: kleene_plus(x), lambda x, _: pynini.closure(x, 1)),
     "reverse": (lambda x, _: reverse(x), lambda x, _: pynini.reverse(x)),
-    "rmepsilon": (lambda x, _: remove_epsilon(x), lambda x, _: pynini.rmepsilon(x)),
+    "rmepsilon": (lambda x, _: remove_epsilon(x), lambda x, _: pynini.rmepsilon(x, delta=1e-9)),
 }
 
 
@@ -624,7 +643,8 @@ OPENFST_OPS = {
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_operations_agree_with_openfst(op: str, semiring: Semiring, data: st.DataObject) -> None:
-    """Positive costs (min-plus) and probabilities below 0.45 (log) keep every closure convergent."""
+    """Positive costs (min-plus) and probabilities below 0.45 (log) keep every closure convergent.
+    OpenFst keeps weights in float32, hence the 1e-5 relative tolerance."""
     weights = st.floats(0.1, 3.0) if semiring is MIN_PLUS else st.floats(0.05, 0.45).map(math.log)
 
     @st.composite
@@ -648,8 +668,8 @@ def test_operations_agree_with_openfst(op: str, semiring: Semiring, data: st.Dat
     theirs = theirs_op(to_openfst(a), to_openfst(b))
     for x in [[], *data.draw(st.lists(strings, min_size=1, max_size=3))]:
         reference = openfst_score(theirs, x, semiring)
-        assert same(semiring, ours.score(x), reference, rel=1e-6)
-        assert same(semiring, openfst_score(to_openfst(ours), x, semiring), reference, rel=1e-6)
+        assert same(semiring, ours.score(x), reference, rel=1e-5)
+        assert same(semiring, openfst_score(to_openfst(ours), x, semiring), reference, rel=1e-5)
 
 
 @pytest.mark.parametrize("name", SEMIRING_NAMES)

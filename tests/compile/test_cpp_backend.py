@@ -144,3 +144,39 @@ def test_reference_runner_is_not_the_kernel() -> None:
     module = compile(Template.from_wfsa(paper_automaton_f()), "real", 2, "cpp")
     assert module._runner is not run_reference
     assert module.backend == "cpp"
+
+
+@pytest.mark.parametrize("output", ["steps", "sum", "last"])
+def test_backward_across_checkpoint_chunks(output: str) -> None:
+    """Sequences longer than a checkpoint chunk (the backward recomputes chunk by chunk), ragged lengths
+    ending inside and on chunk borders, both directions."""
+    from kleene.compile.codegen_cpp import checkpoint_chunk
+
+    gen = torch.Generator().manual_seed(15)
+    template = Template.from_wfsa(paper_automaton_f("log"))
+    cpp, ref = _pair(template, "log", 6, output=output, bidirectional=True, restart=output == "sum")
+    set_constants(cpp, gen)
+    chunk = checkpoint_chunk(cpp.plan, 8)
+    steps = 2 * chunk + 3
+    slots = random_slots("log", (4, steps, 4, 6), gen)
+    _agree(cpp, ref, slots, torch.tensor([steps, chunk, chunk + 1, 0]), None, 15)
+
+
+@pytest.mark.parametrize("output", ["steps", "sum"])
+def test_broadcast_and_strided_output_gradients(output: str) -> None:
+    """The gradient of ``out.sum()`` arrives as a stride-0 tensor, the one of a transposed use as a strided one;
+    both give the reference gradients."""
+    gen = torch.Generator().manual_seed(16)
+    template = Template.from_wfsa(paper_automaton_f())
+    cpp, ref = _pair(template, "real", 5, output=output)
+    set_constants(cpp, gen)
+    ref.load_state_dict(cpp.state_dict())
+    slots = random_slots("real", (3, 9, 4, 5), gen)
+    weights = torch.randn((5, 9, 3) if output == "steps" else (5, 3), generator=gen, dtype=torch.float64)
+    for loss_of in (lambda y: y.sum(), lambda y: (y.transpose(0, -1) * weights).sum()):
+        grads = []
+        for module in (cpp, ref):
+            x = slots.clone().requires_grad_()
+            grads.append(torch.autograd.grad(loss_of(module(x)[0]), [x, module.constants]))
+        for got, expected in zip(*grads):
+            torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-10)

@@ -67,6 +67,36 @@ def test_conversion_gradients_equal_torch_stacked(cell, extra):
 
 
 @pytest.mark.parametrize(("cell", "extra"), CELLS)
+def test_clamped_conversion_weight_gradients_equal_torch_stacked(cell, extra):
+    """Each block of the inner weights receives exactly the gradient of the stacked weight it copies."""
+    layers, n = 3, HIDDEN
+    stacked = make_stacked(cell, extra, layers, batch_first=True, bias=True, seed=8)
+    converted = delayed_from_stacked(stacked, warmup="clamp")
+    x, state = random_input(True), random_state(cell, layers)
+    weights = torch.randn(BATCH, LENGTH, HIDDEN, dtype=DOUBLE)
+    (stacked(x, state)[0] * weights).sum().backward()
+    (converted(x, state) * weights).sum().backward()
+    inner = converted.inner
+    for gate in range(4 if cell is nn.LSTM else 1):
+        gate_rows = slice(gate * n, (gate + 1) * n)
+        for layer in range(layers):
+            rows = slice(gate * layers * n + layer * n, gate * layers * n + (layer + 1) * n)
+            pairs = [
+                (inner.weight_hh_l0.grad[rows, layer * n : (layer + 1) * n], f"weight_hh_l{layer}"),
+                (inner.bias_ih_l0.grad[rows], f"bias_ih_l{layer}"),
+                (inner.bias_hh_l0.grad[rows], f"bias_hh_l{layer}"),
+                (
+                    inner.weight_ih_l0.grad[rows]
+                    if layer == 0
+                    else inner.weight_hh_l0.grad[rows, (layer - 1) * n : layer * n],
+                    f"weight_ih_l{layer}",
+                ),
+            ]
+            for got, name in pairs:
+                torch.testing.assert_close(got, getattr(stacked, name).grad[gate_rows], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("cell", "extra"), CELLS)
 @pytest.mark.parametrize("layers", [3, 4])
 def test_block_bidiagonal_structure(cell, extra, layers):
     stacked = make_stacked(cell, extra, layers, batch_first=True, bias=True, seed=3)
@@ -275,3 +305,24 @@ def test_delayed_loss_mask():
     assert Delayed(nn.RNN(1, 1), 2).loss_mask([3, 1], 3).equal(mask)
     with pytest.raises(ValueError, match="delay must be >= 0"):
         Delayed(nn.RNN(1, 1), -1)
+
+
+# -- the sequence-reversal example ---------------------------------------------------------------------------------
+
+
+def test_reversal_example_runs_and_reports_the_analytic_bound(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "delayed_reversal.py"
+    command = [sys.executable, str(script), "--epochs", "1", "--delays", "0", "19", "--train", "200", "--valid", "100",
+               "--test", "100", "--out", str(tmp_path)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    rows = json.loads((tmp_path / "delayed_reversal.json").read_text())["rows"]
+    assert [row["model"] for row in rows] == ["bilstm", "lstm", "d-lstm (d=19)"]
+    # (1 + 1/V) / 2 + floor((d + 1) / 2) / T (1 - 1/V) with T = 20, V = 4
+    assert [row["bound"] for row in rows] == [1.0, 0.625, 1.0]
+    assert (tmp_path / "delayed_reversal.png").stat().st_size > 10_000
+    assert "| d-lstm (d=19) | 19 |" in (tmp_path / "delayed_reversal.md").read_text()

@@ -24,7 +24,7 @@ import numpy as np
 import sympy
 
 from .errors import AlphabetError, DivergenceError, WeightError
-from .semiring import REAL, Semiring, _exact, _is_torch
+from .semiring import REAL, Semiring, _is_torch, sympy_constant
 from .weights import Env, instantiate, is_symbolic
 from .wfsa import WFSA, Arc
 
@@ -436,7 +436,7 @@ def _backtrace(
 def _sym_weight(wfsa: WFSA, weight: Any, symbol: Hashable | None) -> sympy.Expr:
     if is_symbolic(weight):
         return weight if symbol is None else instantiate(weight, symbol)
-    return _exact(weight)
+    return sympy_constant(weight)
 
 
 def _sym_matrix(wfsa: WFSA, symbol: Hashable | None) -> list[list[list[sympy.Expr]]]:

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import sympy
 
-from .errors import AlphabetError, SemiringError
+from .errors import AlphabetError, DivergenceError, SemiringError
 from .labels import OneOf, Sym
-from .ops import _merged_alphabet, remove_epsilon
+from .ops import merged_alphabet, remove_epsilon
 from .semiring import LOG, REAL
-from .weights import Env
+from .weights import Env, Weight, is_symbolic
 from .wfsa import WFSA
 
 
@@ -58,12 +59,20 @@ class EquivalenceResult:
 
 
 @dataclass(frozen=True)
-class _LinearForm:
+class _Series:
     """An epsilon-free automaton as real vectors and matrices: ``alpha M(x1) ... M(xn) eta``."""
 
     initial: np.ndarray
     final: np.ndarray
     matrices: dict[Hashable, np.ndarray]
+
+
+@dataclass(frozen=True)
+class _LinearForm:
+    """The automaton's real series, and the series of its absolute weights (which bounds rounding errors)."""
+
+    signed: _Series
+    magnitude: _Series
     log_domain: bool
 
     def report(self, value: float) -> float:
@@ -89,7 +98,7 @@ def _alphabet_of_both(a: WFSA, b: WFSA) -> list[Hashable]:
                     f"equivalent: arc {i} of the {side} automaton has the predicate label {arc.label}, "
                     "which needs the automaton's alphabet to be enumerated"
                 )
-    merged = _merged_alphabet(a, b, "equivalent")
+    merged = merged_alphabet(a, b, "equivalent")
     if merged is not None:
         return list(merged)
     symbols: dict[Hashable, None] = {}
@@ -101,10 +110,11 @@ def _alphabet_of_both(a: WFSA, b: WFSA) -> list[Hashable]:
 
 
 def _linear_form(wfsa: WFSA, symbols: list[Hashable], env: Env | None, side: str) -> _LinearForm:
-    """Real initial/final vectors and per-symbol matrices of ``wfsa`` (epsilons removed).
+    """``wfsa`` as real linear algebra over ``symbols`` (epsilons removed, log weights exponentiated).
 
-    A symbol outside ``wfsa``'s own alphabet gets the zero matrix: the automaton
-    gives every string containing it weight zero.
+    The magnitude series sums absolute path weights (``|w|`` on every arc, before
+    parallel arcs merge); when its epsilon closure diverges although the signed one
+    converges, the absolute values of the signed matrices stand in for it.
 
     Raises:
         SemiringError: a semiring other than real or log.
@@ -114,20 +124,44 @@ def _linear_form(wfsa: WFSA, symbols: list[Hashable], env: Env | None, side: str
             f"equivalent: the {side} automaton is over the {wfsa.semiring.name} semiring; "
             "only real and log (compared as real after exponentiating) are supported"
         )
-    log_domain = wfsa.semiring is LOG
+    signed = _series(wfsa, symbols, env)
+    if wfsa.semiring is LOG:  # exponentiated log weights are already non-negative
+        return _LinearForm(signed, signed, log_domain=True)
+    try:
+        magnitude = _series(_absolute(wfsa), symbols, env)
+    except DivergenceError:
+        magnitude = _Series(
+            np.abs(signed.initial), np.abs(signed.final), {x: np.abs(m) for x, m in signed.matrices.items()}
+        )
+    return _LinearForm(signed, magnitude, log_domain=False)
+
+
+def _series(wfsa: WFSA, symbols: list[Hashable], env: Env | None) -> _Series:
+    """Real vectors and per-symbol matrices; a symbol outside ``wfsa``'s own alphabet gets the zero matrix."""
     plain = remove_epsilon(wfsa, env=env) if wfsa.has_epsilons else wfsa
 
     def real(values: np.ndarray) -> np.ndarray:
-        return np.exp(values) if log_domain else np.asarray(values, dtype=float)
+        return np.exp(values) if wfsa.semiring is LOG else np.asarray(values, dtype=float)
 
     n = plain.num_states
     matrices = {
         x: real(plain.transition_matrix(x, env)) if plain.alphabet is None or x in plain.alphabet else np.zeros((n, n))
         for x in symbols
     }
-    return _LinearForm(
-        real(plain.vector(plain.initial, env)), real(plain.vector(plain.final, env)), matrices, log_domain
-    )
+    return _Series(real(plain.vector(plain.initial, env)), real(plain.vector(plain.final, env)), matrices)
+
+
+def _absolute(wfsa: WFSA) -> WFSA:
+    """A copy of a real automaton with every weight replaced by its absolute value (``Abs`` when symbolic)."""
+    out = wfsa.copy()
+    out.arcs = [replace(arc, weight=_magnitude(arc.weight)) for arc in wfsa.arcs]
+    out.initial = {q: _magnitude(w) for q, w in wfsa.initial.items()}
+    out.final = {q: _magnitude(w) for q, w in wfsa.final.items()}
+    return out
+
+
+def _magnitude(weight: Weight) -> Weight:
+    return sympy.Abs(weight) if is_symbolic(weight) else abs(weight)
 
 
 def _adds_direction(basis: list[np.ndarray], vector: np.ndarray, tolerance: float) -> bool:
@@ -175,13 +209,14 @@ def equivalent(a: WFSA, b: WFSA, env: Env | None = None, tolerance: float = 1e-9
     symbols = _alphabet_of_both(a, b)
     form_a = _linear_form(a, symbols, env, "first")
     form_b = _linear_form(b, symbols, env, "second")
-    split = len(form_a.initial)
-    matrices = {x: _block_diagonal(form_a.matrices[x], form_b.matrices[x]) for x in symbols}
-    magnitudes = {x: np.abs(m) for x, m in matrices.items()}
-    final_a, final_b = form_a.final, form_b.final
-    final_magnitude = np.abs(np.concatenate([final_a, final_b]))
-    start = np.concatenate([form_a.initial, form_b.initial])
-    pending: deque[tuple[tuple[Hashable, ...], np.ndarray, np.ndarray]] = deque([((), start, np.abs(start))])
+    split = len(form_a.signed.initial)
+    matrices = {x: _block_diagonal(form_a.signed.matrices[x], form_b.signed.matrices[x]) for x in symbols}
+    magnitudes = {x: _block_diagonal(form_a.magnitude.matrices[x], form_b.magnitude.matrices[x]) for x in symbols}
+    final_a, final_b = form_a.signed.final, form_b.signed.final
+    final_magnitude = np.concatenate([form_a.magnitude.final, form_b.magnitude.final])
+    start = np.concatenate([form_a.signed.initial, form_b.signed.initial])
+    start_magnitude = np.concatenate([form_a.magnitude.initial, form_b.magnitude.initial])
+    pending: deque[tuple[tuple[Hashable, ...], np.ndarray, np.ndarray]] = deque([((), start, start_magnitude)])
     basis: list[np.ndarray] = []
     while pending:
         word, vector, magnitude = pending.popleft()

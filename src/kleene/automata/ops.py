@@ -20,12 +20,11 @@ from collections import deque
 from collections.abc import Collection, Hashable, Iterable, Iterator
 
 import numpy as np
-import sympy
 
-from .algorithms import _sym_constant, closure_matrix
+from .algorithms import closure_matrix
 from .errors import AlphabetError, SemiringError
 from .labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
-from .semiring import Semiring
+from .semiring import Semiring, sympy_constant
 from .weights import Env, Weight, is_symbolic
 from .wfsa import WFSA, Arc
 
@@ -37,7 +36,7 @@ def _times(semiring: Semiring, *weights: Weight) -> Weight:
     """The semiring product of constant or symbolic weights (constant ones dropped from symbolic products)."""
     if any(is_symbolic(w) for w in weights):
         factors = [w for w in weights if is_symbolic(w) or w != semiring.one]
-        return semiring.sym_times(*(_sym_constant(w) for w in factors))
+        return semiring.sym_times(*(sympy_constant(w) for w in factors))
     product: Weight = semiring.one
     for w in weights:
         product = semiring.times(product, w)
@@ -48,7 +47,7 @@ def _plus(semiring: Semiring, *weights: Weight) -> Weight:
     """The semiring sum of constant or symbolic weights (constant zeros dropped from symbolic sums)."""
     if any(is_symbolic(w) for w in weights):
         terms = [w for w in weights if is_symbolic(w) or w != semiring.zero]
-        return semiring.sym_plus(*(_sym_constant(w) for w in terms))
+        return semiring.sym_plus(*(sympy_constant(w) for w in terms))
     total: Weight = semiring.zero
     for w in weights:
         total = semiring.plus(total, w)
@@ -97,17 +96,16 @@ def _mentioned_symbols(wfsa: WFSA) -> list[Hashable]:
     return list(found)
 
 
-def _merged_alphabet(a: WFSA, b: WFSA, operation: str) -> SymbolTable | None:
+def merged_alphabet(a: WFSA, b: WFSA, operation: str) -> SymbolTable | None:
     """The union of the operands' alphabets (``a``'s ids first), or None when neither has one.
 
     Raises:
         AlphabetError: a symbol of one operand is the epsilon marker of the other's table.
     """
-    if a.alphabet is None and b.alphabet is None:
+    tables = [t for t in (a.alphabet, b.alphabet) if t is not None]
+    if not tables:
         return None
-    first = a.alphabet if a.alphabet is not None else b.alphabet
-    assert first is not None
-    merged = SymbolTable(epsilon=first.epsilon)
+    merged = SymbolTable(epsilon=tables[0].epsilon)
     for side, operand in (("first", a), ("second", b)):
         for symbol in _mentioned_symbols(operand):
             try:
@@ -235,7 +233,7 @@ def union(a: WFSA, b: WFSA) -> WFSA:
         AlphabetError: their alphabets cannot be merged.
     """
     semiring = _same_semiring(a, b, "union")
-    out = WFSA(semiring, _merged_alphabet(a, b, "union"), _combined_name("({} ∪ {})", a, b))
+    out = WFSA(semiring, merged_alphabet(a, b, "union"), _combined_name("({} ∪ {})", a, b))
     for prefix, operand in (("a.", a), ("b.", b)):
         offset = _embed(operand, out, prefix)
         _set_weights(out, operand.initial, offset, final=False)
@@ -254,7 +252,7 @@ def concat(a: WFSA, b: WFSA) -> WFSA:
         AlphabetError: their alphabets cannot be merged.
     """
     semiring = _same_semiring(a, b, "concat")
-    out = WFSA(semiring, _merged_alphabet(a, b, "concat"), _combined_name("({} · {})", a, b))
+    out = WFSA(semiring, merged_alphabet(a, b, "concat"), _combined_name("({} · {})", a, b))
     offset_a = _embed(a, out, "a.")
     offset_b = _embed(b, out, "b.")
     _set_weights(out, a.initial, offset_a, final=False)

@@ -92,7 +92,7 @@ def _scalar_result(value: Array, *inputs: Array) -> Array:
     return value
 
 
-def _exact(value: Any) -> sympy.Expr:
+def sympy_constant(value: Any) -> sympy.Expr:
     """A constant as sympy, integral floats as integers (``1.0`` -> ``1``)."""
     if isinstance(value, float) and value.is_integer():
         return sympy.Integer(int(value))
@@ -220,11 +220,11 @@ class Semiring:
 
     @property
     def sym_zero(self) -> sympy.Expr:
-        return _exact(self.zero)
+        return sympy_constant(self.zero)
 
     @property
     def sym_one(self) -> sympy.Expr:
-        return _exact(self.one)
+        return sympy_constant(self.one)
 
     def __repr__(self) -> str:
         return f"<semiring {self.name}>"

@@ -33,7 +33,16 @@ from .template import CompileError, Plan
 
 Tensor = torch.Tensor
 
-CXX_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17", "-fno-math-errno")
+CXX_FLAGS: tuple[str, ...] = (
+    "-O3",
+    "-march=native",
+    "-fopenmp-simd",
+    "-pthread",
+    "-fPIC",
+    "-shared",
+    "-std=c++17",
+    "-fno-math-errno",
+)
 
 
 def cache_dir() -> Path:

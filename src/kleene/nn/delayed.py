@@ -163,7 +163,9 @@ class DelayedStack(nn.Module):
 
     Note:
         Inter-layer dropout of the stacked module is not represented: the equivalence holds in eval mode (or with
-        ``dropout=0``).
+        ``dropout=0``). With the clamped warm-up the gradients are exact too: each block of the inner weights gets
+        the gradient of the stacked weight it copies. The Lemma 1 initial state is computed without gradient (a
+        constant initial state, as for any d-RNN).
     """
 
     def __init__(self, inner: nn.RNNBase, num_layers: int, hidden_size: int, warmup: Warmup):

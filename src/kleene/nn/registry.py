@@ -68,7 +68,7 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
 
 
 #: Modules of kleene.nn that register models when imported; a new layer module adds its name here.
-MODEL_MODULES: list[str] = ["baselines", "sopa"]
+MODEL_MODULES: list[str] = ["baselines", "sopa", "rrnn", "qrnn", "sru", "rcnn", "isan"]
 
 
 def _import_builtin_models() -> None:

@@ -67,22 +67,28 @@ def chain_template(
     initial: str = "q0",
     semiring: str = "real",
 ) -> Template:
-    """A template from names: moves (src, dst, slot names; none = weight one), epsilons (src, dst, constant),
-    final (state, constant or None) and the single initial state (weight one)."""
+    """A template from names: moves (src, dst, weight names: slots, or constants when listed in ``constants``;
+    none = weight one), epsilons (src, dst, constant), final (state, constant or None) and the single initial
+    state (weight one)."""
     index = {s: i for i, s in enumerate(states)}
-    slot_names: list[str] = []
-    for _, _, slots in moves:
-        for slot in slots:
-            if slot not in slot_names:
-                slot_names.append(slot)
     const_index = {c: i for i, c in enumerate(constants)}
+    slot_names: list[str] = []
+    for _, _, names in moves:
+        for name in names:
+            if name not in slot_names and name not in const_index:
+                slot_names.append(name)
+
+    def move(names: Sequence[str]) -> Factor:
+        return Factor(
+            tuple(slot_names.index(n) for n in names if n not in const_index),
+            tuple(const_index[n] for n in names if n in const_index),
+        )
+
     return Template(
         states=tuple(states),
         slots=tuple(slot_names),
         constants=tuple(constants),
-        moves=tuple(
-            TemplateArc(index[a], index[b], Factor(tuple(slot_names.index(s) for s in slots))) for a, b, slots in moves
-        ),
+        moves=tuple(TemplateArc(index[a], index[b], move(names)) for a, b, names in moves),
         epsilons=tuple(TemplateArc(index[a], index[b], Factor(constants=(const_index[c],))) for a, b, c in epsilons),
         initial=((index[initial], Factor()),),
         final=tuple((index[q], Factor(constants=(const_index[c],) if c else ())) for q, c in final),
@@ -226,6 +232,9 @@ class RRNNLayer(RationalLayer):
 class RationalStack(nn.Module):
     """Stacked rational layers with vertical and variational recurrent dropout (Appendix E).
 
+    ``dense``: densely connected stacking (QRNN): each layer's input is concatenated to its output along the
+    channel dimension before the next layer, so layer l reads the embeddings and every earlier layer's output.
+
     ``make_layer(input_size, index)`` builds layer ``index``; ``forward(x, lengths)`` returns the last layer's
     outputs (B, T, out) and the list of each layer's final states.
     """
@@ -238,6 +247,7 @@ class RationalStack(nn.Module):
         *,
         vertical_dropout: float = 0.0,
         recurrent_dropout: float = 0.0,
+        dense: bool = False,
     ):
         super().__init__()
         if num_layers < 1:
@@ -247,8 +257,9 @@ class RationalStack(nn.Module):
         for index in range(num_layers):
             layer = make_layer(size, index)
             layers.append(layer)
-            size = layer.output_size
+            size = size + layer.output_size if dense else layer.output_size
         self.layers = nn.ModuleList(layers)
+        self.dense = dense
         self.output_size = size
         self.vertical = nn.Dropout(vertical_dropout)
         self.recurrent_dropout = recurrent_dropout
@@ -268,7 +279,8 @@ class RationalStack(nn.Module):
         for index, layer in enumerate(self.layers):
             if index:
                 x = self.vertical(x)
-            x, final = layer(self.variational(x), lengths, None if states is None else states[index])
+            h, final = layer(self.variational(x), lengths, None if states is None else states[index])
+            x = torch.cat([x, h], -1) if self.dense else h
             finals.append(final)
         return x, finals
 

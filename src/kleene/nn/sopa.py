@@ -55,6 +55,8 @@ Encoder = Literal["sigmoid", "identity"]
 SEMIRINGS = ("max-times", "max-plus", "real")
 #: The authors' semiring zero in the max semirings ("not really -inf, shh").
 REFERENCE_ZERO = -100.0
+#: The classifier's default bank (tuned on SST-2 dev with 50-d GloVe; see RESULTS.md).
+DEFAULT_PATTERNS = "3-50_4-50_5-50_6-50"
 #: What the authors' ``from_float`` is in each semiring (reference mode fixes the encoder this way).
 REFERENCE_ENCODER: dict[str, Encoder] = {"max-times": "sigmoid", "max-plus": "identity", "real": "sigmoid"}
 
@@ -403,7 +405,8 @@ class SoPaClassifier(nn.Module):
 
     Each document is padded with ``max_length - 1`` START vectors before and END vectors after its tokens
     (as the authors' ``read_docs`` does), so every pattern can match; the boundary vectors are fixed random
-    unit vectors (buffers ``start_vector``/``end_vector``). ``dropout`` acts on the pattern scores before the
+    unit vectors (buffers ``start_vector``/``end_vector``). Defaults (patterns, dropout 0.2, trainable embeddings,
+    MLP 100) are the SST-2 settings of RESULTS.md; ``from_soft_patterns`` passes the authors' values explicitly. ``dropout`` acts on the pattern scores before the
     MLP (paper) or on the transition scores (reference, as the authors do); ``word_dropout`` replaces tokens
     by ``<unk>`` (id ``unk_id``) during training.
     """
@@ -415,7 +418,7 @@ class SoPaClassifier(nn.Module):
         vocab_size: int,
         num_classes: int,
         embedding_dim: int = 50,
-        patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = "2-10_3-10_4-10_5-10_6-10_7-10",
+        patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = DEFAULT_PATTERNS,
         semiring: str = "max-times",
         encoder: Encoder | None = None,
         mode: Mode = "paper",
@@ -427,10 +430,10 @@ class SoPaClassifier(nn.Module):
         epsilon_scale: float | None = None,
         mlp_hidden: int = 100,
         mlp_layers: int = 2,
-        dropout: float = 0.0,
+        dropout: float = 0.2,
         word_dropout: float = 0.0,
         unk_id: int = 1,
-        freeze_embeddings: bool = True,
+        freeze_embeddings: bool = False,
         boundary_padding: bool = True,
         backend: str = "auto",
         seed: int = 0,
@@ -572,6 +575,8 @@ def from_soft_patterns(
         epsilon_scale=epsilon_scale,
         mlp_hidden=mlp_weights[0].shape[0] if len(mlp_weights) > 1 else 1,
         mlp_layers=len(mlp_weights),
+        dropout=0.0,
+        freeze_embeddings=True,
         backend=backend,
     )
     model.to(diags.dtype)

@@ -1,0 +1,268 @@
+"""Quasi-recurrent networks (qrnn-notes.md) whose pooling runs as the compiled WFSA B of Rational Recurrences.
+
+Convolution part: masked (causal) convolutions of window ``K >= 1`` over the input give ``Z = tanh(W * X)``,
+``F = σ(W_f * X)``, ``O = σ(W_o * X)`` and (ifo) ``I = σ(W_i * X)``. Pooling part, as the WFSA B (q0 -u-> q1,
+q1 -f-> q1) over the real semiring, one copy per channel:
+
+* f-pooling:   ``h_t = f_t ⊙ h_{t-1} + (1 - f_t) ⊙ z_t``
+* fo-pooling:  ``c_t = f_t ⊙ c_{t-1} + (1 - f_t) ⊙ z_t``, ``h_t = o_t ⊙ c_t``
+* ifo-pooling: ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ z_t``, ``h_t = o_t ⊙ c_t``
+
+Convention: f here is the paper's forget gate (the weight on the *previous* state). pytorch-qrnn's
+``ForgetMult`` computes ``h_t = f_t ⊙ x_t + (1 - f_t) ⊙ h_{t-1}``: it swaps f and 1 - f, so a weight taken from
+pytorch-qrnn must have its forget gate negated (σ(-a) = 1 - σ(a)) to run here with the same result.
+
+Zoneout (the notes' variant 1): during training each channel keeps its previous state at a time step with
+probability ``zoneout`` by setting f to 1 there, i.e. ``F = 1 - mask ⊙ (1 - F)`` with a Bernoulli mask. The
+notes write ``1 - dropout(1 - F)``; the mask is applied *without* dropout's 1/(1-p) rescaling, which would push F
+below 0. Densely connected stacking is ``RationalStack(dense=True)``. The encoder-decoder adds a linear projection
+of the matching encoder layer's last state to every gate pre-activation of each decoder layer, and its last layer
+attends over the encoder's last-layer states with the decoder's un-gated c_t:
+``α_st = softmax_s(c_t · h̃_s)``, ``k_t = Σ_s α_st h̃_s``, ``h_t = o_t ⊙ (W_k k_t + W_c c_t)`` (the notes print
+tanh for F and O there; they are the same sigmoid gates as elsewhere).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .registry import register_model
+from .rrnn import (
+    RationalClassifier,
+    RationalLanguageModel,
+    RationalLayer,
+    RationalStack,
+    RecurrenceError,
+    compile_layer,
+    last_states,
+    rrnn_template,
+    task_builder,
+)
+
+__all__ = ["POOLINGS", "QRNNClassifier", "QRNNEncoderDecoder", "QRNNLanguageModel", "QRNNLayer"]
+
+Tensor = torch.Tensor
+POOLINGS = {"f": ("z", "f"), "fo": ("z", "f", "o"), "ifo": ("z", "f", "o", "i")}
+
+
+class QRNNLayer(RationalLayer):
+    """One QRNN layer: window-``window`` masked convolutions, then f/fo/ifo pooling through the compiled B.
+
+    Raises:
+        RecurrenceError: window < 1, an unknown pooling, or zoneout outside [0, 1).
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        *,
+        window: int = 2,
+        pooling: str = "fo",
+        zoneout: float = 0.0,
+        context_size: int | None = None,
+        backend: str = "auto",
+    ):
+        super().__init__()
+        if window < 1:
+            raise RecurrenceError(f"QRNN window must be >= 1, got {window}")
+        if pooling not in POOLINGS:
+            raise RecurrenceError(f"unknown QRNN pooling {pooling!r}; use one of {sorted(POOLINGS)}")
+        if not 0 <= zoneout < 1:
+            raise RecurrenceError(f"zoneout must lie in [0, 1), got {zoneout}")
+        self.window, self.pooling, self.zoneout = window, pooling, zoneout
+        self.gates = POOLINGS[pooling]
+        self.hidden_size = self.output_size = hidden_size
+        self.convolution = nn.Conv1d(input_size, len(self.gates) * hidden_size, window)
+        # encoder-decoder: V^l h̃_T^l added to every gate's pre-activation
+        self.context = nn.Linear(context_size, len(self.gates) * hidden_size, bias=False) if context_size else None
+        self.recurrence = compile_layer(rrnn_template("B"), "real", hidden_size, False, backend)
+
+    def gate_values(self, x: Tensor, context: Tensor | None = None) -> dict[str, Tensor]:
+        """Z, F, O, I (B, T, hidden) from the masked convolution (step t sees inputs t-K+1 .. t)."""
+        padded = nn.functional.pad(x.transpose(1, 2), (self.window - 1, 0))
+        pre = self.convolution(padded).transpose(1, 2)
+        if context is not None:
+            if self.context is None:
+                raise RecurrenceError("this QRNN layer was built without context_size; it cannot take a context")
+            pre = pre + self.context(context)[:, None, :]
+        parts = dict(zip(self.gates, pre.split(self.hidden_size, -1)))
+        values = {name: torch.tanh(v) if name == "z" else torch.sigmoid(v) for name, v in parts.items()}
+        if self.training and self.zoneout > 0:
+            keep = torch.bernoulli(torch.full_like(values["f"], 1 - self.zoneout))
+            values["f"] = 1 - keep * (1 - values["f"])
+        return values
+
+    def run(
+        self, x: Tensor, lengths: Tensor, context: Tensor | None = None, h0: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor], Tensor]:
+        """(c (B, T, hidden) un-gated pooled states, final WFSA state, gate values, valid-step mask)."""
+        g = self.gate_values(x, context)
+        u = g["i"] * g["z"] if "i" in g else (1 - g["f"]) * g["z"]
+        slots = {"u": u, "f": g["f"]}
+        c, final = self.recurrence(torch.stack([slots[s] for s in self.recurrence.template.slots], 2), lengths, h0)
+        valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
+        return c, final, g, valid
+
+    def forward(
+        self, x: Tensor, lengths: Tensor, h0: Tensor | None = None, context: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        c, final, g, valid = self.run(x, lengths, context, h0)
+        h = g["o"] * c if "o" in g else c
+        return torch.where(valid, h, torch.zeros_like(h)), final
+
+
+def qrnn_stack(
+    input_size: int,
+    hidden_size: int,
+    num_layers: int,
+    *,
+    window: int,
+    pooling: str,
+    zoneout: float,
+    dense: bool,
+    vertical_dropout: float,
+    backend: str = "auto",
+) -> RationalStack:
+    def make(size: int, index: int) -> RationalLayer:
+        return QRNNLayer(size, hidden_size, window=window, pooling=pooling, zoneout=zoneout, backend=backend)
+
+    return RationalStack(input_size, num_layers, make, vertical_dropout=vertical_dropout, dense=dense)
+
+
+class QRNNClassifier(RationalClassifier):
+    """QRNN text classifier (densely connected by default, as the notes recommend for classification)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        window: int = 2,
+        pooling: str = "fo",
+        zoneout: float = 0.0,
+        dense: bool = True,
+        embedding_dim: int = 50,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        mlp_hidden: int = 100,
+        freeze_embeddings: bool = True,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            num_classes,
+            lambda size: qrnn_stack(
+                size, hidden_size, num_layers, window=window, pooling=pooling, zoneout=zoneout, dense=dense,
+                vertical_dropout=vertical_dropout, backend=backend,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+            mlp_hidden=mlp_hidden,
+            freeze_embeddings=freeze_embeddings,
+        )
+
+
+class QRNNLanguageModel(RationalLanguageModel):
+    """QRNN language model (not densely connected: the decoder reads the last layer only)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        hidden_size: int = 256,
+        num_layers: int = 2,
+        window: int = 2,
+        pooling: str = "fo",
+        zoneout: float = 0.0,
+        embedding_dim: int = 128,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            lambda size: qrnn_stack(
+                size, hidden_size, num_layers, window=window, pooling=pooling, zoneout=zoneout, dense=False,
+                vertical_dropout=vertical_dropout, backend=backend,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+        )
+
+
+class QRNNEncoderDecoder(nn.Module):
+    """The notes' QRNN encoder-decoder: ``forward(source, source_lengths, target, target_lengths)`` returns
+    next-token logits (B, T_target, target_vocab). Decoder layer l adds ``V^l h̃_T^l`` (encoder layer l's last
+    state) to its gate pre-activations; the last decoder layer's output is ``o_t ⊙ (W_k k_t + W_c c_t)`` with
+    ``k_t`` the attention over the encoder's last-layer states."""
+
+    def __init__(
+        self,
+        source_vocab: int,
+        target_vocab: int,
+        *,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        window: int = 2,
+        embedding_dim: int = 64,
+        zoneout: float = 0.0,
+        backend: str = "auto",
+    ):
+        super().__init__()
+        self.source_embedding = nn.Embedding(source_vocab, embedding_dim, padding_idx=0)
+        self.target_embedding = nn.Embedding(target_vocab, embedding_dim, padding_idx=0)
+        sizes = [embedding_dim] + [hidden_size] * (num_layers - 1)
+        self.encoder = nn.ModuleList(
+            QRNNLayer(s, hidden_size, window=window, pooling="fo", zoneout=zoneout, backend=backend) for s in sizes
+        )
+        self.decoder = nn.ModuleList(
+            QRNNLayer(
+                s, hidden_size, window=window, pooling="fo", zoneout=zoneout, context_size=hidden_size, backend=backend
+            )
+            for s in sizes
+        )
+        self.attend_key = nn.Linear(hidden_size, hidden_size, bias=False)  # W_k
+        self.attend_state = nn.Linear(hidden_size, hidden_size)  # W_c
+        self.output = nn.Linear(hidden_size, target_vocab)
+
+    def encode(self, source: Tensor, lengths: Tensor) -> list[Tensor]:
+        """Each encoder layer's outputs h̃^l (B, S, hidden)."""
+        x = self.source_embedding(source)
+        outputs = []
+        for layer in self.encoder:
+            x, _ = layer(x, lengths)
+            outputs.append(x)
+        return outputs
+
+    def forward(self, source: Tensor, source_lengths: Tensor, target: Tensor, target_lengths: Tensor) -> Tensor:
+        encoded = self.encode(source, source_lengths)
+        y = self.target_embedding(target)
+        for index, layer in enumerate(self.decoder):
+            context = last_states(encoded[index], source_lengths, False)
+            if index + 1 < len(self.decoder):
+                y, _ = layer(y, target_lengths, context=context)
+                continue
+            c, _, gates, valid = layer.run(y, target_lengths, context)
+            memory = encoded[-1]  # (B, S, H)
+            scores = torch.einsum("bth,bsh->bts", c, memory)
+            source_valid = torch.arange(memory.shape[1], device=memory.device)[None, None, :] < source_lengths[:, None, None]
+            alpha = torch.softmax(scores.masked_fill(~source_valid, float("-inf")), -1)
+            k = torch.einsum("bts,bsh->bth", alpha, memory)
+            y = gates["o"] * (self.attend_key(k) + self.attend_state(c))
+            y = torch.where(valid, y, torch.zeros_like(y))
+        return self.output(y)
+
+
+def _qrnn_builder(vocab_size: int, num_classes: int | None = None, **kwargs: Any) -> nn.Module:
+    return task_builder(QRNNClassifier, QRNNLanguageModel)(vocab_size, num_classes, **kwargs)
+
+
+register_model("qrnn", _qrnn_builder)

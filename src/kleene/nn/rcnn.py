@@ -1,0 +1,160 @@
+"""RCNN (Lei et al., 2016) n-gram layers as the (n+1)-state chain WFSA of Rational Recurrences Appendix B.
+
+    c^(1)_t = λ_t ⊙ c^(1)_{t-1} + u^(1)_t
+    c^(j)_t = λ_t ⊙ c^(j)_{t-1} + c^(j-1)_{t-1} ⊙ u^(j)_t      (j = 2 .. n)
+    h_t     = tanh(c^(n)_t + b)
+
+with ``u^(j)_t = W_j v_t`` and the decay ``λ_t = σ(W_λ v_t + b_λ)`` (``adaptive_decay=True``, input-dependent,
+still rational) or a learned constant ``λ = σ(b_λ)`` per unit. The WFSA: q0 (self-loop 1) -u1-> q1 -u2-> ... -> qn,
+each q_j (j ≥ 1) with a self-loop λ, final qn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..compile import Template
+from .registry import register_model
+from .rrnn import (
+    RationalClassifier,
+    RationalLanguageModel,
+    RationalLayer,
+    RationalStack,
+    RecurrenceError,
+    chain_template,
+    compile_layer,
+    task_builder,
+)
+
+__all__ = ["RCNNClassifier", "RCNNLanguageModel", "RCNNLayer", "rcnn_template"]
+
+Tensor = torch.Tensor
+
+
+def rcnn_template(order: int, adaptive_decay: bool) -> Template:
+    """The chain WFSA of an ``order``-gram RCNN (slot or constant ``lam`` on the self-loops).
+
+    Raises:
+        RecurrenceError: order < 1.
+    """
+    if order < 1:
+        raise RecurrenceError(f"RCNN order (n-gram size) must be >= 1, got {order}")
+    states = [f"q{j}" for j in range(order + 1)]
+    moves: list[tuple[str, str, list[str]]] = [("q0", "q0", [])]
+    for j in range(1, order + 1):
+        moves += [(f"q{j - 1}", f"q{j}", [f"u{j}"]), (f"q{j}", f"q{j}", ["lam"])]
+    return chain_template(
+        f"rcnn{order}", states, moves, final=[(states[-1], None)], constants=[] if adaptive_decay else ["lam"]
+    )
+
+
+class RCNNLayer(RationalLayer):
+    """One ``order``-gram RCNN layer of ``hidden_size`` units per direction."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        *,
+        order: int = 2,
+        adaptive_decay: bool = True,
+        bidirectional: bool = False,
+        backend: str = "auto",
+    ):
+        super().__init__()
+        dim = hidden_size * (2 if bidirectional else 1)
+        self.dim, self.order, self.output_size = dim, order, dim
+        self.inputs = nn.Linear(input_size, order * dim, bias=False)  # W_1 .. W_n
+        self.decay = nn.Linear(input_size, dim) if adaptive_decay else None
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.recurrence = compile_layer(rcnn_template(order, adaptive_decay), "real", dim, bidirectional, backend)
+
+    def slots(self, x: Tensor) -> tuple[Tensor, Any]:
+        b, t, _ = x.shape
+        u = self.inputs(x).view(b, t, self.order, self.dim)
+        named = {f"u{j + 1}": u[:, :, j] for j in range(self.order)}
+        if self.decay is not None:
+            named["lam"] = torch.sigmoid(self.decay(x))
+        return torch.stack([named[s] for s in self.recurrence.template.slots], 2), None
+
+    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
+        return torch.tanh(c + self.bias)
+
+
+def rcnn_stack(input_size: int, hidden_size: int, num_layers: int, **options: Any) -> RationalStack:
+    vertical = options.pop("vertical_dropout", 0.0)
+    recurrent = options.pop("recurrent_dropout", 0.0)
+
+    def make(size: int, index: int) -> RationalLayer:
+        return RCNNLayer(size, hidden_size, **options)
+
+    return RationalStack(input_size, num_layers, make, vertical_dropout=vertical, recurrent_dropout=recurrent)
+
+
+class RCNNClassifier(RationalClassifier):
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        order: int = 2,
+        adaptive_decay: bool = True,
+        bidirectional: bool = False,
+        embedding_dim: int = 50,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        mlp_hidden: int = 100,
+        freeze_embeddings: bool = True,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            num_classes,
+            lambda size: rcnn_stack(
+                size, hidden_size, num_layers, order=order, adaptive_decay=adaptive_decay,
+                bidirectional=bidirectional, backend=backend, vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+            mlp_hidden=mlp_hidden,
+            bidirectional=bidirectional,
+            freeze_embeddings=freeze_embeddings,
+        )
+
+
+class RCNNLanguageModel(RationalLanguageModel):
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        hidden_size: int = 256,
+        num_layers: int = 2,
+        order: int = 2,
+        adaptive_decay: bool = True,
+        embedding_dim: int = 128,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            lambda size: rcnn_stack(
+                size, hidden_size, num_layers, order=order, adaptive_decay=adaptive_decay, bidirectional=False,
+                backend=backend, vertical_dropout=vertical_dropout, recurrent_dropout=recurrent_dropout,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+        )
+
+
+register_model("rcnn", task_builder(RCNNClassifier, RCNNLanguageModel))

@@ -1,0 +1,128 @@
+"""SRU as analysed in Rational Recurrences (Lei et al., 2017, without the ``v ⊙ c_{t-1}`` term of SRU v2).
+
+    x̃_t = W x_t,   f_t = σ(W_f x_t + b_f),   r_t = σ(W_r x_t + b_r)
+    c_t = f_t ⊙ c_{t-1} + (1 - f_t) ⊙ x̃_t          (the WFSA B, compiled: u = (1 - f) ⊙ x̃, φ = f)
+    h_t = r_t ⊙ tanh(c_t) + (1 - r_t) ⊙ x'_t        (highway; x' = x when sizes match, else W_h x)
+
+The released ``sru`` package (v2) feeds ``v ⊙ c_{t-1}`` into f and r, which makes the recurrence non-rational;
+this layer is the rational 2017 cell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .registry import register_model
+from .rrnn import (
+    RationalClassifier,
+    RationalLanguageModel,
+    RationalLayer,
+    RationalStack,
+    compile_layer,
+    rrnn_template,
+    task_builder,
+)
+
+__all__ = ["SRUClassifier", "SRULanguageModel", "SRULayer"]
+
+Tensor = torch.Tensor
+
+
+class SRULayer(RationalLayer):
+    """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards)."""
+
+    def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = False, backend: str = "auto"):
+        super().__init__()
+        dim = hidden_size * (2 if bidirectional else 1)
+        self.dim = self.output_size = dim
+        self.transform = nn.Linear(input_size, dim, bias=False)  # W
+        self.gates = nn.Linear(input_size, 2 * dim)  # W_f, W_r with biases
+        self.highway = None if input_size == dim else nn.Linear(input_size, dim, bias=False)
+        self.recurrence = compile_layer(rrnn_template("B"), "real", dim, bidirectional, backend)
+
+    def slots(self, x: Tensor) -> tuple[Tensor, Any]:
+        f, r = torch.sigmoid(self.gates(x)).split(self.dim, -1)
+        u = (1 - f) * self.transform(x)
+        named = {"u": u, "f": f}
+        return torch.stack([named[s] for s in self.recurrence.template.slots], 2), r
+
+    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
+        r = extra
+        skip = x if self.highway is None else self.highway(x)
+        return r * torch.tanh(c) + (1 - r) * skip
+
+
+def sru_stack(
+    input_size: int, hidden_size: int, num_layers: int, *, bidirectional: bool, vertical_dropout: float,
+    recurrent_dropout: float, backend: str = "auto",
+) -> RationalStack:
+    def make(size: int, index: int) -> RationalLayer:
+        return SRULayer(size, hidden_size, bidirectional=bidirectional, backend=backend)
+
+    return RationalStack(
+        input_size, num_layers, make, vertical_dropout=vertical_dropout, recurrent_dropout=recurrent_dropout
+    )
+
+
+class SRUClassifier(RationalClassifier):
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        bidirectional: bool = False,
+        embedding_dim: int = 50,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        mlp_hidden: int = 100,
+        freeze_embeddings: bool = True,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            num_classes,
+            lambda size: sru_stack(
+                size, hidden_size, num_layers, bidirectional=bidirectional, vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout, backend=backend,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+            mlp_hidden=mlp_hidden,
+            bidirectional=bidirectional,
+            freeze_embeddings=freeze_embeddings,
+        )
+
+
+class SRULanguageModel(RationalLanguageModel):
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        hidden_size: int = 256,
+        num_layers: int = 2,
+        embedding_dim: int = 128,
+        embedding_dropout: float = 0.0,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        backend: str = "auto",
+    ):
+        super().__init__(
+            vocab_size,
+            lambda size: sru_stack(
+                size, hidden_size, num_layers, bidirectional=False, vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout, backend=backend,
+            ),
+            embedding_dim=embedding_dim,
+            embedding_dropout=embedding_dropout,
+            vertical_dropout=vertical_dropout,
+        )
+
+
+register_model("sru", task_builder(SRUClassifier, SRULanguageModel))

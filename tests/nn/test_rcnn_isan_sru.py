@@ -1,0 +1,118 @@
+"""SRU-2017, RCNN and ISAN layers against plain transcriptions of their equations (Rational Recurrences §4)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kleene.nn.isan import ISANClassifier, ISANLayer
+from kleene.nn.rcnn import RCNNClassifier, RCNNLayer
+from kleene.nn.rrnn import RecurrenceError
+from kleene.nn.sru import SRUClassifier, SRULayer
+
+from .helpers import sst2_loss_ratio
+
+
+def sru_equations(layer: SRULayer, x: torch.Tensor) -> torch.Tensor:
+    n = layer.dim
+    c = torch.zeros(n, dtype=x.dtype)
+    out = []
+    for v in x:
+        f_pre, r_pre = (layer.gates.weight @ v + layer.gates.bias).split(n)
+        f, r = torch.sigmoid(f_pre), torch.sigmoid(r_pre)
+        c = f * c + (1 - f) * (layer.transform.weight @ v)
+        skip = v if layer.highway is None else layer.highway.weight @ v
+        out.append(r * torch.tanh(c) + (1 - r) * skip)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("input_size", [3, 4])
+def test_sru_matches_equations(input_size: int) -> None:
+    torch.manual_seed(0)
+    layer = SRULayer(input_size, 3, backend="torch").double()
+    x = torch.randn(2, 5, input_size, dtype=torch.float64)
+    with torch.no_grad():
+        h, _ = layer(x, torch.tensor([5, 3]))
+    torch.testing.assert_close(h[0], sru_equations(layer, x[0]))
+    torch.testing.assert_close(h[1, :3], sru_equations(layer, x[1, :3]))
+
+
+def rcnn_equations(layer: RCNNLayer, x: torch.Tensor) -> torch.Tensor:
+    n, order = layer.dim, layer.order
+    cs = [torch.zeros(n, dtype=x.dtype) for _ in range(order)]
+    out = []
+    for v in x:
+        u = (layer.inputs.weight @ v).split(n)
+        if layer.decay is not None:
+            lam = torch.sigmoid(layer.decay.weight @ v + layer.decay.bias)
+        else:
+            lam = torch.sigmoid(layer.recurrence.parametrizations.constants.original[0])
+        new = [lam * cs[0] + u[0]]
+        for j in range(1, order):
+            new.append(lam * cs[j] + cs[j - 1] * u[j])
+        cs = new
+        out.append(torch.tanh(cs[-1] + layer.bias))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize(("order", "adaptive"), [(1, True), (2, True), (3, False)])
+def test_rcnn_matches_equations(order: int, adaptive: bool) -> None:
+    torch.manual_seed(1)
+    layer = RCNNLayer(4, 3, order=order, adaptive_decay=adaptive, backend="torch").double()
+    with torch.no_grad():
+        layer.bias.normal_()
+    x = torch.randn(1, 6, 4, dtype=torch.float64)
+    with torch.no_grad():
+        h, _ = layer(x, torch.tensor([6]))
+    torch.testing.assert_close(h[0], rcnn_equations(layer, x[0]))
+
+
+def isan_equations(layer: ISANLayer, x: torch.Tensor) -> torch.Tensor:
+    d = layer.size
+    c = torch.zeros(d, dtype=x.dtype)
+    out = []
+    for v in x:
+        w = (layer.matrix.weight @ v + layer.matrix.bias).view(d, d)
+        b = layer.offset.weight @ v + layer.offset.bias
+        c = w @ c + b
+        out.append(c)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
+def test_isan_matches_equations(backend: str) -> None:
+    torch.manual_seed(2)
+    layer = ISANLayer(4, 3, backend=backend).double()
+    x = torch.randn(2, 5, 4, dtype=torch.float64)
+    with torch.no_grad():
+        h, final = layer(x, torch.tensor([5, 2]))
+    torch.testing.assert_close(h[0], isan_equations(layer, x[0]))
+    torch.testing.assert_close(h[1, :2], isan_equations(layer, x[1, :2]))
+    assert torch.all(h[1, 2:] == 0)
+    torch.testing.assert_close(final[1, 1:, 0], h[1, 1])
+
+
+@pytest.mark.parametrize("make", [lambda: SRULayer(3, 2), lambda: RCNNLayer(3, 2, order=2), lambda: ISANLayer(3, 2)])
+def test_gradcheck(make) -> None:  # type: ignore[no-untyped-def]
+    torch.manual_seed(3)
+    layer = make().double()
+    x = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda v: layer(v, torch.tensor([4, 2]))[0], (x,))
+
+
+def test_rcnn_order_error() -> None:
+    with pytest.raises(RecurrenceError, match="order .* must be >= 1, got 0"):
+        RCNNLayer(3, 2, order=0)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda v, c: SRUClassifier(v, c, hidden_size=32),
+        lambda v, c: RCNNClassifier(v, c, hidden_size=32),
+        lambda v, c: ISANClassifier(v, c, hidden_size=8),
+    ],
+    ids=["sru", "rcnn", "isan"],
+)
+def test_classifiers_train_on_real_sst2(build) -> None:  # type: ignore[no-untyped-def]
+    assert sst2_loss_ratio(build) < 0.85
