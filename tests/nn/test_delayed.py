@@ -325,4 +325,20 @@ def test_reversal_example_runs_and_reports_the_analytic_bound(tmp_path):
     # (1 + 1/V) / 2 + floor((d + 1) / 2) / T (1 - 1/V) with T = 20, V = 4
     assert [row["bound"] for row in rows] == [1.0, 0.625, 1.0]
     assert (tmp_path / "delayed_reversal.png").stat().st_size > 10_000
+    assert rows[1]["test_accuracy_unreachable"] is not None and rows[2]["test_accuracy_unreachable"] is None
     assert "| d-lstm (d=19) | 19 |" in (tmp_path / "delayed_reversal.md").read_text()
+
+
+def test_reversal_bound_is_the_share_of_reachable_outputs():
+    """The paper's closed form equals: reachable outputs always right, the others right with probability 1/V."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "delayed_reversal.py"
+    spec = importlib.util.spec_from_file_location("delayed_reversal", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    for delay in range(example.LENGTH):
+        share = int(example.reachable(delay).sum()) / example.LENGTH
+        assert example.bound(delay) == pytest.approx(share + (1 - share) / example.VOCAB, abs=1e-12), delay

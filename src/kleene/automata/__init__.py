@@ -3,8 +3,6 @@
 Knows nothing of neural networks; torch appears only as a batched array backend.
 """
 
-# AT&T text
-# algorithms (forward, viterbi, closure, spans, pathsum, symbolic scores)
 from .algorithms import (
     SpanScores,
     Step,
@@ -17,14 +15,8 @@ from .algorithms import (
     viterbi,
 )
 from .att import read_att, read_symbols, write_att, write_symbols
-
-# batched torch forward
 from .batched import DenseWFSA, batched_forward
-
-# drawing
 from .draw import to_dot
-
-# equivalence
 from .equivalence import Counterexample, EquivalenceResult, equivalent
 from .errors import (
     AlphabetError,
@@ -35,18 +27,12 @@ from .errors import (
     UnknownStateError,
     WeightError,
 )
-
-# JSON
 from .jsonio import from_json, to_json
 from .labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
-
-# networkx
 from .nxio import from_networkx, to_networkx
-
-# rational operations
 from .ops import concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
 from .semiring import BOOLEAN, LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, SEMIRINGS, Semiring, get_semiring
-from .weights import ALPHA, sigmoid, weight_functions
+from .weights import ALPHA, parse_weight, sigmoid, weight_functions
 from .wfsa import WFSA, Arc
 
 __all__ = [
@@ -94,6 +80,7 @@ __all__ = [
     "intersect",
     "kleene_plus",
     "kleene_star",
+    "parse_weight",
     "pathsum",
     "read_att",
     "read_symbols",

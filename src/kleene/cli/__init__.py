@@ -22,6 +22,7 @@ SUBCOMMANDS: list[str] = [
     "prove",
     "train",
     "evaluate",
+    "extract",
 ]
 
 

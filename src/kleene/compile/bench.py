@@ -70,13 +70,13 @@ def tune_malloc() -> bool:
     return all(libc.mallopt(option, value) == 1 for option, value in settings)
 
 
-def time_ms(fn: Callable[[], Any], budget_s: float, max_reps: int = 30) -> float:
-    """Minimum wall time of ``fn`` in ms over at least 3 calls (after a warm-up) within about ``budget_s``."""
+def time_ms(fn: Callable[[], Any], budget_s: float, max_reps: int = 30, min_reps: int = 3) -> float:
+    """Minimum wall time of ``fn`` in ms over ``min_reps`` or more calls (after a warm-up) within about ``budget_s``."""
     fn()
     best = math.inf
     deadline = time.perf_counter() + budget_s
     reps = 0
-    while reps < 3 or (reps < max_reps and time.perf_counter() < deadline):
+    while reps < min_reps or (reps < max_reps and time.perf_counter() < deadline):
         start = time.perf_counter()
         fn()
         best = min(best, (time.perf_counter() - start) * 1000)
@@ -276,7 +276,7 @@ def _rnn_times(shape: tuple[int, int, int], pass_name: str, budget: float, with_
         else:
             xs = x.clone().requires_grad_()
             fn = _grad_of_sum(lambda rnn=rnn, xs=xs: [rnn(xs)[0]], [xs, *rnn.parameters()])
-        times[key] = time_ms(fn, budget, max_reps=5)
+        times[key] = time_ms(fn, budget, max_reps=5, min_reps=2)
     return times
 
 
@@ -360,8 +360,8 @@ def layer_records(shape: tuple[int, int, int], passes: list[str], backend: str, 
             "shape": [b, t, d],
             "pass": pass_name,
             "backend": layer.recurrence.backend,
-            "kernel_ms": time_ms(kernel, budget, max_reps=8),
-            "gemm_ms": time_ms(gemm, budget, max_reps=8),
+            "kernel_ms": time_ms(kernel, budget, max_reps=8, min_reps=2),
+            "gemm_ms": time_ms(gemm, budget, max_reps=8, min_reps=2),
             "naive_ms": None,
             "floor_ms": None,
             **_rnn_times(shape, pass_name, budget, with_gru=False),
@@ -416,8 +416,8 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
             "shape": [b, t, d],
             "pass": pass_name,
             "backend": layer.recurrence.backend,
-            "kernel_ms": time_ms(kernel, budget, max_reps=8),
-            "sru_ms": time_ms(sru, budget, max_reps=8),
+            "kernel_ms": time_ms(kernel, budget, max_reps=8, min_reps=2),
+            "sru_ms": time_ms(sru, budget, max_reps=8, min_reps=2),
             "naive_ms": None,
             "floor_ms": None,
         }

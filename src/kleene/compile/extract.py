@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,9 @@ import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
-from kleene.automata.batched import DenseWFSA, batched_forward
+from kleene.automata.batched import DenseWFSA
 from kleene.automata.errors import KleeneError
-from kleene.automata.labels import ANY, EPSILON, Sym, SymbolTable
+from kleene.automata.labels import EPSILON, Sym, SymbolTable
 from kleene.automata.semiring import Semiring
 from kleene.automata.weights import ALPHA, sigmoid
 from kleene.automata.wfsa import WFSA
@@ -152,6 +153,21 @@ def proved_automata(rec: Recurrence, alphabet: Sequence[Hashable] | None = None)
     return list(result.automata)
 
 
+@lru_cache(maxsize=1024)
+def _lambdified(expr: sympy.Expr) -> tuple[Callable[..., Any], list[sympy.Expr]]:
+    """A numpy function of ``expr``'s input calls (sorted), and those calls.
+
+    Raises:
+        ExtractionError: ``expr`` has free constants left.
+    """
+    calls = sorted(expr.atoms(AppliedUndef), key=str)
+    dummies = sympy.symbols(f"_arg0:{len(calls)}")
+    body = expr.xreplace(dict(zip(calls, dummies)))
+    if body.free_symbols - set(dummies):
+        raise ExtractionError(f"{expr} has unset constants {sorted(map(str, body.free_symbols - set(dummies)))}")
+    return sympy.lambdify(dummies, body, modules="numpy"), calls
+
+
 def _word_of_atom(words: Sequence[Hashable]) -> dict[sympy.Basic, Hashable | None]:
     table: dict[sympy.Basic, Hashable | None] = {symbol_atom(w): w for w in words}
     table[symbol_atom(BOS)] = None
@@ -242,15 +258,9 @@ class Extraction:
         if name not in unit.proof.parameterisation:
             raise ExtractionError(f"unit {unit.name}: the weight function {name} has no parameterisation")
         expr = unit.proof.parameterisation[name].subs({sympy.Symbol(k): v for k, v in unit.constants.items()})
-        calls = sorted(expr.atoms(AppliedUndef), key=str)
-        dummies = sympy.symbols(f"_arg0:{len(calls)}")
-        body = expr.xreplace(dict(zip(calls, dummies)))
-        if body.free_symbols - set(dummies):
-            raise ExtractionError(f"unit {unit.name}: {name} = {expr} has unset constants {body.free_symbols}")
-        fn = sympy.lambdify(dummies, body, modules="numpy")
+        fn, calls = _lambdified(expr)
         args = [self._check_call(unit, c).values(current, self._lagged(c)) for c in calls]
-        values = np.broadcast_to(np.asarray(fn(*args), dtype=np.float64), (current.shape[0],))
-        return values
+        return np.broadcast_to(np.asarray(fn(*args), dtype=np.float64), (current.shape[0],))
 
     # -- automata ---------------------------------------------------------------------------------
     def dense(self, unit: Unit, words: Sequence[Hashable]) -> DenseWFSA:
@@ -262,17 +272,24 @@ class Extraction:
         current = self.rows(words)
         emissions: np.ndarray = s.zeros((len(words) + 1, q, q))
         epsilon: np.ndarray = s.zeros((q, q))
+        position = {w: i for i, w in enumerate(words)}
+        cache: dict[Any, np.ndarray] = {}  # weight -> its value for every word
         for index, arc in enumerate(template.arcs):
             where = f"arc {index} ({template.state_name(arc.src)} -{arc.label}-> {template.state_name(arc.dst)})"
             if not arc.label.consumes:
                 epsilon[arc.src, arc.dst] = s.plus(epsilon[arc.src, arc.dst], self._constant(unit, arc.weight, where))
                 continue
-            rows = np.array([arc.label.matches(w) for w in words], dtype=bool)
-            if not rows.any():
-                continue
-            values = np.broadcast_to(self._weight_values(unit, arc.weight, current[rows], where), (int(rows.sum()),))
-            hit = np.flatnonzero(rows) + 1
-            emissions[hit, arc.src, arc.dst] = s.plus(emissions[hit, arc.src, arc.dst], values)
+            if isinstance(arc.label, Sym):
+                if arc.label.symbol not in position:
+                    continue
+                rows = np.array([position[arc.label.symbol]])
+            else:
+                rows = np.flatnonzero([arc.label.matches(w) for w in words])
+            if arc.weight not in cache:
+                values = self._weight_values(unit, arc.weight, current, where)
+                cache[arc.weight] = np.broadcast_to(values, (len(words),))
+            hit = rows + 1
+            emissions[hit, arc.src, arc.dst] = s.plus(emissions[hit, arc.src, arc.dst], cache[arc.weight][rows])
 
         def tensor(a: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(a, dtype=np.float64))
@@ -444,7 +461,7 @@ class Extraction:
         if fmt == "att":
             paths.append(out_dir / "words.syms")
             paths[-1].write_text(write_symbols(table))
-        for index, unit in enumerate(self.units):
+        for index in range(len(self.units)):
             automaton = self.wfsa(index, list(table))
             stem = out_dir / f"unit{index:03d}"
             if fmt == "att":
@@ -465,7 +482,7 @@ class Extraction:
             "model": self.model,
             "semiring": self.semiring.name,
             "automata": len(self.units),
-            "states": [u.proof.wfsa.num_states for u in self.units[:1]][0],
+            "states": self.units[0].proof.wfsa.num_states,
             "vocabulary": len(self.words),
             "max_abs_error": self.max_abs_error,
             "checked_tokens": self.checked_tokens,
@@ -506,7 +523,7 @@ def _vocabulary(embedding: Any, words: Sequence[Hashable] | None) -> tuple[list[
     table = _array(embedding.weight if hasattr(embedding, "weight") else embedding)
     if table.ndim != 2:
         raise ExtractionError(f"embeddings must be a [V, n] matrix; got shape {table.shape}")
-    names = list(range(table.shape[0])) if words is None else list(words)
+    names: list[Hashable] = list(range(table.shape[0])) if words is None else list(words)
     if len(names) != table.shape[0]:
         raise ExtractionError(f"{len(names)} words for {table.shape[0]} embedding rows")
     return names, table
@@ -558,10 +575,9 @@ def from_torch_rnn(rnn: Any, embedding: Any, words: Sequence[Hashable] | None = 
         )
     if rnn.num_layers != 1 or rnn.bidirectional:
         raise ExtractionError("only single-layer unidirectional torch.nn.RNN weights are extracted")
-    bias = (
-        _array(rnn.bias_ih_l0) + _array(rnn.bias_hh_l0) if rnn.bias else np.zeros(rnn.hidden_size)
-    )
-    return from_linear_rnn(rnn.weight_ih_l0, rnn.weight_hh_l0, bias, embedding, words, h0, model="torch.nn.RNN (identity)")
+    bias = _array(rnn.bias_ih_l0) + _array(rnn.bias_hh_l0) if rnn.bias else np.zeros(rnn.hidden_size)
+    model = "torch.nn.RNN (identity)"
+    return from_linear_rnn(rnn.weight_ih_l0, rnn.weight_hh_l0, bias, embedding, words, h0, model=model)
 
 
 def _gated_units(
@@ -650,3 +666,77 @@ def from_sru_cell(cell: Any, embedding: Any, words: Sequence[Hashable] | None = 
     g = [AffineInput("identity", per_unit[:, i, 0][None, :]) for i in range(d)]
     units = _gated_units("c", lambda: proved_automata(zoo.sru()), f, g, "g")
     return Extraction("sru.SRUCell (weight_c = 0)", units, names, table)
+
+
+# ---------------------------------------------------------------------------------------------
+# adapters: kleene's own layers (read by duck typing: kleene.compile never imports kleene.nn)
+# ---------------------------------------------------------------------------------------------
+
+
+def _rows(linear: Any, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start .. start+count`` of a ``nn.Linear``'s weight and bias (zeros without bias)."""
+    weight = _array(linear.weight)[start : start + count]
+    bias = _array(linear.bias)[start : start + count] if linear.bias is not None else np.zeros(count)
+    return weight, bias
+
+
+def _affine(activation: str, weight: np.ndarray, bias: np.ndarray) -> list[AffineInput]:
+    return [AffineInput(activation, weight[i][None, :], float(bias[i])) for i in range(len(weight))]
+
+
+def _rrnn_units(layer: Any) -> list[Unit]:
+    d, kind = layer.dim, layer.kind
+    if kind in ("B", "B-maxplus"):
+        maxplus = kind == "B-maxplus"
+        proof = proved_automata(zoo.rrnn_b_maxplus() if maxplus else zoo.rrnn_b())[0]
+        forget = _affine("logsigmoid" if maxplus else "sigmoid", *_rows(layer.forget, 0, d))
+        update = _affine("identity", *_rows(layer.update, 0, d))
+        value = "u" if maxplus else "w"
+        return [Unit(f"c{i + 1}", proof, {"f": forget[i], value: update[i]}) for i in range(d)]
+    proof = proved_automata(zoo.rrnn_c() if kind == "C" else zoo.rrnn_f())[0]
+    f1, f2 = (_affine("sigmoid", *_rows(layer.forget, j * d, d)) for j in (0, 1))
+    w1, w2 = (_affine("identity", *_rows(layer.update, j * d, d)) for j in (0, 1))
+    constants: list[dict[str, float]] = [{} for _ in range(d)]
+    if kind == "F":
+        values = _array(layer.recurrence.constants)  # [gamma, rho1, rho2] x d, already σ(raw)
+        names = list(layer.recurrence.template.constants)
+        mapping = {"gamma": "r", "rho1": "p1", "rho2": "p2"}
+        constants = [{mapping[n]: float(values[k, i]) for k, n in enumerate(names)} for i in range(d)]
+    return [
+        Unit(f"c{i + 1}", proof, {"f1": f1[i], "f2": f2[i], "w1": w1[i], "w2": w2[i]}, constants[i]) for i in range(d)
+    ]
+
+
+def _sru_units(layer: Any) -> list[Unit]:
+    d = layer.dim
+    proof = proved_automata(zoo.sru())[0]
+    forget = _affine("sigmoid", *_rows(layer.gates, 0, d))
+    value = _affine("identity", *_rows(layer.transform, 0, d))
+    return [Unit(f"c{i + 1}", proof, {"f": forget[i], "g": value[i]}) for i in range(d)]
+
+
+#: kleene layer class name -> unit builder
+KLEENE_LAYERS: dict[str, Callable[[Any], list[Unit]]] = {"RRNNLayer": _rrnn_units, "SRULayer": _sru_units}
+
+
+def from_kleene_layer(layer: Any, embedding: Any, words: Sequence[Hashable] | None = None) -> Extraction:
+    """The cell states of a kleene rational layer reading word vectors (the first layer of a stack).
+
+    Raises:
+        ExtractionError: a layer kind without an extraction here, or a bidirectional layer.
+    """
+    kind = type(layer).__name__
+    if kind not in KLEENE_LAYERS:
+        raise ExtractionError(f"no exact extraction for {kind} (supported: {', '.join(sorted(KLEENE_LAYERS))})")
+    if getattr(layer.recurrence, "bidirectional", False):
+        raise ExtractionError(f"{kind}: bidirectional layers are not extracted (the backward half reads reversed text)")
+    names, table = _vocabulary(embedding, words)
+    label = f"{kind}({layer.kind})" if hasattr(layer, "kind") else kind
+    return Extraction(label, KLEENE_LAYERS[kind](layer), names, table)
+
+
+def kleene_layer_states(layer: Any, vectors: Any, lengths: Any) -> Any:
+    """The cell states c ``[B, T, d]`` a kleene rational layer computes (its compiled recurrence's output)."""
+    slots, _ = layer.slots(vectors)
+    states, _ = layer.recurrence(slots, lengths)
+    return states

@@ -65,12 +65,13 @@ class RCNNLayer(RationalLayer):
         backend: str = "auto",
     ):
         super().__init__()
+        template = rcnn_template(order, adaptive_decay)
         dim = hidden_size * (2 if bidirectional else 1)
         self.dim, self.order, self.output_size = dim, order, dim
         self.inputs = nn.Linear(input_size, order * dim, bias=False)  # W_1 .. W_n
         self.decay = nn.Linear(input_size, dim) if adaptive_decay else None
         self.bias = nn.Parameter(torch.zeros(dim))
-        self.recurrence = compile_layer(rcnn_template(order, adaptive_decay), "real", dim, bidirectional, backend)
+        self.recurrence = compile_layer(template, "real", dim, bidirectional, backend)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         b, t, _ = x.shape

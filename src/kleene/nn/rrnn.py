@@ -47,6 +47,10 @@ __all__ = [
 
 Tensor = torch.Tensor
 RRNN_KINDS = ("B", "B-maxplus", "C", "F")
+#: Initial forget-gate bias of max-plus layers: c_t = max(f_t + c_{t-1}, u_t) is a decayed running max, and with
+#: f ≈ log σ(0) = -0.69 the last word (often ".") decides the final state and training stalls (SST-2: the loss of
+#: a 160-sentence run moves 1%); σ(3) ≈ 0.95 keeps earlier words visible (the same run's loss falls by 68%).
+MAX_PLUS_FORGET_BIAS = 3.0
 
 
 class RecurrenceError(KleeneError, ValueError):
@@ -181,7 +185,10 @@ class RationalLayer(nn.Module):
 
 
 class RRNNLayer(RationalLayer):
-    """RRNN(B), RRNN(B) max-plus, RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction."""
+    """RRNN(B), RRNN(B) max-plus, RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction.
+
+    ``forget_bias`` initialises b_f (default: torch's init, and ``MAX_PLUS_FORGET_BIAS`` in max-plus).
+    """
 
     def __init__(
         self,
@@ -191,6 +198,7 @@ class RRNNLayer(RationalLayer):
         *,
         output_gate: bool = False,
         bidirectional: bool = False,
+        forget_bias: float | None = None,
         backend: str = "auto",
     ):
         super().__init__()
@@ -205,6 +213,11 @@ class RRNNLayer(RationalLayer):
         self.update = nn.Linear(input_size, self.orders * dim, bias=False)
         self.gate = nn.Linear(input_size, dim) if output_gate else None
         self.recurrence = compile_layer(template, self.semiring, dim, bidirectional, backend)
+        if forget_bias is None and self.semiring == "max-plus":
+            forget_bias = MAX_PLUS_FORGET_BIAS
+        if forget_bias is not None:
+            with torch.no_grad():
+                self.forget.bias.fill_(forget_bias)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         b, t, _ = x.shape
