@@ -17,8 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="only (32, 256, 512) and B at (1, 4096, 512)")
     parser.add_argument("--json", type=Path, default=None, help="also write the records as JSON to PATH")
     parser.add_argument("--backend", default="cpp", help="backend to time (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=None, help="threads for torch and the kernels (default: all)")
     args = parser.parse_args(argv)
-    run(quick=args.quick, json_path=args.json, backend=args.backend)
+    run(quick=args.quick, json_path=args.json, backend=args.backend, threads=args.threads)
     return 0
 
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 
-def sst2_loss_ratio(build: "type[nn.Module] | object", epochs: int = 8, lr: float = 5e-3, size: int = 160) -> float:
+def sst2_loss_ratio(build: type[nn.Module] | object, epochs: int = 8, lr: float = 5e-3, size: int = 160) -> float:
     """Train ``build(vocab_size, num_classes)`` on ``size`` SST-2 sentences (GloVe, Adam); final / initial loss."""
     from kleene.data import Vocabulary, classification_batches, glove_matrix, load
 

@@ -36,10 +36,8 @@ def notes_equations(layer: QRNNLayer, x: torch.Tensor) -> torch.Tensor:
     c = torch.zeros(n, dtype=x.dtype)
     out = []
     for t in range(x.shape[0]):
-        if layer.pooling == "ifo":
-            c = f[t] * c + torch.sigmoid(gates["i"][t]) * z[t]
-        else:
-            c = f[t] * c + (1 - f[t]) * z[t]
+        update = torch.sigmoid(gates["i"][t]) * z[t] if layer.pooling == "ifo" else (1 - f[t]) * z[t]
+        c = f[t] * c + update
         out.append(c if layer.pooling == "f" else torch.sigmoid(gates["o"][t]) * c)
     return torch.stack(out)
 
@@ -123,7 +121,9 @@ def test_encoder_decoder_learns_to_copy() -> None:
     losses = []
     for _ in range(60):
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(source, lengths, decoder_in, lengths).flatten(0, 1), source.flatten())
+        loss = torch.nn.functional.cross_entropy(
+            model(source, lengths, decoder_in, lengths).flatten(0, 1), source.flatten()
+        )
         loss.backward()
         optimizer.step()
         losses.append(loss.item())

@@ -101,7 +101,7 @@ def test_gradcheck(make) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_rcnn_order_error() -> None:
-    with pytest.raises(RecurrenceError, match="order .* must be >= 1, got 0"):
+    with pytest.raises(RecurrenceError, match=r"order .* must be >= 1, got 0"):
         RCNNLayer(3, 2, order=0)
 
 

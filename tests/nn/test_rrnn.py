@@ -102,8 +102,17 @@ def test_backends_agree_and_gradcheck(backend: str) -> None:
 def test_stacked_bidirectional_classifier_gets_gradients_everywhere() -> None:
     torch.manual_seed(0)
     model = RRNNClassifier(
-        30, 3, "C", hidden_size=4, num_layers=2, bidirectional=True, output_gate=True,
-        embedding_dropout=0.1, vertical_dropout=0.1, recurrent_dropout=0.1, freeze_embeddings=False,
+        30,
+        3,
+        "C",
+        hidden_size=4,
+        num_layers=2,
+        bidirectional=True,
+        output_gate=True,
+        embedding_dropout=0.1,
+        vertical_dropout=0.1,
+        recurrent_dropout=0.1,
+        freeze_embeddings=False,
     )
     tokens = torch.randint(1, 30, (4, 7))
     model(tokens, torch.tensor([7, 5, 2, 1])).logsumexp(1).sum().backward()
@@ -171,5 +180,5 @@ def test_language_model_trains_on_tiny_shakespeare() -> None:
         loss = torch.nn.functional.cross_entropy(model(inputs, lengths).flatten(0, 1), targets.flatten())
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < 0.75 * losses[0]

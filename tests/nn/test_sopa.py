@@ -152,7 +152,8 @@ def authors_forward(
         for v in doc:
             trans = from_float(state["diags"] @ v + bias_scale * state["bias"][:, 0]).view(total, num_diags, max_len)
             after_eps = plus(
-                hidden, torch.cat([torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1)
+                hidden,
+                torch.cat([torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1),
             )
             main = torch.cat(
                 [torch.full((total, 1), one, dtype=torch.float64), times(after_eps[:, :-1], trans[:, -1, :-1])], 1
@@ -229,7 +230,7 @@ def test_state_dict_errors_name_the_problem() -> None:
     emb = torch.randn(7, 4, dtype=torch.float64)
     with pytest.raises(SoPaError, match="diags has 12 rows"):
         from_soft_patterns(state, "3-2_2-1", emb)
-    with pytest.raises(SoPaError, match="unexpected keys.*'extra'"):
+    with pytest.raises(SoPaError, match=r"unexpected keys.*'extra'"):
         from_soft_patterns({**state, "extra": torch.zeros(1)}, "3-2", emb)
     with pytest.raises(SoPaError, match="--use_rnn"):
         from_soft_patterns({**state, "rnn.lstm.weight": torch.zeros(1)}, "3-2", emb)

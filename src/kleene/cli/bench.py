@@ -17,11 +17,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--quick", action="store_true", help="only (32, 256, 512) and B at (1, 4096, 512): < 1 min")
     parser.add_argument("--json", type=Path, default=None, help="also write the records as JSON to PATH")
     parser.add_argument("--backend", default="cpp", help="backend to time (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=None, help="threads for torch and the kernels (default: all)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kleene.compile.bench import run as run_bench
 
-    run_bench(quick=args.quick, json_path=args.json, backend=args.backend)
+    run_bench(quick=args.quick, json_path=args.json, backend=args.backend, threads=args.threads)
     return 0

@@ -37,6 +37,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -207,8 +208,7 @@ def make_contender(name: str, shape: tuple[int, int, int], backend: str, gen: to
         bank = sopa_bank()
         widths = [d // len(bank) + (1 if i < d % len(bank) else 0) for i in range(len(bank))]
         modules = [
-            compile(p, "max-times", w, backend, restart=True, output="sum", epsilon_cap=1)
-            for p, w in zip(bank, widths)
+            compile(p, "max-times", w, backend, restart=True, output="sum", epsilon_cap=1) for p, w in zip(bank, widths)
         ]
         for m in modules:
             with torch.no_grad():
@@ -257,6 +257,16 @@ def _grad_of_sum(outputs: Callable[[], list[Tensor]], wrt: list[Tensor]) -> Call
     return run
 
 
+def _outputs(module: Callable[[Tensor], Any], x: Tensor) -> Callable[[], list[Tensor]]:
+    """``module(x)`` as a one-element list (the first element when it returns a tuple, as RNNs do)."""
+
+    def call() -> list[Tensor]:
+        y = module(x)
+        return [y[0] if isinstance(y, tuple) else y]
+
+    return call
+
+
 def _no_grad(fn: Callable[[], Any]) -> Callable[[], None]:
     def run() -> None:
         with torch.no_grad():
@@ -272,10 +282,10 @@ def _rnn_times(shape: tuple[int, int, int], pass_name: str, budget: float, with_
     for key, cls in (("lstm_ms", nn.LSTM), ("gru_ms", nn.GRU))[: 2 if with_gru else 1]:
         rnn = cls(d, d, batch_first=True)
         if pass_name == FORWARD:
-            fn = _no_grad(lambda rnn=rnn: rnn(x))
+            fn = _no_grad(_outputs(rnn, x))
         else:
             xs = x.clone().requires_grad_()
-            fn = _grad_of_sum(lambda rnn=rnn, xs=xs: [rnn(xs)[0]], [xs, *rnn.parameters()])
+            fn = _grad_of_sum(_outputs(rnn, xs), [xs, *rnn.parameters()])
         times[key] = time_ms(fn, budget, max_reps=5, min_reps=2)
     return times
 
@@ -296,14 +306,14 @@ def recurrence_records(
             out_values = b * t * d if contender.per_step_output else b * d
             if pass_name == FORWARD:
                 out = torch.empty(b, t, d) if contender.per_step_output else None
-                kernel = _no_grad(lambda c=contender: c.kernel(c.slots))
-                naive = _no_grad(lambda c=contender, o=out: c.naive(c.slots, o))
+                kernel = _no_grad(partial(contender.kernel, contender.slots))
+                naive = _no_grad(partial(contender.naive, contender.slots, out))
                 moved = 4 * (slot_values + out_values)
             else:
                 leaves = [x.clone().requires_grad_() for x in contender.slots]
                 wrt = leaves + contender.parameters()
-                kernel = _grad_of_sum(lambda c=contender, x=leaves: c.kernel(x), wrt)
-                naive = _grad_of_sum(lambda c=contender, x=leaves: c.naive(x, None), wrt)
+                kernel = _grad_of_sum(partial(contender.kernel, leaves), wrt)
+                naive = _grad_of_sum(partial(contender.naive, leaves, None), wrt)
                 moved = 4 * (3 * slot_values + 2 * out_values)
             record: Record = {
                 "automaton": name,
@@ -349,12 +359,12 @@ def layer_records(shape: tuple[int, int, int], passes: list[str], backend: str, 
     records = []
     for pass_name in passes:
         if pass_name == FORWARD:
-            kernel = _no_grad(lambda: layer(x))
-            gemm = _no_grad(lambda: layer.projection(x))
+            kernel = _no_grad(_outputs(layer, x))
+            gemm = _no_grad(_outputs(layer.projection, x))
         else:
             xs = x.clone().requires_grad_()
-            kernel = _grad_of_sum(lambda xs=xs: [layer(xs)], [xs, *layer.parameters()])
-            gemm = _grad_of_sum(lambda xs=xs: [layer.projection(xs)], [xs, *layer.projection.parameters()])
+            kernel = _grad_of_sum(_outputs(layer, xs), [xs, *layer.parameters()])
+            gemm = _grad_of_sum(_outputs(layer.projection, xs), [xs, *layer.projection.parameters()])
         record: Record = {
             "automaton": "layer RRNN(F)",
             "shape": [b, t, d],
@@ -404,13 +414,13 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
     for pass_name in passes:
         if pass_name == FORWARD:
             cell.eval()
-            kernel = _no_grad(lambda: layer(x))
-            sru = _no_grad(lambda: cell(x_time_major))
+            kernel = _no_grad(_outputs(layer, x))
+            sru = _no_grad(_outputs(cell, x_time_major))
         else:
             cell.train()
             xs, xt = x.clone().requires_grad_(), x_time_major.clone().requires_grad_()
-            kernel = _grad_of_sum(lambda xs=xs: [layer(xs)], [xs, *layer.parameters()])
-            sru = _grad_of_sum(lambda xt=xt: [cell(xt)[0]], [xt, *cell.parameters()])
+            kernel = _grad_of_sum(_outputs(layer, xs), [xs, *layer.parameters()])
+            sru = _grad_of_sum(_outputs(cell, xt), [xt, *cell.parameters()])
         record: Record = {
             "automaton": "SRU layer (B)",
             "shape": [b, t, d],
@@ -449,9 +459,7 @@ def format_row(r: Record) -> str:
         _ratio(r["kernel_ms"], r.get("gemm_ms")),
         _ratio(r.get("sru_ms"), r["kernel_ms"]),
     ]
-    return f"{r['automaton']:14} {shape:12} {r['pass']:16} {r['kernel_ms']:9.2f} " + " ".join(
-        f"{x:>7}" for x in ratios
-    )
+    return f"{r['automaton']:14} {shape:12} {r['pass']:16} {r['kernel_ms']:9.2f} " + " ".join(f"{x:>7}" for x in ratios)
 
 
 def build_seconds() -> tuple[float, float]:
@@ -488,9 +496,16 @@ def build_seconds() -> tuple[float, float]:
     return first, cached
 
 
-def run(quick: bool = False, json_path: Path | None = None, backend: str = "cpp") -> list[Record]:
-    """Run the benchmark (``quick``: the (32, 256, 512) rows and B at (1, 4096, 512)); print the table."""
+def run(
+    quick: bool = False, json_path: Path | None = None, backend: str = "cpp", threads: int | None = None
+) -> list[Record]:
+    """Run the benchmark (``quick``: the (32, 256, 512) rows and B at (1, 4096, 512)); print the table.
+
+    ``threads``: torch's (and so the kernels') thread count; default: torch's default (the core count).
+    """
     tuned = tune_malloc()
+    if threads is not None:
+        torch.set_num_threads(threads)
     started = time.perf_counter()
     build = "F kernel: no C++ compiler"
     if backend == "cpp":

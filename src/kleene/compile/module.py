@@ -100,7 +100,7 @@ class CompiledRecurrence(nn.Module):
         for name in AUTO_ORDER:
             try:
                 runner = _BACKENDS[name](self.plan)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure to build means: try the next backend
                 failures.append(f"{name}: {exc}")
                 continue
             if failures:

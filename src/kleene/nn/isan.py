@@ -12,14 +12,20 @@ recurrence runs through the compiled template one step at a time, carrying the s
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
 from ..compile import Template
 from .registry import register_model
-from .rrnn import RationalClassifier, RationalLanguageModel, RationalLayer, RationalStack, chain_template, compile_layer, task_builder
+from .rrnn import (
+    RationalClassifier,
+    RationalLanguageModel,
+    RationalLayer,
+    RationalStack,
+    chain_template,
+    compile_layer,
+    task_builder,
+)
 
 __all__ = ["ISANClassifier", "ISANLanguageModel", "ISANLayer", "isan_template"]
 
@@ -38,6 +44,8 @@ def isan_template(size: int) -> Template:
 class ISANLayer(RationalLayer):
     """An ISAN layer of ``hidden_size`` units; ``h_t = c_t`` (the network is affine, as in the paper)."""
 
+    _slot_index: Tensor
+
     def __init__(self, input_size: int, hidden_size: int, *, backend: str = "auto"):
         super().__init__()
         self.size = self.output_size = hidden_size
@@ -50,7 +58,10 @@ class ISANLayer(RationalLayer):
         names = self.recurrence.template.slots
         d = hidden_size
         # order of the template's slots in cat([b (d), W row-major (d*d) as W[j, i] at j*d + i])
-        positions = [int(n[1:]) - 1 if n.startswith("b") else d + (int(n[1:].split("_")[0]) - 1) * d + int(n.split("_")[1]) - 1 for n in names]
+        positions = [
+            int(n[1:]) - 1 if n.startswith("b") else d + (int(n[1:].split("_")[0]) - 1) * d + int(n.split("_")[1]) - 1
+            for n in names
+        ]
         self.register_buffer("_slot_index", torch.tensor(positions), persistent=False)
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -122,8 +133,6 @@ class ISANLanguageModel(RationalLanguageModel):
             embedding_dropout=embedding_dropout,
             vertical_dropout=vertical_dropout,
         )
-
-
 
 
 register_model("isan", task_builder(ISANClassifier, ISANLanguageModel))

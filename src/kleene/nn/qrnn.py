@@ -158,8 +158,15 @@ class QRNNClassifier(RationalClassifier):
             vocab_size,
             num_classes,
             lambda size: qrnn_stack(
-                size, hidden_size, num_layers, window=window, pooling=pooling, zoneout=zoneout, dense=dense,
-                vertical_dropout=vertical_dropout, backend=backend,
+                size,
+                hidden_size,
+                num_layers,
+                window=window,
+                pooling=pooling,
+                zoneout=zoneout,
+                dense=dense,
+                vertical_dropout=vertical_dropout,
+                backend=backend,
             ),
             embedding_dim=embedding_dim,
             embedding_dropout=embedding_dropout,
@@ -189,8 +196,15 @@ class QRNNLanguageModel(RationalLanguageModel):
         super().__init__(
             vocab_size,
             lambda size: qrnn_stack(
-                size, hidden_size, num_layers, window=window, pooling=pooling, zoneout=zoneout, dense=False,
-                vertical_dropout=vertical_dropout, backend=backend,
+                size,
+                hidden_size,
+                num_layers,
+                window=window,
+                pooling=pooling,
+                zoneout=zoneout,
+                dense=False,
+                vertical_dropout=vertical_dropout,
+                backend=backend,
             ),
             embedding_dim=embedding_dim,
             embedding_dropout=embedding_dropout,
@@ -250,10 +264,13 @@ class QRNNEncoderDecoder(nn.Module):
             if index + 1 < len(self.decoder):
                 y, _ = layer(y, target_lengths, context=context)
                 continue
+            assert isinstance(layer, QRNNLayer)
             c, _, gates, valid = layer.run(y, target_lengths, context)
             memory = encoded[-1]  # (B, S, H)
             scores = torch.einsum("bth,bsh->bts", c, memory)
-            source_valid = torch.arange(memory.shape[1], device=memory.device)[None, None, :] < source_lengths[:, None, None]
+            source_valid = (
+                torch.arange(memory.shape[1], device=memory.device)[None, None, :] < source_lengths[:, None, None]
+            )
             alpha = torch.softmax(scores.masked_fill(~source_valid, float("-inf")), -1)
             k = torch.einsum("bts,bsh->bth", alpha, memory)
             y = gates["o"] * (self.attend_key(k) + self.attend_state(c))

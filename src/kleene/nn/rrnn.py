@@ -41,8 +41,8 @@ __all__ = [
     "RationalLayer",
     "RationalStack",
     "RecurrenceError",
-    "rrnn_template",
     "chain_template",
+    "rrnn_template",
 ]
 
 Tensor = torch.Tensor
@@ -109,7 +109,9 @@ def rrnn_template(kind: str) -> Template:
     """
     if kind in ("B", "B-maxplus"):
         return chain_template(
-            f"rrnn-{kind}", ["q0", "q1"], [("q0", "q0", ()), ("q0", "q1", ["u"]), ("q1", "q1", ["f"])],
+            f"rrnn-{kind}",
+            ["q0", "q1"],
+            [("q0", "q0", ()), ("q0", "q1", ["u"]), ("q1", "q1", ["f"])],
             final=[("q1", None)],
         )
     if kind == "C":

@@ -27,6 +27,7 @@ back to probabilities (the authors' ``to_float``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -179,6 +180,8 @@ class PatternGroup(nn.Module):
     epsilon parameters ``recurrence.parametrizations.constants.original[i, p]`` (c_i of eq. 4).
     """
 
+    _slot_index: Tensor
+
     def __init__(
         self,
         input_dim: int,
@@ -201,11 +204,7 @@ class PatternGroup(nn.Module):
         self.semiring, self.encoder, self.mode = semiring, encoder, mode
         self.self_loops, self.epsilons, self.epsilon_cap = self_loops, epsilons, epsilon_cap
         self.bias_scale = bias_scale
-        self.loop_scale = (
-            None
-            if self_loop_scale is None
-            else _encoded_float(self_loop_scale, semiring, encoder)
-        )
+        self.loop_scale = None if self_loop_scale is None else _encoded_float(self_loop_scale, semiring, encoder)
         self.main_weight = nn.Parameter(_unit_rows(count, length - 1, input_dim))
         self.main_bias = nn.Parameter(torch.randn(count, length - 1))
         if self_loops:
@@ -391,7 +390,7 @@ class MLP(nn.Module):
         if num_layers < 1:
             raise SoPaError(f"the MLP needs at least one layer, got {num_layers}")
         dims = [input_dim] + [hidden_dim] * (num_layers - 1) + [num_classes]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.layers[0](x)
@@ -406,12 +405,14 @@ class SoPaClassifier(nn.Module):
     Each document is padded with ``max_length - 1`` START vectors before and END vectors after its tokens
     (as the authors' ``read_docs`` does), so every pattern can match; the boundary vectors are fixed random
     unit vectors (buffers ``start_vector``/``end_vector``). Defaults (patterns, dropout 0.2, trainable embeddings,
-    MLP 100) are the SST-2 settings of RESULTS.md; ``from_soft_patterns`` passes the authors' values explicitly. ``dropout`` acts on the pattern scores before the
-    MLP (paper) or on the transition scores (reference, as the authors do); ``word_dropout`` replaces tokens
-    by ``<unk>`` (id ``unk_id``) during training.
+    MLP 100) are the SST-2 settings of RESULTS.md; ``from_soft_patterns`` passes the authors' values explicitly.
+    ``dropout`` acts on the pattern scores before the MLP (paper) or on the transition scores (reference, as the
+    authors do); ``word_dropout`` replaces tokens by ``<unk>`` (id ``unk_id``) during training.
     """
 
     task = "classification"
+    start_vector: Tensor
+    end_vector: Tensor
 
     def __init__(
         self,
@@ -474,7 +475,7 @@ class SoPaClassifier(nn.Module):
         p = self.boundary
         if p == 0:
             return vectors, lengths
-        b, t, e = vectors.shape
+        t = vectors.shape[1]
         position = torch.arange(t + 2 * p, device=tokens.device)[None, :, None]
         ends = lengths[:, None, None] + p
         padded = nn.functional.pad(vectors, (0, 0, p, p))
@@ -599,7 +600,7 @@ def from_soft_patterns(
                 group.loop_weight.copy_(diag_view[rows_of, 0, :length])
                 group.loop_bias.copy_(bias_view[rows_of, 0, :length])
             if eps is not None:
-                original = group.recurrence.parametrizations.constants.original  # type: ignore[union-attr]
+                original = _raw_constants(group.recurrence)
                 original.copy_(eps[rows_of, : length - 1].T)
             first += group.count
         for i, layer in enumerate(model.mlp.layers):
@@ -607,6 +608,13 @@ def from_soft_patterns(
             layer.weight.copy_(state_dict[f"mlp.layers.{i}.weight"])
             layer.bias.copy_(state_dict[f"mlp.layers.{i}.bias"])
     return model
+
+
+def _raw_constants(recurrence: nn.Module) -> Tensor:
+    """The unencoded parameter behind a parametrized recurrence's ``constants``."""
+    raw = recurrence.parametrizations["constants"].original  # type: ignore[union-attr, index]
+    assert isinstance(raw, Tensor)
+    return raw
 
 
 def _build_sopa(vocab_size: int, num_classes: int, **kwargs: Any) -> SoPaClassifier:

@@ -56,8 +56,14 @@ class SRULayer(RationalLayer):
 
 
 def sru_stack(
-    input_size: int, hidden_size: int, num_layers: int, *, bidirectional: bool, vertical_dropout: float,
-    recurrent_dropout: float, backend: str = "auto",
+    input_size: int,
+    hidden_size: int,
+    num_layers: int,
+    *,
+    bidirectional: bool,
+    vertical_dropout: float,
+    recurrent_dropout: float,
+    backend: str = "auto",
 ) -> RationalStack:
     def make(size: int, index: int) -> RationalLayer:
         return SRULayer(size, hidden_size, bidirectional=bidirectional, backend=backend)
@@ -88,8 +94,13 @@ class SRUClassifier(RationalClassifier):
             vocab_size,
             num_classes,
             lambda size: sru_stack(
-                size, hidden_size, num_layers, bidirectional=bidirectional, vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout, backend=backend,
+                size,
+                hidden_size,
+                num_layers,
+                bidirectional=bidirectional,
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                backend=backend,
             ),
             embedding_dim=embedding_dim,
             embedding_dropout=embedding_dropout,
@@ -116,8 +127,13 @@ class SRULanguageModel(RationalLanguageModel):
         super().__init__(
             vocab_size,
             lambda size: sru_stack(
-                size, hidden_size, num_layers, bidirectional=False, vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout, backend=backend,
+                size,
+                hidden_size,
+                num_layers,
+                bidirectional=False,
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                backend=backend,
             ),
             embedding_dim=embedding_dim,
             embedding_dropout=embedding_dropout,
