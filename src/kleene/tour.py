@@ -212,3 +212,86 @@ def drawings(context: TourContext) -> None:
             raise KleeneError("graphviz's `dot` program is not installed: run `bash scripts/setup.sh`") from None
         context.files.append(path)
         _say(context, f"{name}: {path}")
+
+
+@section("Proving rationality: recurrences in, automata and certificates out")
+def proofs(context: TourContext) -> None:
+    from kleene.automata import equivalent
+    from kleene.compile import Certificate, prove, zoo
+
+    alphabet = list(DEFAULT_ALPHABET)
+    cert = prove(zoo.rrnn_f(), alphabet=alphabet)
+    assert isinstance(cert, Certificate)
+    _say(context, "RRNN(F), Eq. 19 of the paper, written as a recurrence with sympy:")
+    for line in cert.render_text().splitlines()[:8]:
+        _say(context, "  " + line)
+    checked = cert.check()
+    _say(context, f"certificate re-checked from its stored data: {checked}", style="green" if checked else "bold red")
+    # the proved automaton against the hand-drawn Figure 4, by Schützenberger-Tzeng equivalence
+    rename = {
+        "mu_c1": "mu1",
+        "phi_c1": "phi1",
+        "mu_c2": "mu2",
+        "phi_c2": "phi2",
+        "r": "gamma",
+        "p1": "rho1",
+        "p2": "rho2",
+    }
+    import numpy as np
+
+    _, (env,) = cert.environments(np.random.default_rng(context.seed), alphabet)
+    env = {**env, **{rename[k]: v for k, v in env.items() if k in rename}}
+    same = equivalent(cert.automata[0].wfsa, paper_automaton_f(), env=env)
+    _say(context, f"equivalent to the hand-drawn F under a random instantiation: {bool(same)}")
+    path = context.out / "rrnn-f-proved.svg"
+    path.write_bytes(cert.automata[0].wfsa.to_dot(title="RRNN(F), constructed by the prover").pipe(format="svg"))
+    context.files.append(path)
+    refusal = prove(zoo.lstm())
+    _say(context, f"LSTM refused: {refusal.reason}")
+    context.results["proofs"] = {
+        "rrnn_f_checked": checked,
+        "equivalent_to_figure_4": bool(same),
+        "lstm_refused": not refusal.rational,
+    }
+
+
+@section("Compiling F into a PyTorch module with a generated kernel")
+def compiled_module(context: TourContext) -> None:
+    import time
+
+    import torch
+
+    from kleene.compile import Template
+    from kleene.compile import compile as compile_template
+
+    torch.manual_seed(context.seed)
+    template = Template.from_wfsa(paper_automaton_f())
+    batch, steps, dim = 16, 64, 128
+    module = compile_template(template, "real", dim, backend="auto")
+    reference = compile_template(template, "real", dim, backend="torch")
+    reference.load_state_dict(module.state_dict())
+    slots = torch.rand(batch, steps, len(template.slots), dim, dtype=torch.float64, )
+    lengths = torch.randint(1, steps + 1, (batch,))
+    with torch.no_grad():
+        out, _ = module(slots, lengths)
+        expected, _ = reference(slots, lengths)
+    error = float((out - expected).abs().max())
+    _say(context, f"template slots {template.slots}, constants {template.constants}; backend: {module.backend}")
+    _say(context, f"kernel vs torch reference on ({batch}, {steps}, {dim}), float64: max |difference| {error:.1e}")
+    # one dimension of one sequence, against the automaton's own Forward algorithm
+    n = int(lengths[0])
+    symbols = list(range(n))  # each step is its own symbol, whose weights are that step's slots
+    f = paper_automaton_f(alphabet=symbols)
+    env: dict[str, Any] = {
+        name: {t: float(slots[0, t, s, 0]) for t in symbols} for s, name in enumerate(template.slots)
+    }
+    unit0 = module.constants[:, 0].detach().tolist()
+    env.update({name: float(value) for name, value in zip(template.constants, unit0)})
+    forward, produced = float(f.score(symbols, env)), float(out[0, n - 1, 0])
+    _say(context, f"WFSA.score of sequence 0, unit 0: {forward:.6f}; the module's output: {produced:.6f}")
+    for name, m in (("generated kernel", module), ("torch reference", reference)):
+        start = time.perf_counter()
+        y, _ = m(slots.detach().float().requires_grad_(True), lengths)
+        y.sum().backward()
+        _say(context, f"forward+backward, float32, {name}: {1000 * (time.perf_counter() - start):.1f} ms")
+    context.results["compiled"] = {"max_error": error, "forward": forward, "module": produced}

@@ -180,3 +180,32 @@ def test_broadcast_and_strided_output_gradients(output: str) -> None:
             grads.append(torch.autograd.grad(loss_of(module(x)[0]), [x, module.constants]))
         for got, expected in zip(*grads):
             torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-10)
+
+
+def test_threads_and_forked_children_agree() -> None:
+    """The kernel's thread pool: more threads give the single-thread result, and a forked child (whose
+    parent's workers do not exist) computes it too."""
+    import os
+
+    gen = torch.Generator().manual_seed(17)
+    module = compile(Template.from_wfsa(paper_automaton_f()), "real", 40, "cpp")
+    set_constants(module, gen)
+    slots = random_slots("real", (9, 6, 4, 40), gen, torch.float32)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        single = module(slots)[0]
+        torch.set_num_threads(3)
+        multi = module(slots)[0]
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(single, multi)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        ok = torch.equal(module(slots)[0], single)
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"1"

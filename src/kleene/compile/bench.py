@@ -381,53 +381,74 @@ def layer_records(shape: tuple[int, int, int], passes: list[str], backend: str, 
     return records
 
 
-class SRULayer(nn.Module):
-    """SRU as analysed in 2017 (c_t = f ⊙ c_{t-1} + (1 - f) ⊙ x̃, highway output), with automaton B's kernel."""
+class SRURecurrence(nn.Module):
+    """SRU's recurrence as analysed in 2017, from a precomputed projection ``u`` (B, T, 3, d) of ``x``:
+    ``f = σ(u_f + b_f)``, ``c_t = f ⊙ c_{t-1} + (1 - f) ⊙ u_x̃`` (automaton B's kernel), highway output
+    ``h = r ⊙ tanh(c) + (1 - r) ⊙ x`` with ``r = σ(u_r + b_r)``."""
 
     def __init__(self, d: int, backend: str):
         super().__init__()
-        self.projection = nn.Linear(d, 3 * d)
+        self.bias = nn.Parameter(torch.zeros(2, d))
         self.recurrence = compile(paper_templates()["B"], "real", d, backend)
 
-    def forward(self, x: Tensor) -> Tensor:
-        b, t, d = x.shape
-        x_tilde, f_pre, r_pre = self.projection(x).view(b, t, 3, d).unbind(2)
-        f = torch.sigmoid(f_pre)
+    def forward(self, u: Tensor, x: Tensor) -> Tensor:
+        x_tilde, f_pre, r_pre = u.unbind(2)
+        f = torch.sigmoid(f_pre + self.bias[0])
         slots = torch.stack((torch.addcmul(x_tilde, f, x_tilde, value=-1.0), f), 2)
         c = self.recurrence(slots)[0]
-        return torch.lerp(x, torch.tanh(c), torch.sigmoid(r_pre))
+        return torch.lerp(x, torch.tanh(c), torch.sigmoid(r_pre + self.bias[1]))
 
 
 def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, budget: float) -> list[Record]:
-    """kleene's SRU layer against ``sru.SRUCell`` (its C++ CPU forward; training on CPU is its Python loop)."""
+    """kleene's SRU recurrence against the ``sru`` package's on the same projection: forward against its C++
+    CPU operator (``elementwise_recurrence_inference``), forward+backward against its CPU training path (a
+    Python loop, ``elementwise_recurrence_naive``). Its v2 gates also read ``v ⊙ c_{t-1}``, a little more work."""
     try:
-        from sru import SRUCell  # type: ignore[import-not-found, import-untyped, unused-ignore]
+        import sru  # type: ignore[import-not-found, import-untyped, unused-ignore]
+        from sru.ops import (  # type: ignore[import-not-found, import-untyped, unused-ignore]
+            elementwise_recurrence_inference,
+            elementwise_recurrence_naive,
+        )
     except Exception as exc:  # noqa: BLE001 - any import failure means: no sru rows
         print(f"# sru rows skipped: the sru package is unavailable ({type(exc).__name__}: {exc})", flush=True)
         return []
     b, t, d = shape
-    cell = SRUCell(d, d)
-    layer = SRULayer(d, backend)
-    x = torch.randn(b, t, d, generator=torch.Generator().manual_seed(2))
+    cell = sru.SRUCell(d, d)
+    ours = SRURecurrence(d, backend)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(b, t, d, generator=gen)
+    u = torch.randn(b, t, 3, d, generator=gen)
     x_time_major = x.transpose(0, 1).contiguous()
+    c0 = torch.zeros(b, d)
+    with torch.no_grad():
+        u_theirs, v_theirs = cell.compute_UV(x_time_major, c0, None)
+    args = (cell.activation_type, cell.hidden_size, cell.bidirectional, cell.has_skip_term, None, None, None)
     records = []
     for pass_name in passes:
         if pass_name == FORWARD:
-            cell.eval()
-            kernel = _no_grad(_outputs(layer, x))
-            sru = _no_grad(_outputs(cell, x_time_major))
+            kernel = _no_grad(partial(ours, u, x))
+            theirs = _no_grad(
+                partial(elementwise_recurrence_inference, u_theirs, x_time_major, v_theirs, cell.bias, c0, *args)
+            )
         else:
-            cell.train()
-            xs, xt = x.clone().requires_grad_(), x_time_major.clone().requires_grad_()
-            kernel = _grad_of_sum(_outputs(layer, xs), [xs, *layer.parameters()])
-            sru = _grad_of_sum(_outputs(cell, xt), [xt, *cell.parameters()])
+            us, xs = u.clone().requires_grad_(), x.clone().requires_grad_()
+            ut, xt = u_theirs.clone().requires_grad_(), x_time_major.clone().requires_grad_()
+
+            def our_outputs(us: Tensor = us, xs: Tensor = xs) -> list[Tensor]:
+                return [ours(us, xs)]
+
+            def their_outputs(ut: Tensor = ut, xt: Tensor = xt) -> list[Tensor]:
+                return [elementwise_recurrence_naive(ut, xt, v_theirs, cell.bias, c0, *args)[0]]
+
+            kernel = _grad_of_sum(our_outputs, [us, xs, *ours.parameters()])
+            theirs = _grad_of_sum(their_outputs, [ut, xt, cell.bias])
         record: Record = {
-            "automaton": "SRU layer (B)",
+            "automaton": "SRU recurrence",
             "shape": [b, t, d],
             "pass": pass_name,
-            "backend": layer.recurrence.backend,
-            "kernel_ms": time_ms(kernel, budget, max_reps=8, min_reps=2),
-            "sru_ms": time_ms(sru, budget, max_reps=8, min_reps=2),
+            "backend": ours.recurrence.backend,
+            "kernel_ms": time_ms(kernel, budget),
+            "sru_ms": time_ms(theirs, budget, max_reps=8, min_reps=2),
             "naive_ms": None,
             "floor_ms": None,
         }
