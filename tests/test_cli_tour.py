@@ -40,13 +40,23 @@ def tour(tmp_path_factory: pytest.TempPathFactory) -> tuple[TourContext, str]:
 @needs_dot
 def test_tour_writes_the_three_drawings(tour: tuple[TourContext, str]) -> None:
     context, output = tour
-    assert [p.name for p in context.files] == ["B.svg", "C.svg", "F.svg"]
+    assert [p.name for p in context.files][:3] == ["B.svg", "C.svg", "F.svg"]
     for path, caption in zip(context.files, ("Figure 1: B", "Figure 2: C", "Figure 4: F")):
         root = ET.parse(path).getroot()
         assert root.tag == "{http://www.w3.org/2000/svg}svg"
         assert caption in [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert output.rstrip().endswith(str(context.files[-1]))
     assert f"Files written to {context.out.resolve()}" in output
+
+
+@needs_dot
+def test_tour_proves_and_compiles_f(tour: tuple[TourContext, str]) -> None:
+    context, _ = tour
+    proofs = context.results["proofs"]
+    assert proofs == {"rrnn_f_checked": True, "equivalent_to_figure_4": True, "lstm_refused": True}
+    compiled = context.results["compiled"]
+    assert compiled["max_error"] < 1e-12
+    assert abs(compiled["forward"] - compiled["module"]) < 1e-12
 
 
 @needs_dot
@@ -138,7 +148,7 @@ def test_cli_tour_runs_as_a_console_script(tmp_path: Path) -> None:
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["B.svg", "C.svg", "F.svg"]
+    assert {"B.svg", "C.svg", "F.svg", "rrnn-f-proved.svg"} <= {p.name for p in out.iterdir()}
     assert "equal after expansion ✓" in result.stdout and str(out.resolve()) in result.stdout
 
 

@@ -217,7 +217,7 @@ def drawings(context: TourContext) -> None:
 @section("Proving rationality: recurrences in, automata and certificates out")
 def proofs(context: TourContext) -> None:
     from kleene.automata import equivalent
-    from kleene.compile import Certificate, prove, zoo
+    from kleene.compile import Certificate, Refutation, prove, zoo
 
     alphabet = list(DEFAULT_ALPHABET)
     cert = prove(zoo.rrnn_f(), alphabet=alphabet)
@@ -247,6 +247,7 @@ def proofs(context: TourContext) -> None:
     path.write_bytes(cert.automata[0].wfsa.to_dot(title="RRNN(F), constructed by the prover").pipe(format="svg"))
     context.files.append(path)
     refusal = prove(zoo.lstm())
+    assert isinstance(refusal, Refutation)
     _say(context, f"LSTM refused: {refusal.reason}")
     context.results["proofs"] = {
         "rrnn_f_checked": checked,
