@@ -85,7 +85,7 @@ def test_paper_recurrence_f() -> None:
     module = compile(template, "real", dim=1, backend="torch").double()
     set_constants(module, gen)
     slots = random_slots("real", (1, 7, 4, 1), gen)
-    got, _ = module(slots)
+    got = module(slots)[0].detach()
     env = {name: {t: float(slots[0, t, i, 0]) for t in range(7)} for i, name in enumerate(template.slots)}
     env.update({c: float(module.constants.detach()[i, 0]) for i, c in enumerate(template.constants)})
     for t in range(7):

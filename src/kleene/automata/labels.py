@@ -7,6 +7,7 @@ the sense of symbolic automata. Symbols are any hashable values, usually strings
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
@@ -14,13 +15,14 @@ from typing import Union
 from .errors import AlphabetError
 
 
-class Label:
+class Label(ABC):
     """Base class of arc labels."""
 
     consumes: bool = True
 
+    @abstractmethod
     def matches(self, symbol: Hashable) -> bool:
-        raise NotImplementedError  # pragma: no cover - every label overrides
+        ...
 
     def symbols(self, alphabet: SymbolTable | None) -> list[Hashable]:
         """The symbols of ``alphabet`` this label accepts.

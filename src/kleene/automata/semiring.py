@@ -27,6 +27,7 @@ semiring holds their negatives, which the AT&T reader and writer convert.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 import numpy as np
@@ -99,7 +100,7 @@ def sympy_constant(value: Any) -> sympy.Expr:
     return sympy.sympify(value)
 
 
-class Semiring:
+class Semiring(ABC):
     """A commutative semiring ``<K, plus, times, zero, one>`` (see the module table).
 
     Note:
@@ -116,31 +117,35 @@ class Semiring:
     viterbi_name: str = ""
 
     # -- scalar and array operations ------------------------------------------------
+    @abstractmethod
     def plus(self, a: Array, b: Array) -> Array:
-        raise NotImplementedError  # pragma: no cover - every semiring overrides
+        ...
 
+    @abstractmethod
     def times(self, a: Array, b: Array) -> Array:
-        raise NotImplementedError  # pragma: no cover
+        ...
 
+    @abstractmethod
     def sum(self, x: Array, axis: int = -1) -> Array:
         """The plus-reduction of ``x`` along ``axis`` (zero for an empty axis)."""
-        raise NotImplementedError  # pragma: no cover
 
+    @abstractmethod
     def product(self, x: Array, axis: int = -1) -> Array:
         """The times-reduction of ``x`` along ``axis`` (one for an empty axis)."""
-        raise NotImplementedError  # pragma: no cover
+        ...
 
     def matmul(self, a: Array, b: Array) -> Array:
         """Semiring matrix product over the last two axes, broadcasting the rest."""
         return self.sum(self.times(a[..., :, :, None], b[..., None, :, :]), axis=-2)
 
+    @abstractmethod
     def star(self, a: Array) -> Array:
         """``a* = one + a + a^2 + ...`` of a scalar.
 
         Raises:
             DivergenceError: where the series does not converge, naming the value.
         """
-        raise NotImplementedError  # pragma: no cover
+        ...
 
     def star_converges(self, a: float) -> bool:
         try:
@@ -209,14 +214,17 @@ class Semiring:
         return bool(v.plus(a, b) == a and a != b)
 
     # -- symbolic realisation ---------------------------------------------------------
+    @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
-        raise NotImplementedError  # pragma: no cover
+        ...
 
+    @abstractmethod
     def sym_times(self, *factors: sympy.Expr) -> sympy.Expr:
-        raise NotImplementedError  # pragma: no cover
+        ...
 
+    @abstractmethod
     def sym_star(self, a: sympy.Expr) -> sympy.Expr:
-        raise NotImplementedError  # pragma: no cover
+        ...
 
     @property
     def sym_zero(self) -> sympy.Expr:
