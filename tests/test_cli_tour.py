@@ -186,4 +186,4 @@ def test_tour_trains_and_extracts(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     trained = context.results["trained"]
     assert trained["extract_status"] == 0
-    assert trained["metrics"]["dev_accuracy"] > 0.7  # chance is 0.5; measured 0.77 after 1000 steps
+    assert trained["metrics"]["dev_accuracy"] > 0.7  # chance is 0.5; measured 0.75 after 1000 steps
