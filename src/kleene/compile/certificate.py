@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,7 +260,7 @@ class _Checker:
 # ---------------------------------------------------------------------------------------------
 
 
-class _Result:
+class _Result(ABC):
     """What certificates and refutations share: timing, Hankel evidence, rendering of the recurrence."""
 
     rational: bool = False
@@ -267,14 +268,16 @@ class _Result:
     hankel: Any = None
     seconds: float = 0.0
 
+    @abstractmethod
     def summary(self) -> dict[str, Any]:
-        raise NotImplementedError  # pragma: no cover
+        ...
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
+    @abstractmethod
     def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError  # pragma: no cover
+        ...
 
     def _equations_text(self) -> list[str]:
         rows = []

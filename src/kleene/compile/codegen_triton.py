@@ -25,6 +25,7 @@ whole gradient to the first best term, found again rather than stored), as codeg
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from .template import Plan
@@ -34,7 +35,7 @@ from .template import Plan
 # --------------------------------------------------------------------------------------------
 
 
-class Dialect:
+class Dialect(ABC):
     """Spelling of values, statements and the kernel algebra in one target language.
 
     ``zero``/``one`` are the storage semiring's zero and one and ``fzero`` the number 0 of
@@ -49,28 +50,33 @@ class Dialect:
         self.plan = plan
         self.algebra = plan.algebra
 
+    @abstractmethod
     def let(self, name: str, expr: str, kind: str = "float") -> str:
         """A statement binding a new name (``kind``: "float", "int" or "bool")."""
-        raise NotImplementedError
 
+    @abstractmethod
     def assign(self, name: str, expr: str) -> str:
         """A statement updating a mutable (loop-carried) float variable."""
-        raise NotImplementedError
 
+    @abstractmethod
     def plus(self, a: str, b: str) -> str:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def times(self, a: str, b: str) -> str:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def where(self, cond: str, a: str, b: str) -> str:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def exp(self, x: str) -> str:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def neg_inf(self) -> str:
-        raise NotImplementedError
+        ...
 
 
 _TRITON_ALGEBRA: dict[str, tuple[str, str, str, str]] = {
