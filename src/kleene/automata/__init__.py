@@ -30,7 +30,7 @@ from .errors import (
 from .jsonio import from_json, to_json
 from .labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
 from .nxio import from_networkx, to_networkx
-from .ops import concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
+from .ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
 from .semiring import BOOLEAN, LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, SEMIRINGS, Semiring, get_semiring
 from .weights import ALPHA, parse_weight, sigmoid, weight_functions
 from .wfsa import WFSA, Arc
@@ -71,6 +71,7 @@ __all__ = [
     "WeightError",
     "all_spans",
     "batched_forward",
+    "bind",
     "closure_matrix",
     "concat",
     "equivalent",

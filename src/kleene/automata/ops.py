@@ -1,5 +1,5 @@
 """Rational operations: union, concatenation, Kleene star and plus, intersection,
-epsilon removal, trimming and reversal.
+epsilon removal, trimming and reversal; ``bind`` turns symbolic weights into numbers.
 
 Every operation is a free function that returns a new automaton and never
 mutates its operands. Each is written once against the ``Semiring`` interface
@@ -25,7 +25,7 @@ from .algorithms import closure_matrix
 from .errors import AlphabetError, SemiringError
 from .labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
 from .semiring import Semiring, sympy_constant
-from .weights import Env, Weight, is_symbolic
+from .weights import ALPHA, Env, Weight, is_symbolic
 from .wfsa import WFSA, Arc
 
 # ----------------------------------------------------------------------------------------
@@ -508,3 +508,40 @@ def _moves_by_state(a: WFSA) -> list[_Moves]:
     for arc in _useful_arcs(a):
         (moves[arc.src].consuming if arc.label.consumes else moves[arc.src].epsilon).append(arc)
     return moves
+
+
+# ----------------------------------------------------------------------------------------
+# Binding symbolic weights
+
+
+def bind(a: WFSA, env: Env, alphabet: Iterable[Hashable] | None = None) -> WFSA:
+    """``a`` with every symbolic weight evaluated in ``env``: a constant automaton with the same scores.
+
+    An arc whose weight reads the consumed symbol (``mu(α)``) becomes one ``Sym`` arc per symbol its
+    label admits, each with that symbol's value; other weights are evaluated once and keep their label.
+    ``alphabet`` (default: ``a``'s own) is the result's alphabet, over which predicates are expanded.
+
+    Raises:
+        AlphabetError: a predicate label with a symbol-dependent weight and no alphabet to expand it over.
+        WeightError: a weight that ``env`` does not determine (naming the arc).
+    """
+    table = SymbolTable(list(alphabet)) if alphabet is not None else _copy_table(a.alphabet)
+    out = WFSA(a.semiring, table, a.name)
+    for name in a.states:
+        out.add_state(name)
+    for index, arc in enumerate(a.arcs):
+        where = f"arc {index} ({a.state_name(arc.src)} -> {a.state_name(arc.dst)}, {arc.label})"
+        if is_symbolic(arc.weight) and arc.label.consumes and ALPHA in getattr(arc.weight, "free_symbols", ()):
+            try:
+                symbols = arc.label.symbols(table)
+            except AlphabetError as exc:
+                raise AlphabetError(f"{where}: {exc}") from None
+            for symbol in symbols:
+                out.add_arc(arc.src, arc.dst, Sym(symbol), a.numeric(arc.weight, symbol, env, where))
+        else:
+            out.add_arc(arc.src, arc.dst, arc.label, a.numeric(arc.weight, None, env, where))
+    for q, w in a.initial.items():
+        out.set_initial(q, a.numeric(w, None, env, f"initial weight of {a.state_name(q)}"))
+    for q, w in a.final.items():
+        out.set_final(q, a.numeric(w, None, env, f"final weight of {a.state_name(q)}"))
+    return out

@@ -6,6 +6,7 @@ Examples::
     kleene prove qrnn --window 3 --json # one JSON object: rational, automata, states, semiring, checked, ...
     kleene prove my_recurrence.py --draw out/   # a file defining `recurrence` (or `build()`)
     kleene prove --all --markdown       # the paper's Table 1, regenerated and extended
+    kleene prove stacked-linear --layers 3 --flatten   # the stack, its delayed flattening, and their equality
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _FLAG_PARAMETERS = {
     "order": ("order",),
     "semiring": ("semiring",),
     "dim": ("d",),
+    "layers": ("layers",),
     "length": ("length", "width"),
     "alphabet": ("alphabet",),
     "constant_lambda": ("constant_lambda",),
@@ -48,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--order", type=int, help="RCNN n-gram order n")
     parser.add_argument("--semiring", help="semiring for entries that take one (sopa, rrnn-b)")
     parser.add_argument("--dim", type=int, help="hidden size d for ISAN and the linear Elman network")
+    parser.add_argument("--layers", type=int, help="layers of a stacked entry (stacked-linear, delayed-linear)")
+    parser.add_argument(
+        "--flatten",
+        action="store_true",
+        help="with stacked-linear: also prove its flattening delayed-linear and check that it equals the stack "
+        "with delay layers-1 (Theorem 1 of the delayed-RNN paper) for every input",
+    )
     parser.add_argument("--length", type=int, help="SoPa pattern length / CNN filter width")
     parser.add_argument("--alphabet", help="comma-separated finite alphabet (history constructions, Hankel ranks)")
     parser.add_argument("--constant-lambda", action="store_true", default=None, help="RCNN with a constant λ")
@@ -140,9 +149,29 @@ def run(args: argparse.Namespace) -> int:
     if args.draw and result.rational:
         for path in result.draw(args.draw):
             print(f"wrote {path}", file=sys.stderr)
+    if args.flatten:
+        return _flatten(result, args)
     if result.rational:
         return EXIT_PROVED if result.checked else EXIT_REFUSED
     return EXIT_REFUSED
+
+
+def _flatten(stacked: Any, args: argparse.Namespace) -> int:
+    """Prove the delayed flattening of a proved ``stacked-linear`` and check the delay identity."""
+    from kleene.compile.flatten import check_delay
+    from kleene.compile.zoo import delayed_linear
+
+    if args.target != "stacked-linear":
+        print("kleene prove: error: --flatten applies to stacked-linear only", file=sys.stderr)
+        return EXIT_ERROR
+    if not (stacked.rational and stacked.checked):
+        return EXIT_REFUSED
+    layers = args.layers or 2
+    delayed = _prove(delayed_linear(layers, args.dim or 1), args)
+    print(delayed.render_markdown() if args.markdown else delayed.render_text())
+    check = check_delay(stacked, delayed, layers - 1)
+    print(f"\n{check}")
+    return EXIT_PROVED if delayed.checked and check.holds else EXIT_REFUSED
 
 
 def _run_all(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -348,8 +348,16 @@ class Certificate(_Result):
         self, rng: np.random.Generator, alphabet: Sequence[Hashable]
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A random instantiation: the recurrence's environment and each automaton's weight environment."""
+        env = random_environment(self.recurrence, alphabet, rng)
+        return env, self.weight_environments(env, alphabet)
+
+    def weight_environments(self, env: Mapping[str, Any], alphabet: Sequence[Hashable]) -> list[dict[str, Any]]:
+        """Each automaton's weight environment when the recurrence's inputs and constants take ``env``'s values.
+
+        Note:
+            Weight functions are tabulated over ``alphabet`` for windows without history (BOS-padded).
+        """
         rec = self.recurrence
-        env = random_environment(rec, alphabet, rng)
         evaluator = NumericEvaluator(rec, env)
         weight_envs = []
         for proof in self.automata:
@@ -358,7 +366,7 @@ class Certificate(_Result):
                 window = (BOS,) * (rec.window - 1)
                 wenv[name] = {a: evaluator.value(param, {}, (*window, a)) for a in alphabet}
             weight_envs.append(wenv)
-        return env, weight_envs
+        return weight_envs
 
     def cross_check(self, trials: int = 3, strings: int = 6, max_length: int = 6, seed: int = 0) -> bool:
         """Compare the recurrence with each automaton's Forward score numerically.

@@ -143,6 +143,109 @@ def elman_linear(d: int = 2) -> Recurrence:
     return rec
 
 
+def stack_name(kind: str, layer: int, d: int, *indices: int) -> str:
+    """The name of a stack's state or parameter: ``h2`` (d = 1, the paper's h^(2)) or ``h2_1``, ``w2_11`` (d > 1)."""
+    return f"{kind}{layer}" if d == 1 else f"{kind}{layer}_{''.join(map(str, indices))}"
+
+
+def _stacked_names(layers: int, d: int) -> list[list[str]]:
+    """State names of a stack, one list per layer (1-based, top layer last)."""
+    if layers < 1 or d < 1:
+        raise RecurrenceError(f"a stack needs layers >= 1 and d >= 1, got layers={layers}, d={d}")
+    return [[stack_name("h", layer, d, i) for i in range(1, d + 1)] for layer in range(1, layers + 1)]
+
+
+def _stack_update(rec: Recurrence, blocks: list[list[sympy.Symbol]], below_now: bool) -> None:
+    """``h^(l) = W^(l) h^(l) + A^(l) (block below, current or previous) + b^(l)``; layer 1 reads ``u(x_t)``."""
+    d = len(blocks[0])
+    for layer, block in enumerate(blocks, start=1):
+        for i, h in enumerate(block, start=1):
+            terms = [rec.constant(stack_name("w", layer, d, i, j)) * block[j - 1] for j in range(1, d + 1)]
+            if layer == 1:
+                terms.append(rec.input(stack_name("u", 1, d, i), meaning=f"[W_x x_t + b]_{i}"))
+            else:
+                lower = [rec.now(g) if below_now else g for g in blocks[layer - 2]]
+                terms += [rec.constant(stack_name("a", layer, d, i, j)) * lower[j - 1] for j in range(1, d + 1)]
+                terms.append(rec.constant(stack_name("b", layer, d, i)))
+            rec.update(h, sympy.Add(*terms))
+    for i, h in enumerate(blocks[-1], start=1):
+        rec.output(f"y{i}", h)
+
+
+def stacked_linear(layers: int = 2, d: int = 1) -> Recurrence:
+    """A stack of linear Elman layers (delayed-rnn.md Eq. 3-5 with identity activations), zero initial states.
+
+    ``h^(1)_t = W^(1) h^(1)_{t-1} + [W_x x_t + b]`` and, for l ≥ 2, ``h^(l)_t = W^(l) h^(l)_{t-1} + A^(l) h^(l-1)_t
+    + b^(l)``: layer l reads layer l−1's *current* state, a current-step reference (an epsilon arc).
+    """
+    rec = Recurrence(f"stacked-linear-{layers}x{d}", "real", doc=f"{layers} stacked linear Elman layers of size {d}")
+    blocks = [list(rec.states(" ".join(block), init=0)) for block in _stacked_names(layers, d)]
+    _stack_update(rec, blocks, below_now=True)
+    return rec
+
+
+def delayed_linear(layers: int = 2, d: int = 1) -> Recurrence:
+    """The stack of ``stacked_linear`` flattened into one layer with delay k−1 (delayed-rnn.md Theorem 1).
+
+    The state is the blocks ``ĥ^{l}``; block l reads block l−1's *previous* value (block-bidiagonal
+    recurrent weights, no current-step references): ``ĥ^{l}_t = W^(l) ĥ^{l}_{t-1} + A^(l) ĥ^{l-1}_{t-1} + b^(l)``.
+    The initial state is Lemma 1's: with identity activations it solves ``ĥ^{l}_{l-1} = h^(l)_0 = 0``,
+    a linear system in ``ĥ^{l}_0`` (so it exists when the W^(l) are invertible). Then the output at
+    time t + k − 1 equals the stack's at time t, for every input.
+    """
+    doc = f"{layers} linear Elman layers flattened (delay {layers - 1})"
+    rec = Recurrence(f"delayed-linear-{layers}x{d}", "real", doc=doc)
+    names = _stacked_names(layers, d)
+    unknowns = [[sympy.Symbol(f"init_{n}") for n in block] for block in names]
+    initial = _lemma1_initial_state(layers, d, unknowns)
+    blocks = [[rec.state(n, init=initial[u]) for n, u in zip(block, row)] for block, row in zip(names, unknowns)]
+    _stack_update(rec, blocks, below_now=False)
+    return rec
+
+
+def _lemma1_initial_state(layers: int, d: int, unknowns: list[list[sympy.Symbol]]) -> dict[sympy.Symbol, sympy.Expr]:
+    """Lemma 1 for identity activations: ``ĥ_0`` with ``ĥ^{l}_{l-1} = 0`` for every block (stack starts at zero).
+
+    Runs the input-free part of the flattened recurrence symbolically: block l at step l−1 reads blocks
+    below it only at steps < l−1, where block 1 still holds its initial zero, so no input enters.
+    """
+
+    def matrix(kind: str, layer: int) -> sympy.Matrix:
+        rows = range(1, d + 1)
+        return sympy.Matrix([[sympy.Symbol(stack_name(kind, layer, d, i, j)) for j in rows] for i in rows])
+
+    solved: dict[sympy.Symbol, sympy.Expr] = {u: sympy.Integer(0) for u in unknowns[0]}
+    history = [[sympy.zeros(d, 1)]]  # history[l-1][t] = ĥ^{l}_t (block 1 stays at zero until an input arrives)
+    for layer in range(2, layers + 1):
+        bias = sympy.Matrix([sympy.Symbol(stack_name("b", layer, d, i)) for i in range(1, d + 1)])
+        states = [sympy.Matrix(unknowns[layer - 1])]
+        for t in range(1, layer):
+            states.append(matrix("w", layer) * states[-1] + matrix("a", layer) * history[-1][t - 1] + bias)
+        solution = sympy.solve(list(states[layer - 1]), unknowns[layer - 1], dict=True)
+        if not solution:
+            raise RecurrenceError(f"delayed-linear: Lemma 1 has no initial state for block {layer}")
+        values = {u: sympy.simplify(solution[0][u]) for u in unknowns[layer - 1]}
+        solved.update(values)
+        history.append([s.xreplace(values) for s in states])
+    return solved
+
+
+def stacked_gated_linear() -> Recurrence:
+    """Two stacked RRNN(B)-style units whose upper gate reads the lower state through an identity activation.
+
+    ``c1_t = f(x_t) c1_{t-1} + u(x_t)``; ``c2_t = (a c1_t) c2_{t-1} + v(x_t)``: the upper gate multiplies a
+    state by a state. Not rational: with ``c1_t = t`` (f = u = 1) and a = 1, v = 0, c2 = 1 it computes t!.
+    """
+    rec = Recurrence("stacked-gated-linear", "real", doc="stacked gated units, upper gate = identity of lower state")
+    c1, c2 = rec.states("c1 c2", init=0)
+    f, u, v = rec.inputs("f u v")
+    a = rec.constant("a")
+    rec.update(c1, f * c1 + u)
+    rec.update(c2, a * rec.now(c1) * c2 + v)
+    rec.output("c", c2)
+    return rec
+
+
 def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
     """QRNN f-pooling with a K-window convolution (Bradbury et al. 2017; Appendix A)."""
     if window < 1:
@@ -311,6 +414,8 @@ ZOO: dict[str, Builder] = {
     "rcnn": rcnn,
     "isan": isan,
     "elman-linear": elman_linear,
+    "stacked-linear": stacked_linear,
+    "delayed-linear": delayed_linear,
     "qrnn": qrnn,
     "t-lstm": t_lstm,
     "t-gru": t_gru,
@@ -321,10 +426,11 @@ ZOO: dict[str, Builder] = {
     "elman": elman,
     "sru-v2": sru_v2,
     "rcnn-gated": rcnn_gated,
+    "stacked-gated-linear": stacked_gated_linear,
 }
 
 #: Entries the prover must refuse.
-REFUSED = ("lstm", "gru", "elman", "sru-v2", "rcnn-gated")
+REFUSED = ("lstm", "gru", "elman", "sru-v2", "rcnn-gated", "stacked-gated-linear")
 
 #: The automaton of the paper each proved entry corresponds to (for the table).
 PAPER_AUTOMATON = {
@@ -339,6 +445,8 @@ PAPER_AUTOMATON = {
     "rcnn": "Appendix B (n+1 states)",
     "isan": "D_1, D_2 (Fig. 3)",
     "elman-linear": "like D (Cor. 14)",
+    "stacked-linear": "like D, epsilon arcs between layers",
+    "delayed-linear": "like D, block-bidiagonal (delay k-1)",
     "qrnn": "Appendix A",
     "t-lstm": "Appendix A",
     "t-gru": "Appendix A",
