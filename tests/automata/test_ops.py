@@ -702,3 +702,18 @@ def one_symbol_any(s: Semiring) -> WFSA:
     w.set_final("q")
     w.add_arc("p", "q", ANY)
     return w
+
+
+def test_bind_evaluates_symbolic_weights_per_symbol() -> None:
+    from kleene.automata import WeightError, bind
+    from kleene.automata.examples import paper_automaton_b
+
+    b = paper_automaton_b("real", alphabet=["x", "y"])
+    env = {"mu": {"x": 0.3, "y": -0.5}, "phi": {"x": 0.7, "y": 2.0}}
+    bound = bind(b, env)
+    assert not bound.is_symbolic
+    assert all(isinstance(arc.label, Sym) for arc in bound.arcs if arc.weight != 1)  # μ, φ arcs expanded per symbol
+    for word in ["", "x", "xy", "yyx", "xyxy"]:
+        assert bound.score(word) == pytest.approx(b.score(word, env), abs=1e-12)
+    with pytest.raises(WeightError, match="arc"):
+        bind(b, {"mu": {"x": 0.3, "y": 0.1}})  # phi missing: the message names the arc
