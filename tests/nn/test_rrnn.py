@@ -182,3 +182,14 @@ def test_language_model_trains_on_tiny_shakespeare() -> None:
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.75 * losses[0]
+
+
+def test_stack_options_a_layer_lacks_are_refused_by_name() -> None:
+    from kleene.nn import build_model
+
+    with pytest.raises(RecurrenceError, match="ISANLayer layers have no option bidirectional"):
+        build_model("isan", vocab_size=10, num_classes=2, bidirectional=True)
+    with pytest.raises(RecurrenceError, match="QRNNLayer layers have no option bidirectional"):
+        build_model("qrnn", vocab_size=10, num_classes=2, bidirectional=True)
+    bidirectional = build_model("rcnn", vocab_size=10, num_classes=2, bidirectional=True, hidden_size=4)
+    assert bidirectional.stack.output_size == 8  # RCNN takes the option: both directions' units

@@ -12,6 +12,8 @@ recurrence runs through the compiled template one step at a time, carrying the s
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -21,7 +23,6 @@ from .rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
-    RationalStack,
     chain_template,
     compile_layer,
     task_builder,
@@ -80,58 +81,28 @@ class ISANLayer(RationalLayer):
         return h, state
 
 
-def _isan_stack(input_size: int, hidden_size: int, num_layers: int, vertical: float, backend: str) -> RationalStack:
-    def make(size: int, index: int) -> RationalLayer:
-        return ISANLayer(size, hidden_size, backend=backend)
-
-    return RationalStack(input_size, num_layers, make, vertical_dropout=vertical)
-
-
 class ISANClassifier(RationalClassifier):
+    """ISAN text classifier (one layer of 32 units by default); ``options`` as in ``RationalClassifier``."""
+
     def __init__(
-        self,
-        vocab_size: int,
-        num_classes: int,
-        *,
-        hidden_size: int = 32,
-        num_layers: int = 1,
-        embedding_dim: int = 50,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        mlp_hidden: int = 100,
-        freeze_embeddings: bool = True,
-        backend: str = "auto",
+        self, vocab_size: int, num_classes: int, *, hidden_size: int = 32, num_layers: int = 1, **options: Any
     ):
-        super().__init__(
-            vocab_size,
-            num_classes,
-            lambda size: _isan_stack(size, hidden_size, num_layers, vertical_dropout, backend),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-            mlp_hidden=mlp_hidden,
-            freeze_embeddings=freeze_embeddings,
-        )
+        super().__init__(vocab_size, num_classes, ISANLayer, hidden_size=hidden_size, num_layers=num_layers, **options)
 
 
 class ISANLanguageModel(RationalLanguageModel):
+    """ISAN language model (one layer of 64 units, 64-d embeddings by default); ``options`` as in the base."""
+
     def __init__(
-        self,
-        vocab_size: int,
-        *,
-        hidden_size: int = 64,
-        num_layers: int = 1,
-        embedding_dim: int = 64,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        backend: str = "auto",
+        self, vocab_size: int, *, hidden_size: int = 64, num_layers: int = 1, embedding_dim: int = 64, **options: Any
     ):
         super().__init__(
             vocab_size,
-            lambda size: _isan_stack(size, hidden_size, num_layers, vertical_dropout, backend),
+            ISANLayer,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
             embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
+            **options,
         )
 
 

@@ -24,6 +24,7 @@ tanh for F and O there; they are the same sigmoid gates as elsewhere).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -34,7 +35,6 @@ from .rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
-    RationalStack,
     RecurrenceError,
     compile_layer,
     last_states,
@@ -115,101 +115,35 @@ class QRNNLayer(RationalLayer):
         return torch.where(valid, h, torch.zeros_like(h)), final
 
 
-def qrnn_stack(
-    input_size: int,
-    hidden_size: int,
-    num_layers: int,
-    *,
-    window: int,
-    pooling: str,
-    zoneout: float,
-    dense: bool,
-    vertical_dropout: float,
-    backend: str = "auto",
-) -> RationalStack:
-    def make(size: int, index: int) -> RationalLayer:
-        return QRNNLayer(size, hidden_size, window=window, pooling=pooling, zoneout=zoneout, backend=backend)
-
-    return RationalStack(input_size, num_layers, make, vertical_dropout=vertical_dropout, dense=dense)
-
-
 class QRNNClassifier(RationalClassifier):
-    """QRNN text classifier (densely connected by default, as the notes recommend for classification)."""
+    """QRNN text classifier (densely connected by default, as the notes recommend for classification).
+
+    ``options`` as in ``RationalClassifier``.
+    """
 
     def __init__(
         self,
         vocab_size: int,
         num_classes: int,
         *,
-        hidden_size: int = 128,
-        num_layers: int = 2,
         window: int = 2,
         pooling: str = "fo",
         zoneout: float = 0.0,
         dense: bool = True,
-        embedding_dim: int = 50,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        mlp_hidden: int = 100,
-        freeze_embeddings: bool = True,
-        backend: str = "auto",
+        **options: Any,
     ):
-        super().__init__(
-            vocab_size,
-            num_classes,
-            lambda size: qrnn_stack(
-                size,
-                hidden_size,
-                num_layers,
-                window=window,
-                pooling=pooling,
-                zoneout=zoneout,
-                dense=dense,
-                vertical_dropout=vertical_dropout,
-                backend=backend,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-            mlp_hidden=mlp_hidden,
-            freeze_embeddings=freeze_embeddings,
-        )
+        layer = partial(QRNNLayer, window=window, pooling=pooling, zoneout=zoneout)
+        super().__init__(vocab_size, num_classes, layer, dense=dense, **options)
 
 
 class QRNNLanguageModel(RationalLanguageModel):
-    """QRNN language model (not densely connected: the decoder reads the last layer only)."""
+    """QRNN language model (not densely connected: the decoder reads the last layer only).
 
-    def __init__(
-        self,
-        vocab_size: int,
-        *,
-        hidden_size: int = 256,
-        num_layers: int = 2,
-        window: int = 2,
-        pooling: str = "fo",
-        zoneout: float = 0.0,
-        embedding_dim: int = 128,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        backend: str = "auto",
-    ):
-        super().__init__(
-            vocab_size,
-            lambda size: qrnn_stack(
-                size,
-                hidden_size,
-                num_layers,
-                window=window,
-                pooling=pooling,
-                zoneout=zoneout,
-                dense=False,
-                vertical_dropout=vertical_dropout,
-                backend=backend,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-        )
+    ``options`` as in ``RationalLanguageModel``.
+    """
+
+    def __init__(self, vocab_size: int, *, window: int = 2, pooling: str = "fo", zoneout: float = 0.0, **options: Any):
+        super().__init__(vocab_size, partial(QRNNLayer, window=window, pooling=pooling, zoneout=zoneout), **options)
 
 
 class QRNNEncoderDecoder(nn.Module):

@@ -11,6 +11,7 @@ each q_j (j ≥ 1) with a self-loop λ, final qn.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -22,7 +23,6 @@ from .rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
-    RationalStack,
     RecurrenceError,
     chain_template,
     compile_layer,
@@ -85,90 +85,21 @@ class RCNNLayer(RationalLayer):
         return torch.tanh(c + self.bias)
 
 
-def rcnn_stack(input_size: int, hidden_size: int, num_layers: int, **options: Any) -> RationalStack:
-    vertical = options.pop("vertical_dropout", 0.0)
-    recurrent = options.pop("recurrent_dropout", 0.0)
-
-    def make(size: int, index: int) -> RationalLayer:
-        return RCNNLayer(size, hidden_size, **options)
-
-    return RationalStack(input_size, num_layers, make, vertical_dropout=vertical, recurrent_dropout=recurrent)
-
-
 class RCNNClassifier(RationalClassifier):
+    """n-gram RCNN text classifier; ``options`` as in ``RationalClassifier``."""
+
     def __init__(
-        self,
-        vocab_size: int,
-        num_classes: int,
-        *,
-        hidden_size: int = 128,
-        num_layers: int = 2,
-        order: int = 2,
-        adaptive_decay: bool = True,
-        bidirectional: bool = False,
-        embedding_dim: int = 50,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        mlp_hidden: int = 100,
-        freeze_embeddings: bool = True,
-        backend: str = "auto",
+        self, vocab_size: int, num_classes: int, *, order: int = 2, adaptive_decay: bool = True, **options: Any
     ):
-        super().__init__(
-            vocab_size,
-            num_classes,
-            lambda size: rcnn_stack(
-                size,
-                hidden_size,
-                num_layers,
-                order=order,
-                adaptive_decay=adaptive_decay,
-                bidirectional=bidirectional,
-                backend=backend,
-                vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-            mlp_hidden=mlp_hidden,
-            bidirectional=bidirectional,
-            freeze_embeddings=freeze_embeddings,
-        )
+        layer = partial(RCNNLayer, order=order, adaptive_decay=adaptive_decay)
+        super().__init__(vocab_size, num_classes, layer, **options)
 
 
 class RCNNLanguageModel(RationalLanguageModel):
-    def __init__(
-        self,
-        vocab_size: int,
-        *,
-        hidden_size: int = 256,
-        num_layers: int = 2,
-        order: int = 2,
-        adaptive_decay: bool = True,
-        embedding_dim: int = 128,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        backend: str = "auto",
-    ):
-        super().__init__(
-            vocab_size,
-            lambda size: rcnn_stack(
-                size,
-                hidden_size,
-                num_layers,
-                order=order,
-                adaptive_decay=adaptive_decay,
-                bidirectional=False,
-                backend=backend,
-                vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-        )
+    """n-gram RCNN language model; ``options`` as in ``RationalLanguageModel``."""
+
+    def __init__(self, vocab_size: int, *, order: int = 2, adaptive_decay: bool = True, **options: Any):
+        super().__init__(vocab_size, partial(RCNNLayer, order=order, adaptive_decay=adaptive_decay), **options)
 
 
 register_model("rcnn", task_builder(RCNNClassifier, RCNNLanguageModel))

@@ -23,7 +23,9 @@ hidden-to-hidden matrix to drop).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -38,6 +40,8 @@ __all__ = [
     "RRNN_KINDS",
     "RRNNClassifier",
     "RRNNLanguageModel",
+    "RationalClassifier",
+    "RationalLanguageModel",
     "RationalLayer",
     "RationalStack",
     "RecurrenceError",
@@ -51,6 +55,8 @@ RRNN_KINDS = ("B", "B-maxplus", "C", "F")
 #: f ≈ log σ(0) = -0.69 the last word (often ".") decides the final state and training stalls (SST-2: the loss of
 #: a 160-sentence run moves 1%); σ(3) ≈ 0.95 keeps earlier words visible (the same run's loss falls by 68%).
 MAX_PLUS_FORGET_BIAS = 3.0
+#: ``layer(input_size, hidden_size, **options)`` builds one layer of a stack (a layer class or a partial of one).
+LayerFactory = Callable[..., "RationalLayer"]
 
 
 class RecurrenceError(KleeneError, ValueError):
@@ -279,6 +285,43 @@ class RationalStack(nn.Module):
         self.vertical = nn.Dropout(vertical_dropout)
         self.recurrent_dropout = recurrent_dropout
 
+    @classmethod
+    def of(
+        cls,
+        layer: LayerFactory,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int,
+        *,
+        bidirectional: bool = False,
+        dense: bool = False,
+        vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        backend: str = "auto",
+    ) -> RationalStack:
+        """``num_layers`` layers ``layer(size, hidden_size, backend=..., bidirectional=...)``.
+
+        ``backend`` and ``bidirectional`` are passed when the layer takes them (an LSTM layer has no backend).
+
+        Raises:
+            RecurrenceError: a non-default ``backend``/``bidirectional`` for a layer without that option.
+        """
+        accepted = inspect.signature(layer).parameters
+        options: dict[str, Any] = {}
+        for name, value, default in (("backend", backend, "auto"), ("bidirectional", bidirectional, False)):
+            if name in accepted:
+                options[name] = value
+            elif value != default:
+                raise RecurrenceError(f"{_layer_name(layer)} layers have no option {name} (asked for {value!r})")
+        return cls(
+            input_size,
+            num_layers,
+            lambda size, index: layer(size, hidden_size, **options),
+            vertical_dropout=vertical_dropout,
+            recurrent_dropout=recurrent_dropout,
+            dense=dense,
+        )
+
     def variational(self, x: Tensor) -> Tensor:
         """One dropout mask per sequence and feature, shared by all time steps."""
         if not self.training or self.recurrent_dropout == 0:
@@ -314,8 +357,17 @@ def last_states(h: Tensor, lengths: Tensor, bidirectional: bool) -> Tensor:
     return torch.cat([forward[:, :half], h[:, 0, half:]], -1)
 
 
+def _layer_name(layer: LayerFactory) -> str:
+    target = getattr(layer, "func", layer)  # a functools.partial names its class through .func
+    return str(getattr(target, "__name__", target))
+
+
 class RationalClassifier(nn.Module):
-    """Embedding (+ dropout) -> a ``RationalStack`` -> final hidden states -> 2-layer tanh MLP (§6.3)."""
+    """Embedding (+ dropout) -> a ``RationalStack`` of ``layer`` -> final hidden states -> 2-layer tanh MLP (§6.3).
+
+    ``layer(input_size, hidden_size, backend=..., [bidirectional=True])`` builds one layer: a ``RationalLayer``
+    class, or a ``functools.partial`` of one carrying its own options (``RRNNClassifier`` passes the kind).
+    """
 
     task = "classification"
 
@@ -323,20 +375,35 @@ class RationalClassifier(nn.Module):
         self,
         vocab_size: int,
         num_classes: int,
-        stack_factory: Callable[[int], RationalStack],
+        layer: LayerFactory,
         *,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        bidirectional: bool = False,
+        dense: bool = False,
         embedding_dim: int = 50,
         embedding_dropout: float = 0.0,
         vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
         mlp_hidden: int = 100,
-        bidirectional: bool = False,
         freeze_embeddings: bool = True,
+        backend: str = "auto",
     ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
         self.embedding.weight.requires_grad_(not freeze_embeddings)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
-        self.stack = stack_factory(embedding_dim)
+        self.stack = RationalStack.of(
+            layer,
+            embedding_dim,
+            hidden_size,
+            num_layers,
+            bidirectional=bidirectional,
+            dense=dense,
+            vertical_dropout=vertical_dropout,
+            recurrent_dropout=recurrent_dropout,
+            backend=backend,
+        )
         self.bidirectional = bidirectional
         self.head = nn.Sequential(
             nn.Dropout(vertical_dropout),
@@ -351,23 +418,38 @@ class RationalClassifier(nn.Module):
 
 
 class RationalLanguageModel(nn.Module):
-    """Embedding (+ dropout) -> a unidirectional ``RationalStack`` -> dropout -> next-token logits (B, T, V)."""
+    """Embedding (+ dropout) -> a unidirectional ``RationalStack`` of ``layer`` -> dropout -> next-token logits.
+
+    ``layer`` as in ``RationalClassifier``; the logits have shape (B, T, V).
+    """
 
     task = "language_model"
 
     def __init__(
         self,
         vocab_size: int,
-        stack_factory: Callable[[int], RationalStack],
+        layer: LayerFactory,
         *,
+        hidden_size: int = 256,
+        num_layers: int = 2,
         embedding_dim: int = 128,
         embedding_dropout: float = 0.0,
         vertical_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        backend: str = "auto",
     ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
-        self.stack = stack_factory(embedding_dim)
+        self.stack = RationalStack.of(
+            layer,
+            embedding_dim,
+            hidden_size,
+            num_layers,
+            vertical_dropout=vertical_dropout,
+            recurrent_dropout=recurrent_dropout,
+            backend=backend,
+        )
         self.dropout = nn.Dropout(vertical_dropout)
         self.decoder = nn.Linear(self.stack.output_size, vocab_size)
 
@@ -376,104 +458,26 @@ class RationalLanguageModel(nn.Module):
         return self.decoder(self.dropout(h))
 
 
-def rrnn_stack(
-    input_size: int,
-    kind: str,
-    hidden_size: int,
-    num_layers: int,
-    *,
-    output_gate: bool,
-    bidirectional: bool,
-    vertical_dropout: float,
-    recurrent_dropout: float,
-    backend: str = "auto",
-) -> RationalStack:
-    def make(size: int, index: int) -> RationalLayer:
-        return RRNNLayer(size, hidden_size, kind, output_gate=output_gate, bidirectional=bidirectional, backend=backend)
-
-    return RationalStack(
-        input_size, num_layers, make, vertical_dropout=vertical_dropout, recurrent_dropout=recurrent_dropout
-    )
-
-
 class RRNNClassifier(RationalClassifier):
-    """RRNN(kind) text classifier (Rational Recurrences §6.3: 2 layers, final states, 2-layer tanh MLP)."""
+    """RRNN(kind) text classifier (Rational Recurrences §6.3: 2 layers, final states, 2-layer tanh MLP).
+
+    ``options``: those of ``RationalClassifier`` (hidden_size 128, num_layers 2, dropouts, ...).
+    """
 
     def __init__(
-        self,
-        vocab_size: int,
-        num_classes: int,
-        kind: str = "B",
-        *,
-        hidden_size: int = 128,
-        num_layers: int = 2,
-        output_gate: bool = False,
-        bidirectional: bool = False,
-        embedding_dim: int = 50,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        mlp_hidden: int = 100,
-        freeze_embeddings: bool = True,
-        backend: str = "auto",
+        self, vocab_size: int, num_classes: int, kind: str = "B", *, output_gate: bool = False, **options: Any
     ):
-        super().__init__(
-            vocab_size,
-            num_classes,
-            lambda size: rrnn_stack(
-                size,
-                kind,
-                hidden_size,
-                num_layers,
-                output_gate=output_gate,
-                bidirectional=bidirectional,
-                vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout,
-                backend=backend,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-            mlp_hidden=mlp_hidden,
-            bidirectional=bidirectional,
-            freeze_embeddings=freeze_embeddings,
-        )
+        super().__init__(vocab_size, num_classes, partial(RRNNLayer, kind=kind, output_gate=output_gate), **options)
 
 
 class RRNNLanguageModel(RationalLanguageModel):
-    """RRNN(kind) language model (Rational Recurrences §6.2; output gates on by default, as there)."""
+    """RRNN(kind) language model (Rational Recurrences §6.2; output gates on by default, as there).
 
-    def __init__(
-        self,
-        vocab_size: int,
-        kind: str = "B",
-        *,
-        hidden_size: int = 256,
-        num_layers: int = 2,
-        output_gate: bool = True,
-        embedding_dim: int = 128,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        backend: str = "auto",
-    ):
-        super().__init__(
-            vocab_size,
-            lambda size: rrnn_stack(
-                size,
-                kind,
-                hidden_size,
-                num_layers,
-                output_gate=output_gate,
-                bidirectional=False,
-                vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout,
-                backend=backend,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-        )
+    ``options``: those of ``RationalLanguageModel`` (hidden_size 256, num_layers 2, dropouts, ...).
+    """
+
+    def __init__(self, vocab_size: int, kind: str = "B", *, output_gate: bool = True, **options: Any):
+        super().__init__(vocab_size, partial(RRNNLayer, kind=kind, output_gate=output_gate), **options)
 
 
 def task_builder(

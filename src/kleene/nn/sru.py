@@ -20,7 +20,6 @@ from .rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
-    RationalStack,
     compile_layer,
     rrnn_template,
     task_builder,
@@ -55,90 +54,18 @@ class SRULayer(RationalLayer):
         return r * torch.tanh(c) + (1 - r) * skip
 
 
-def sru_stack(
-    input_size: int,
-    hidden_size: int,
-    num_layers: int,
-    *,
-    bidirectional: bool,
-    vertical_dropout: float,
-    recurrent_dropout: float,
-    backend: str = "auto",
-) -> RationalStack:
-    def make(size: int, index: int) -> RationalLayer:
-        return SRULayer(size, hidden_size, bidirectional=bidirectional, backend=backend)
-
-    return RationalStack(
-        input_size, num_layers, make, vertical_dropout=vertical_dropout, recurrent_dropout=recurrent_dropout
-    )
-
-
 class SRUClassifier(RationalClassifier):
-    def __init__(
-        self,
-        vocab_size: int,
-        num_classes: int,
-        *,
-        hidden_size: int = 128,
-        num_layers: int = 2,
-        bidirectional: bool = False,
-        embedding_dim: int = 50,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        mlp_hidden: int = 100,
-        freeze_embeddings: bool = True,
-        backend: str = "auto",
-    ):
-        super().__init__(
-            vocab_size,
-            num_classes,
-            lambda size: sru_stack(
-                size,
-                hidden_size,
-                num_layers,
-                bidirectional=bidirectional,
-                vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout,
-                backend=backend,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-            mlp_hidden=mlp_hidden,
-            bidirectional=bidirectional,
-            freeze_embeddings=freeze_embeddings,
-        )
+    """SRU-2017 text classifier; ``options`` as in ``RationalClassifier``."""
+
+    def __init__(self, vocab_size: int, num_classes: int, **options: Any):
+        super().__init__(vocab_size, num_classes, SRULayer, **options)
 
 
 class SRULanguageModel(RationalLanguageModel):
-    def __init__(
-        self,
-        vocab_size: int,
-        *,
-        hidden_size: int = 256,
-        num_layers: int = 2,
-        embedding_dim: int = 128,
-        embedding_dropout: float = 0.0,
-        vertical_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        backend: str = "auto",
-    ):
-        super().__init__(
-            vocab_size,
-            lambda size: sru_stack(
-                size,
-                hidden_size,
-                num_layers,
-                bidirectional=False,
-                vertical_dropout=vertical_dropout,
-                recurrent_dropout=recurrent_dropout,
-                backend=backend,
-            ),
-            embedding_dim=embedding_dim,
-            embedding_dropout=embedding_dropout,
-            vertical_dropout=vertical_dropout,
-        )
+    """SRU-2017 language model; ``options`` as in ``RationalLanguageModel``."""
+
+    def __init__(self, vocab_size: int, **options: Any):
+        super().__init__(vocab_size, SRULayer, **options)
 
 
 register_model("sru", task_builder(SRUClassifier, SRULanguageModel))
