@@ -220,3 +220,36 @@ def test_real_viterbi_refuses_negative_weights() -> None:
     a.set_final(0, -1.0)
     with pytest.raises(WeightError, match="final weight of q0: Viterbi in the real semiring"):
         a.viterbi("")
+
+
+@pytest.mark.parametrize("name", ["real", "log", "max-plus", "min-plus", "max-times", "boolean"])
+@pytest.mark.parametrize("cap", [None, 0, 2])
+def test_closure_of_a_batch_is_the_closure_of_each_matrix(name: str, cap: int | None) -> None:
+    import torch
+
+    s = get_semiring(name)
+    rng = np.random.default_rng(3)
+    if name == "boolean":
+        batch = rng.random((2, 3, 3, 3)) < 0.3
+    elif name in ("max-plus", "log"):
+        batch = np.where(rng.random((2, 3, 3, 3)) < 0.5, -rng.uniform(0.5, 2.0, (2, 3, 3, 3)), s.zero)
+    elif name == "min-plus":
+        batch = np.where(rng.random((2, 3, 3, 3)) < 0.5, rng.uniform(0.5, 2.0, (2, 3, 3, 3)), s.zero)
+    else:
+        batch = np.where(rng.random((2, 3, 3, 3)) < 0.5, rng.uniform(0.0, 0.3, (2, 3, 3, 3)), s.zero)
+    got = closure_matrix(batch, s, cap)
+    assert got.shape == batch.shape
+    for index in np.ndindex(batch.shape[:2]):
+        np.testing.assert_allclose(got[index], closure_matrix(batch[index], s, cap), atol=1e-12)
+    if name != "boolean":
+        as_torch = closure_matrix(torch.as_tensor(batch), s, cap)
+        np.testing.assert_allclose(as_torch.numpy(), got, atol=1e-12)
+
+
+def test_batched_divergence_names_the_matrix_and_cycle() -> None:
+    batch = np.zeros((3, 2, 2))
+    batch[2, 1, 1] = 0.5  # max-plus: a positive self-loop in the third matrix only
+    with pytest.raises(DivergenceError, match=r"matrix \[2\] of the batch.*cycle state 1 -> state 1"):
+        closure_matrix(np.where(batch == 0, -np.inf, batch), get_semiring("max-plus"))
+    with pytest.raises(DivergenceError, match=r"matrix \[1\] of the batch.*spectral radius 1\.5"):
+        closure_matrix(np.stack([np.zeros((2, 2)), np.diag([0.0, 1.5])]), get_semiring("real"))

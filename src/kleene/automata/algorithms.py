@@ -37,11 +37,12 @@ def closure_matrix(
 ) -> Any:
     """``M* = I + M + M^2 + ...`` (``cap=None``) or ``I + M + ... + M^cap``.
 
-    Works on numpy arrays and torch tensors (differentiably) of shape (Q, Q).
+    Works on numpy arrays and torch tensors (differentiably) of shape (..., Q, Q): leading axes are a batch
+    of independent matrices.
 
     Raises:
         DivergenceError: the exact star does not converge; the message names a
-            cycle of states responsible (real/log: spectral radius >= 1).
+            cycle of states responsible (real/log: spectral radius >= 1) and, for a batch, which matrix.
     """
     n = matrix.shape[-1]
     eye = semiring.identity(n, like=matrix)
@@ -52,9 +53,9 @@ def closure_matrix(
         for _ in range(cap):
             power = semiring.matmul(power, matrix)
             result = semiring.plus(result, power)
-        return result
+        return semiring.plus(semiring.zeros(matrix.shape, like=matrix), result)  # I broadcast over the batch
     if n == 0:
-        return eye
+        return semiring.zeros(matrix.shape, like=matrix)
     if semiring.name in ("real", "log"):
         return _linear_star(matrix, semiring, state_names)
     return _lehmann_star(matrix, semiring, state_names)
@@ -64,66 +65,86 @@ def _as_numpy(matrix: Any) -> np.ndarray:
     return matrix.detach().cpu().numpy() if _is_torch(matrix) else np.asarray(matrix)
 
 
+def _batch_index(mask: np.ndarray) -> tuple[int, ...]:
+    """The batch position of the first true entry of a (..., ) mask."""
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+def _divergence(
+    semiring: Semiring, matrix: np.ndarray, at: tuple[int, ...], why: str, names: Sequence[str] | None
+) -> str:
+    """The message of a diverging star: which matrix of a batch, why, and the worst cycle there."""
+    where = f" (matrix {list(at)} of the batch)" if at else ""
+    return f"the {semiring.name} star diverges{where}: {why}{_describe_cycle(matrix[at], semiring, names)}"
+
+
 def _linear_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:
-    """Real and log stars by solving ``(I - M) X = I`` after checking convergence."""
+    """Real and log stars by solving ``(I - M) X = I`` after checking convergence (not while torch.compile traces)."""
     torch_mode = _is_torch(matrix)
     linear = matrix if semiring is REAL else (matrix.exp() if torch_mode else np.exp(matrix))
-    radius = float(np.max(np.abs(np.linalg.eigvals(_as_numpy(linear).astype(float)))))
-    if radius >= 1.0 - 1e-12:
-        raise DivergenceError(
-            f"the {semiring.name} star diverges: spectral radius {radius:.4g} >= 1; "
-            f"{_describe_cycle(_as_numpy(matrix), semiring, names)}"
-        )
+    if not (torch_mode and _tracing()):
+        radius = np.max(np.abs(np.linalg.eigvals(_as_numpy(linear).astype(float))), axis=-1)
+        if np.any(radius >= 1.0 - 1e-12):
+            at = _batch_index(radius >= 1.0 - 1e-12)
+            why = f"spectral radius {float(radius[at]):.4g} >= 1; "
+            raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, why, names))
     n = matrix.shape[-1]
     # round-off leaves tiny values where no path exists: those entries are exactly zero
-    reachable = _reachability(_as_numpy(linear) != 0)
+    reachable = _reachability(linear != 0)
     if torch_mode:
         import torch
 
-        eye = torch.eye(n, dtype=linear.dtype, device=linear.device)
-        solved = torch.linalg.solve(eye - linear, eye)
-        solved = torch.where(torch.as_tensor(reachable, device=solved.device), solved, torch.zeros_like(solved))
+        eye = torch.eye(n, dtype=linear.dtype, device=linear.device).expand_as(linear)
+        solved = torch.where(reachable, torch.linalg.solve(eye - linear, eye), torch.zeros_like(linear))
         if semiring is REAL:
             return solved
         positive = solved > 0
         safe = torch.where(positive, solved, torch.ones_like(solved))
         return torch.where(positive, torch.log(safe), torch.full_like(solved, -np.inf))
-    solved = np.where(reachable, np.linalg.solve(np.eye(n) - linear, np.eye(n)), 0.0)
+    eye_np = np.broadcast_to(np.eye(n), linear.shape)
+    star = np.where(reachable, np.linalg.solve(eye_np - linear, eye_np), 0.0)
     if semiring is REAL:
-        return solved
+        return star
     with np.errstate(divide="ignore"):
-        return np.where(solved > 0, np.log(np.where(solved > 0, solved, 1.0)), -np.inf)
+        return np.where(star > 0, np.log(np.where(star > 0, star, 1.0)), -np.inf)
 
 
-def _reachability(support: np.ndarray) -> np.ndarray:
-    """Which states reach which in zero or more steps (Warshall), as a boolean matrix."""
-    reach = support | np.eye(support.shape[0], dtype=bool)
-    for k in range(reach.shape[0]):
-        reach = reach | (reach[:, k : k + 1] & reach[k : k + 1, :])
+def _tracing() -> bool:
+    import torch
+
+    return bool(torch.compiler.is_compiling())
+
+
+def _reachability(support: Any) -> Any:
+    """Which states reach which in zero or more steps (Warshall): a boolean (..., Q, Q) array or tensor."""
+    n = support.shape[-1]
+    if _is_torch(support):
+        import torch
+
+        reach = support | torch.eye(n, dtype=torch.bool, device=support.device)
+    else:
+        reach = support | np.eye(n, dtype=bool)
+    for k in range(n):
+        reach = reach | (reach[..., :, k : k + 1] & reach[..., k : k + 1, :])
     return reach
 
 
 def _lehmann_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:
-    """Lehmann's algebraic path algorithm: valid in any semiring with a scalar star."""
+    """Lehmann's algebraic path algorithm: valid in any semiring with a star; batched over leading axes."""
     a = matrix if _is_torch(matrix) else np.array(matrix, dtype=semiring.numpy_dtype)
     n = a.shape[-1]
     for k in range(n):
         try:
-            pivot = semiring.star(_scalar(a[k, k]))
+            pivot = semiring.star(a[..., k, k])
         except DivergenceError:
-            raise DivergenceError(
-                f"the {semiring.name} star diverges: {_describe_cycle(_as_numpy(matrix), semiring, names)}"
-            ) from None
-        through = semiring.times(semiring.times(a[:, k : k + 1], pivot), a[k : k + 1, :])
+            diverging = _as_numpy(semiring._star_diverges(_as_numpy(a[..., k, k])))
+            at = _batch_index(np.asarray(diverging)) if np.ndim(diverging) else ()
+            raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, "", names)) from None
+        if _is_torch(pivot) or np.ndim(pivot):
+            pivot = pivot[..., None, None]
+        through = semiring.times(semiring.times(a[..., :, k : k + 1], pivot), a[..., k : k + 1, :])
         a = semiring.plus(a, through)
     return semiring.plus(semiring.identity(n, like=matrix), a)
-
-
-def _scalar(value: Any) -> Any:
-    """A plain Python number (or bool) from a numpy or torch scalar, detached."""
-    if _is_torch(value):
-        value = value.detach().item()
-    return value if isinstance(value, bool) else (bool(value) if isinstance(value, np.bool_) else float(value))
 
 
 def _describe_cycle(matrix: np.ndarray, semiring: Semiring, names: Sequence[str] | None) -> str:

@@ -93,6 +93,33 @@ def _scalar_result(value: Array, *inputs: Array) -> Array:
     return value
 
 
+def _any_true(mask: Array) -> bool:
+    """Whether any entry of a boolean scalar/array/tensor is true (False while torch.compile traces)."""
+    if _is_torch(mask):
+        import torch
+
+        return not torch.compiler.is_compiling() and bool(mask.any())
+    return bool(np.any(mask))
+
+
+def _first_where(x: Array, mask: Array) -> float:
+    """The first entry of ``x`` where ``mask`` holds, as a Python float (for error messages)."""
+    if _is_torch(x):
+        return float(x.detach()[mask].reshape(-1)[0])
+    return float(np.broadcast_to(np.asarray(x), np.shape(mask))[np.asarray(mask)].reshape(-1)[0])
+
+
+def _apply(x: Array, name: str) -> Array:
+    """The elementwise function ``name`` (exp, log1p, zeros_like, ones_like) of torch, or of numpy/math for the rest."""
+    if _is_torch(x):
+        import torch
+
+        return getattr(torch, name)(x)
+    if _is_scalar(x) and name in ("exp", "log1p"):
+        return getattr(math, name)(float(x))
+    return getattr(np, name)(np.asarray(x, dtype=float))
+
+
 def sympy_constant(value: Any) -> sympy.Expr:
     """A constant as sympy, integral floats as integers (``1.0`` -> ``1``)."""
     if isinstance(value, float) and value.is_integer():
@@ -138,14 +165,29 @@ class Semiring(ABC):
         """Semiring matrix product over the last two axes, broadcasting the rest."""
         return self.sum(self.times(a[..., :, :, None], b[..., None, :, :]), axis=-2)
 
-    @abstractmethod
+    #: When the star diverges, in words (for error messages).
+    star_diverges_when: str = ""
+
     def star(self, a: Array) -> Array:
-        """``a* = one + a + a^2 + ...`` of a scalar.
+        """``a* = one ⊕ a ⊕ a² ⊕ ...``, elementwise on scalars, numpy arrays and torch tensors (differentiably).
 
         Raises:
-            DivergenceError: where the series does not converge, naming the value.
+            DivergenceError: where the series does not converge, naming the (first) value; not checked while
+                torch.compile traces.
         """
-        ...
+        diverges = self._star_diverges(a)
+        if _any_true(diverges):
+            value = _first_where(a, diverges)
+            raise DivergenceError(f"the {self.name} star of {value!r} diverges ({self.star_diverges_when})")
+        return self._star_values(a)
+
+    def _star_diverges(self, a: Array) -> Array:
+        """Where the star of ``a`` diverges (a boolean of ``a``'s shape); never, by default."""
+        return False
+
+    @abstractmethod
+    def _star_values(self, a: Array) -> Array:
+        """The star of ``a`` where it converges."""
 
     def star_converges(self, a: float) -> bool:
         try:
@@ -268,9 +310,12 @@ class RealSemiring(Semiring):
     def matmul(self, a: Array, b: Array) -> Array:
         return a @ b
 
-    def star(self, a: Array) -> Array:
-        if abs(float(a)) >= 1.0:
-            raise DivergenceError(f"the real star of {float(a)!r} diverges (|a| >= 1)")
+    star_diverges_when = "|a| >= 1"
+
+    def _star_diverges(self, a: Array) -> Array:
+        return abs(a) >= 1.0
+
+    def _star_values(self, a: Array) -> Array:
         return 1.0 / (1.0 - a)
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -303,10 +348,13 @@ class LogSemiring(Semiring):
     def product(self, x: Array, axis: int = -1) -> Array:
         return _reduce(x, axis, np.sum, "sum")
 
-    def star(self, a: Array) -> Array:
-        if float(a) >= 0.0:
-            raise DivergenceError(f"the log star of {float(a)!r} diverges (exp(a) >= 1)")
-        return -math.log1p(-math.exp(float(a)))
+    star_diverges_when = "exp(a) >= 1"
+
+    def _star_diverges(self, a: Array) -> Array:
+        return a >= 0.0
+
+    def _star_values(self, a: Array) -> Array:
+        return -_apply(-_apply(a, "exp"), "log1p")
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         live = [t for t in terms if t != -sympy.oo]
@@ -337,6 +385,9 @@ class _MaxPlusLike(Semiring):
     def product(self, x: Array, axis: int = -1) -> Array:
         return _reduce(x, axis, np.sum, "sum")
 
+    def _star_values(self, a: Array) -> Array:
+        return 0.0 if _is_scalar(a) else _apply(a, "zeros_like")
+
     def sym_times(self, *factors: sympy.Expr) -> sympy.Expr:
         if any(f == self.sym_zero for f in factors):
             return self.sym_zero
@@ -362,10 +413,10 @@ class MaxPlusSemiring(_MaxPlusLike):
             return np.full(np.delete(np.asarray(x).shape, axis), -np.inf)
         return _reduce(x, axis, np.max, "amax")
 
-    def star(self, a: Array) -> Array:
-        if float(a) > 0.0:
-            raise DivergenceError(f"the max-plus star of {float(a)!r} diverges (a positive cycle)")
-        return 0.0
+    star_diverges_when = "a positive cycle"
+
+    def _star_diverges(self, a: Array) -> Array:
+        return a > 0.0
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Max(*terms) if terms else self.sym_zero
@@ -393,10 +444,10 @@ class MinPlusSemiring(_MaxPlusLike):
             return np.full(np.delete(np.asarray(x).shape, axis), np.inf)
         return _reduce(x, axis, np.min, "amin")
 
-    def star(self, a: Array) -> Array:
-        if float(a) < 0.0:
-            raise DivergenceError(f"the min-plus star of {float(a)!r} diverges (a negative-cost cycle)")
-        return 0.0
+    star_diverges_when = "a negative-cost cycle"
+
+    def _star_diverges(self, a: Array) -> Array:
+        return a < 0.0
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Min(*terms) if terms else self.sym_zero
@@ -435,10 +486,13 @@ class MaxTimesSemiring(Semiring):
     def product(self, x: Array, axis: int = -1) -> Array:
         return _reduce(x, axis, np.prod, "prod")
 
-    def star(self, a: Array) -> Array:
-        if float(a) > 1.0:
-            raise DivergenceError(f"the max-times star of {float(a)!r} diverges (a cycle of weight > 1)")
-        return 1.0
+    star_diverges_when = "a cycle of weight > 1"
+
+    def _star_diverges(self, a: Array) -> Array:
+        return a > 1.0
+
+    def _star_values(self, a: Array) -> Array:
+        return 1.0 if _is_scalar(a) else _apply(a, "ones_like")
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Max(*terms) if terms else self.sym_zero
@@ -489,8 +543,14 @@ class BooleanSemiring(Semiring):
     def product(self, x: Array, axis: int = -1) -> Array:
         return _reduce(x, axis, np.all, "all")
 
-    def star(self, a: Array) -> Array:
-        return True
+    def _star_values(self, a: Array) -> Array:
+        if _is_scalar(a):
+            return True
+        if _is_torch(a):
+            import torch
+
+            return torch.ones_like(a, dtype=torch.bool)
+        return np.ones(np.shape(a), dtype=bool)
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Or(*terms)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..automata.errors import DivergenceError
+from ..automata.algorithms import closure_matrix
 from ..automata.semiring import Semiring
 from .template import CompileError, Factor, Plan
 
@@ -31,39 +31,12 @@ def _factor_value(plan: Plan, factor: Factor, constants: Tensor, like: Tensor) -
     return value
 
 
-def tensor_star(semiring: Semiring, a: Tensor, state: str) -> Tensor:
-    """Elementwise ``a* = one ⊕ a ⊕ a² ⊕ ...`` of a storage-semiring tensor.
+def closure_tensor(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
+    """The per-dimension epsilon closure ``C`` of shape (D, Q, Q), differentiable in ``constants``.
 
     Raises:
-        DivergenceError: some entry diverges (naming the state and the first bad dimension); not
-            checked while tracing under ``torch.compile``.
+        DivergenceError: the closure of some dimension diverges (naming the dimension and a cycle of states).
     """
-    name = semiring.name
-    if name == "real":
-        bad = a.abs() >= 1
-    elif name == "log":
-        bad = a >= 0
-    elif name == "max-plus":
-        bad = a > 0
-    elif name == "min-plus":
-        bad = a < 0
-    else:  # pragma: no cover - kernel_algebra admits no other storage semiring
-        raise CompileError(f"no star for the {name} semiring")
-    if not torch.compiler.is_compiling() and bool(bad.any()):
-        d = int(torch.nonzero(bad.reshape(-1))[0])
-        raise DivergenceError(
-            f"the epsilon closure diverges at state {state} (dimension {d}): its epsilon cycles have "
-            f"{name} weight {float(a.reshape(-1)[d])!r}, whose star does not converge"
-        )
-    if name == "real":
-        return 1.0 / (1.0 - a)
-    if name == "log":
-        return -torch.log1p(-torch.exp(a))
-    return torch.zeros_like(a)
-
-
-def closure_tensor(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
-    """The per-dimension epsilon closure ``C`` of shape (D, Q, Q), differentiable in ``constants``."""
     s = plan.algebra.storage
     q, d = plan.num_states, like.shape[-1]
     eye = s.identity(q, like=like).expand(d, q, q)
@@ -79,18 +52,7 @@ def closure_tensor(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
     cap = plan.options.epsilon_cap
     if cap is None and not any(e.src == e.dst and e.param is not None for e in plan.closure):
         cap = q - 1  # acyclic epsilons: paths have at most Q-1 arcs, so the capped sum is exact
-    if cap is not None:
-        result, power = eye, eye
-        for _ in range(cap):
-            power = s.matmul(power, matrix)
-            result = s.plus(result, power)
-        return result
-    # Lehmann's algorithm: after pivot k, matrix holds the sums over paths whose inner states are < k+1.
-    for k in range(q):
-        star = tensor_star(s, matrix[:, k, k], template.states[k])
-        through = s.times(s.times(matrix[:, :, k, None], star[:, None, None]), matrix[:, None, k, :])
-        matrix = s.plus(matrix, through)
-    return s.plus(eye, matrix)
+    return closure_matrix(matrix, s, cap, template.states)
 
 
 def static_params(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
