@@ -153,6 +153,7 @@ REFUSALS = {
     "elman": "h_{t-1} appears inside tanh(",
     "sru-v2": "c_{t-1} appears inside sigmoid(",
     "rcnn-gated": "c2_{t-1} appears inside sigmoid(",
+    "stacked-gated-linear": "c1_t ⊗ c2_{t-1} in the update of c2: a product of two state values",
 }
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
 from typing import Any, Union
 
+import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
@@ -31,9 +32,30 @@ Weight = Union[float, bool, sympy.Expr]
 Env = Mapping[str, Any]
 
 
-def sigmoid(x: sympy.Expr) -> sympy.Expr:
-    """The logistic function as a sympy expression."""
-    return 1 / (1 + sympy.exp(-x))
+class sigmoid(sympy.Function):  # type: ignore[misc]  # sympy is untyped
+    """The logistic function ``1 / (1 + exp(-x))``, kept as one named node (printed, parsed and refused by name).
+
+    ``sigmoid(x).rewrite(sympy.exp)`` gives the explicit form; numerically it runs in numpy or mpmath.
+    """
+
+    nargs = 1
+
+    @staticmethod
+    def _imp_(x: Any) -> Any:
+        if type(x).__module__.startswith("mpmath"):
+            import mpmath
+
+            return 1 / (1 + mpmath.exp(-x))
+        return 1.0 / (1.0 + np.exp(-x))
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        return sigmoid(self.args[0]) * (1 - sigmoid(self.args[0]))
+
+    def _eval_rewrite_as_exp(self, arg: sympy.Expr, **kwargs: Any) -> sympy.Expr:
+        return 1 / (1 + sympy.exp(-arg))
+
+    def _latex(self, printer: Any) -> str:
+        return r"\sigma\left(" + str(printer._print(self.args[0])) + r"\right)"
 
 
 def weight_functions(*names: str) -> tuple[sympy.Expr, ...]:

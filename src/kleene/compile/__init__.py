@@ -2,12 +2,13 @@
 
 # compiler
 # prover
+from ..automata.weights import sigmoid
 from . import gpu as _gpu  # noqa: F401 - registers the triton and cuda backends
 from .certificate import Certificate, Refutation
 from .hankel import HankelEvidence, hankel_evidence
 from .module import CompiledRecurrence, backends, compile, register_backend
 from .prover import prove
-from .recurrence import ONE_NOW, Recurrence, RecurrenceError, sigmoid
+from .recurrence import ONE_NOW, Recurrence, RecurrenceError
 from .template import (
     CompileError,
     Factor,

@@ -37,7 +37,7 @@ from sympy.core.function import AppliedUndef
 from kleene.automata.errors import FormatError
 from kleene.automata.labels import AnySymbol
 from kleene.automata.semiring import Semiring, get_semiring
-from kleene.automata.weights import ALPHA
+from kleene.automata.weights import ALPHA, sigmoid
 from kleene.automata.wfsa import WFSA
 
 from .recurrence import (
@@ -53,7 +53,6 @@ from .recurrence import (
     histories,
     input_symbol,
     same,
-    sigmoid,
     specialise,
     symbol_atom,
 )

@@ -36,6 +36,7 @@ from sympy.core.function import AppliedUndef
 from kleene.automata.errors import KleeneError
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import ALPHA
+from kleene.automata.weights import sigmoid as sigmoid  # the recurrence language's logistic function
 
 #: The padding symbol standing for inputs before the start of the string (x_0, x_{-1}, ...).
 BOS = "<s>"
@@ -43,29 +44,6 @@ BOS = "<s>"
 
 class RecurrenceError(KleeneError, ValueError):
     """A malformed recurrence: an undeclared symbol, a missing update, a bad name."""
-
-
-class sigmoid(sympy.Function):
-    """The logistic function, kept as one named node so refusals can say ``sigmoid(...)``."""
-
-    nargs = 1
-
-    @staticmethod
-    def _imp_(x: Any) -> Any:
-        if type(x).__module__.startswith("mpmath"):
-            import mpmath
-
-            return 1 / (1 + mpmath.exp(-x))
-        return 1.0 / (1.0 + np.exp(-x))
-
-    def fdiff(self, argindex: int = 1) -> sympy.Expr:
-        return sigmoid(self.args[0]) * (1 - sigmoid(self.args[0]))
-
-    def _eval_rewrite_as_exp(self, arg: sympy.Expr, **kwargs: Any) -> sympy.Expr:
-        return 1 / (1 + sympy.exp(-arg))
-
-    def _latex(self, printer: Any) -> str:
-        return r"\sigma\left(" + printer._print(self.args[0]) + r"\right)"
 
 
 tanh = sympy.tanh
