@@ -37,8 +37,7 @@ from kleene.nn.sru import SRULayer
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10}
 
 
-@pytest.fixture(scope="module")
-def sst2() -> tuple[list[list[str]], list[str], np.ndarray]:
+def sst2_sample() -> tuple[list[list[str]], list[str], np.ndarray]:
     """30 SST-2 dev sentences (at most 25 tokens), their vocabulary and GloVe vectors (random when missing)."""
     sentences = [list(e.tokens[:25]) for e in load_classification("sst2").split("dev")[:30]]
     words = sorted({w for s in sentences for w in s})
@@ -46,6 +45,11 @@ def sst2() -> tuple[list[list[str]], list[str], np.ndarray]:
     rng = np.random.default_rng(0)
     features = np.stack([glove[w].double().numpy() if w in glove else rng.normal(0, 0.3, 50) for w in words])
     return sentences, words, features
+
+
+@pytest.fixture(scope="module")
+def sst2() -> tuple[list[list[str]], list[str], np.ndarray]:
+    return sst2_sample()
 
 
 def vectors(words: list[str], features: np.ndarray, sentence: list[str], dtype: torch.dtype) -> torch.Tensor:

@@ -119,12 +119,19 @@ def rcnn(order: int = 2, constant_lambda: bool = False) -> Recurrence:
     return rec
 
 
+def matrix_entry(prefix: str, i: int, j: int, d: int) -> str:
+    """The name of entry (i, j) of a d x d matrix: ``W12`` while d < 10, ``W1_12`` beyond (so names stay unique)."""
+    return f"{prefix}{i}{j}" if d < 10 else f"{prefix}{i}_{j}"
+
+
 def isan(d: int = 2) -> Recurrence:
     """ISAN (Foerster et al. 2017; §4.3 Eq. 16-18, Appendix C): c_t = W_{x_t} c_{t−1} + b_{x_t}."""
     rec = Recurrence(f"isan-{d}", "real", doc=f"ISAN of hidden size {d} (Eq. 16, Appendix C)")
     cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
     for i in range(1, d + 1):
-        terms = [rec.input(f"W{i}{j}", meaning=f"[W_x_t]_{i}{j}") * cs[j - 1] for j in range(1, d + 1)]
+        terms = [
+            rec.input(matrix_entry("W", i, j, d), meaning=f"[W_x_t]_{i}{j}") * cs[j - 1] for j in range(1, d + 1)
+        ]
         rec.update(cs[i - 1], sympy.Add(*terms) + rec.input(f"b{i}", meaning=f"[b_x_t]_{i}"))
     for i in range(1, d + 1):
         rec.output(f"c{i}", cs[i - 1])
@@ -136,7 +143,7 @@ def elman_linear(d: int = 2) -> Recurrence:
     rec = Recurrence(f"elman-linear-{d}", "real", doc=f"linear Elman network of size {d} (Corollary 14)")
     cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
     for i in range(1, d + 1):
-        terms = [rec.constant(f"w{i}{j}") * cs[j - 1] for j in range(1, d + 1)]
+        terms = [rec.constant(matrix_entry("w", i, j, d)) * cs[j - 1] for j in range(1, d + 1)]
         rec.update(cs[i - 1], sympy.Add(*terms) + rec.input(f"u{i}", meaning=f"[W_v v_t + b]_{i}"))
     for i in range(1, d + 1):
         rec.output(f"c{i}", cs[i - 1])

@@ -1,33 +1,4 @@
-"""Exact extraction: a trained rational cell taken apart into one WFSA per hidden unit (or pattern).
-
-The structure comes from the prover: the cell's recurrence (a ``kleene.compile.zoo`` entry) is
-proved rational, which yields a symbolic automaton whose weight functions are parameterised by
-the recurrence's input functions (``phi_c = f(x_t)``, ``mu_c = (1 − f(x_t))·g(x_t)``). Extraction
-fills that structure from the trained parameters:
-
-- every input function of a unit is ``act(w · v_x + b)`` of the consumed word's feature vector
-  ``v_x`` (its embedding row), an ``AffineInput``;
-- the *constant* automaton of a unit over a word list has one ``Sym(word)`` arc per word and
-  structural arc, its weight computed from the word's embedding (``Extraction.wfsa``);
-- the *symbolic* automaton keeps ``∀α`` arcs whose weights are sympy expressions of the
-  embedding coordinates ``v1(α) .. vn(α)`` with the learned numbers inlined, so it scores words
-  outside any list given their vectors (``Extraction.symbolic`` and ``Extraction.environment``).
-
-The extraction verifies itself: ``Extraction.verify`` runs every unit's Forward over real
-sentences (batched, ``kleene.automata.batched_forward``) and compares the prefix scores with the
-hidden states the module computed, recording the maximum absolute error.
-
-Conventions of foreign modules (each adapter's docstring says what it reads):
-
-- ``torch.nn.RNN`` can only run tanh or ReLU; its weights are read as the *linear* Elman network
-  ``h_t = W_hh h_{t−1} + W_ih x_t + b`` (Corollary 14) only when the caller says
-  ``activation="identity"``: one automaton over all d units (like ISAN), one final state per unit.
-- pytorch-qrnn's ``ForgetMult`` computes ``c_t = F_t ⊙ z_t + (1 − F_t) ⊙ c_{t−1}``: its gate ``F``
-  is the paper's ``1 − f``. Since ``1 − σ(a) = σ(−a)``, the paper's forget gate is the sigmoid of
-  the negated pre-activation, which is what ``from_qrnn_weights`` uses.
-- the ``sru`` package (v2) feeds ``v ⊙ c_{t−1}`` into its gates; with ``weight_c`` zero its cell
-  state is the 2017 SRU recurrence ``c_t = f ⊙ c_{t−1} + (1 − f) ⊙ x̃_t``.
-"""
+"""The machinery of exact extraction: input functions, units, the ``Extraction`` (automata, verification, export)."""
 
 from __future__ import annotations
 
@@ -48,23 +19,9 @@ from kleene.automata.semiring import Semiring
 from kleene.automata.weights import ALPHA, sigmoid
 from kleene.automata.wfsa import WFSA
 
-from . import zoo
-from .certificate import AutomatonProof, Certificate
-from .prover import prove
-from .recurrence import BOS, Recurrence, input_symbol, symbol_atom
-
-__all__ = [
-    "ACTIVATIONS",
-    "AffineInput",
-    "Extraction",
-    "ExtractionError",
-    "Unit",
-    "from_linear_rnn",
-    "from_qrnn_weights",
-    "from_sru_cell",
-    "from_torch_rnn",
-    "proved_automata",
-]
+from ..certificate import AutomatonProof, Certificate
+from ..prover import prove
+from ..recurrence import BOS, Recurrence, input_symbol, symbol_atom
 
 
 class ExtractionError(KleeneError):
@@ -125,17 +82,30 @@ class AffineInput:
         return ACTIVATIONS[self.activation][1](pre + sympy.Float(constant))
 
 
+@dataclass(frozen=True)
+class Structure:
+    """A symbolic automaton built by hand (no zoo recurrence has its exact semantics), with what its weight
+    functions mean: ``parameterisation[name]`` is an expression of input calls ``g(x_t)`` and constants,
+    written in the automaton's own number system (e.g. ``m1(x_t) + eps0`` for a max-plus product).
+
+    The prover's ``AutomatonProof`` has the same two attributes; a ``Structure`` carries no invariant, so its
+    correctness rests on ``Extraction.verify`` against the module.
+    """
+
+    wfsa: WFSA
+    parameterisation: dict[str, sympy.Expr]
+
+
 @dataclass
 class Unit:
-    """One automaton to extract: a proved structure, its inputs and constants.
+    """One automaton to extract: its structure (proved, or built by hand), its inputs and constants.
 
-    ``outputs`` names what the automaton's final weights read (one entry per hidden unit it
-    yields; several when units share one run, as in the linear Elman network).
-    ``initial`` overrides initial weights by state name (a nonzero initial hidden state).
+    ``constants`` give the values of the structure's constant symbols; ``initial`` overrides initial
+    weights by state name (a nonzero initial hidden state).
     """
 
     name: str
-    proof: AutomatonProof
+    structure: AutomatonProof | Structure
     inputs: Mapping[str, AffineInput]
     constants: Mapping[str, float] = field(default_factory=dict)
     initial: Mapping[str, float] = field(default_factory=dict)
@@ -196,7 +166,7 @@ class Extraction:
         self.units = list(units)
         self.words = list(words)
         self.features = features
-        self.semiring: Semiring = self.units[0].proof.wfsa.semiring
+        self.semiring: Semiring = self.units[0].structure.wfsa.semiring
         self._row = {w: i for i, w in enumerate(self.words)}
         self._atoms = _word_of_atom(self.words)
         self.max_abs_error: float | None = None
@@ -245,8 +215,17 @@ class Extraction:
         try:
             return float(value)
         except TypeError:
-            raise ExtractionError(f"unit {unit.name}: {where} {weight} has no value (constants given: "
-                                  f"{sorted(unit.constants)})") from None
+            raise ExtractionError(
+                f"unit {unit.name}: {where} {weight} has no value (constants given: {sorted(unit.constants)})"
+            ) from None
+
+    @staticmethod
+    def _parameterised(unit: Unit, name: str) -> sympy.Expr:
+        """The weight function ``name`` of ``unit`` as an expression of input calls (its constants filled in)."""
+        expr: sympy.Expr = unit.structure.parameterisation[name].subs(
+            {sympy.Symbol(k): v for k, v in unit.constants.items()}
+        )
+        return expr
 
     def _weight_values(self, unit: Unit, weight: Any, current: np.ndarray, where: str) -> np.ndarray | float:
         """An arc weight's value for each row of ``current`` (a float when it does not read the word)."""
@@ -255,9 +234,9 @@ class Extraction:
         if not (isinstance(weight, AppliedUndef) and weight.args == (ALPHA,)):
             raise ExtractionError(f"unit {unit.name}: {where} weight {weight} is not a weight function of α")
         name = weight.func.__name__
-        if name not in unit.proof.parameterisation:
+        if name not in unit.structure.parameterisation:
             raise ExtractionError(f"unit {unit.name}: the weight function {name} has no parameterisation")
-        expr = unit.proof.parameterisation[name].subs({sympy.Symbol(k): v for k, v in unit.constants.items()})
+        expr = self._parameterised(unit, name)
         fn, calls = _lambdified(expr)
         args = [self._check_call(unit, c).values(current, self._lagged(c)) for c in calls]
         return np.broadcast_to(np.asarray(fn(*args), dtype=np.float64), (current.shape[0],))
@@ -267,7 +246,7 @@ class Extraction:
         """``unit``'s automaton tabulated over ``words`` (float64 tensors; row 0 is padding)."""
         import torch
 
-        s, template = self.semiring, unit.proof.wfsa
+        s, template = self.semiring, unit.structure.wfsa
         q = template.num_states
         current = self.rows(words)
         emissions: np.ndarray = s.zeros((len(words) + 1, q, q))
@@ -304,7 +283,7 @@ class Extraction:
         )
 
     def _initial(self, unit: Unit) -> np.ndarray:
-        template = unit.proof.wfsa
+        template = unit.structure.wfsa
         vector: np.ndarray = self.semiring.zeros((template.num_states,))
         for state, weight in template.initial.items():
             vector[state] = self._constant(unit, weight, f"initial weight of {template.state_name(state)}")
@@ -313,7 +292,7 @@ class Extraction:
         return vector
 
     def _final(self, unit: Unit) -> np.ndarray:
-        template = unit.proof.wfsa
+        template = unit.structure.wfsa
         vector: np.ndarray = self.semiring.zeros((template.num_states,))
         for state, weight in template.final.items():
             vector[state] = self._constant(unit, weight, f"final weight of {template.state_name(state)}")
@@ -336,7 +315,7 @@ class Extraction:
         unit = self.unit(ref)
         words = self.words if words is None else list(words)
         dense = self.dense(unit, words)
-        s, template = self.semiring, unit.proof.wfsa
+        s, template = self.semiring, unit.structure.wfsa
         out = WFSA(s, SymbolTable(words), name=f"{self.model}:{unit.name}")
         for name in template.states:
             out.add_state(name)
@@ -364,7 +343,7 @@ class Extraction:
         history word, so their arcs stay labelled with vocabulary words.
         """
         unit = self.unit(ref)
-        template = unit.proof.wfsa
+        template = unit.structure.wfsa
         coordinates = [sympy.Function(f"v{k + 1}")(ALPHA) for k in range(self.features.shape[1])]
         out = WFSA(self.semiring, template.alphabet, name=f"{self.model}:{unit.name} (symbolic)")
         for name in template.states:
@@ -374,10 +353,12 @@ class Extraction:
             weight: Any
             if isinstance(arc.weight, sympy.Basic) and arc.weight.atoms(AppliedUndef):
                 name = arc.weight.func.__name__
-                expr = unit.proof.parameterisation[name].subs({sympy.Symbol(k): v for k, v in unit.constants.items()})
+                expr = self._parameterised(unit, name)
                 weight = expr.xreplace(
-                    {c: self._check_call(unit, c).expression(coordinates, self._lagged(c)) for c in
-                     expr.atoms(AppliedUndef)}
+                    {
+                        c: self._check_call(unit, c).expression(coordinates, self._lagged(c))
+                        for c in expr.atoms(AppliedUndef)
+                    }
                 )
             else:
                 weight = self._constant(unit, arc.weight, where)
@@ -435,10 +416,34 @@ class Extraction:
                     f"expected ({len(sentence)}, {len(self.units)})"
                 )
             if len(sentence):
-                worst = max(worst, float(np.max(np.abs(scores[b, : len(sentence)] - expected))))
+                worst = max(worst, _max_abs_difference(scores[b, : len(sentence)], expected))
         self.max_abs_error = worst
         self.checked_tokens = sum(len(x) for x in sentences)
         return worst
+
+    def verify_documents(self, documents: Sequence[Sequence[Hashable]], scores: np.ndarray) -> float:
+        """The maximum absolute difference between every unit's score of each whole document and ``scores``.
+
+        ``scores`` is ``[B, units]`` (the module's per-document outputs, e.g. SoPa's pattern scores). The result
+        is also stored in ``max_abs_error``.
+
+        Raises:
+            ExtractionError: an empty document, or ``scores`` of the wrong shape.
+        """
+        expected = np.asarray(scores, dtype=np.float64)
+        if expected.shape != (len(documents), len(self.units)):
+            raise ExtractionError(
+                f"{self.model}: document scores have shape {expected.shape}, expected ({len(documents)}, "
+                f"{len(self.units)})"
+            )
+        empty = [b for b, document in enumerate(documents) if not document]
+        if empty:
+            raise ExtractionError(f"{self.model}: document {empty[0]} is empty")
+        prefix = self.forward(documents)
+        last = prefix[np.arange(len(documents)), [len(d) - 1 for d in documents]]
+        self.max_abs_error = _max_abs_difference(last, expected) if len(documents) else 0.0
+        self.checked_tokens = sum(len(d) for d in documents)
+        return self.max_abs_error
 
     # -- export -----------------------------------------------------------------------------------
     def export(self, directory: str | Path, fmt: str = "att", words: Sequence[Hashable] | None = None) -> list[Path]:
@@ -482,11 +487,17 @@ class Extraction:
             "model": self.model,
             "semiring": self.semiring.name,
             "automata": len(self.units),
-            "states": self.units[0].proof.wfsa.num_states,
+            "states": max(unit.structure.wfsa.num_states for unit in self.units),
             "vocabulary": len(self.words),
             "max_abs_error": self.max_abs_error,
             "checked_tokens": self.checked_tokens,
         }
+
+
+def _max_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """``max |a − b|``, where equal infinities (a semiring zero on both sides) differ by 0."""
+    same = a == b
+    return float(np.max(np.where(same, 0.0, np.abs(a - b)))) if np.size(a) else 0.0
 
 
 def openfst_arc_type(semiring: Semiring) -> str | None:
@@ -507,236 +518,18 @@ def arc_type_usable(wfsa: WFSA) -> bool:
     return all(float(w) >= 0 for w in weights)
 
 
-# ---------------------------------------------------------------------------------------------
-# adapters: foreign modules
-# ---------------------------------------------------------------------------------------------
-
-
-def _array(x: Any) -> np.ndarray:
+def to_numpy(x: Any) -> np.ndarray:
     """A tensor or array as float64 numpy (detached)."""
     if hasattr(x, "detach"):
         x = x.detach().cpu().double().numpy()
     return np.asarray(x, dtype=np.float64)
 
 
-def _vocabulary(embedding: Any, words: Sequence[Hashable] | None) -> tuple[list[Hashable], np.ndarray]:
-    table = _array(embedding.weight if hasattr(embedding, "weight") else embedding)
+def vocabulary_rows(embedding: Any, words: Sequence[Hashable] | None) -> tuple[list[Hashable], np.ndarray]:
+    table = to_numpy(embedding.weight if hasattr(embedding, "weight") else embedding)
     if table.ndim != 2:
         raise ExtractionError(f"embeddings must be a [V, n] matrix; got shape {table.shape}")
     names: list[Hashable] = list(range(table.shape[0])) if words is None else list(words)
     if len(names) != table.shape[0]:
         raise ExtractionError(f"{len(names)} words for {table.shape[0]} embedding rows")
     return names, table
-
-
-def from_linear_rnn(
-    weight_ih: Any,
-    weight_hh: Any,
-    bias: Any,
-    embedding: Any,
-    words: Sequence[Hashable] | None = None,
-    h0: Any = None,
-    model: str = "linear Elman RNN",
-) -> Extraction:
-    """The linear Elman network ``h_t = W_hh h_{t−1} + W_ih v_{x_t} + b`` (Corollary 14) as one automaton per unit.
-
-    All d units share one run (states q0 = bias, q1..qd = h); unit i reads state qi. ``embedding``
-    is a ``[V, n]`` matrix (or a module with ``.weight``) whose rows are the words' vectors.
-    """
-    w_ih, w_hh, b = _array(weight_ih), _array(weight_hh), _array(bias)
-    d = w_hh.shape[0]
-    if w_hh.shape != (d, d) or w_ih.shape[0] != d or b.shape != (d,):
-        raise ExtractionError(f"inconsistent linear RNN shapes: W_ih {w_ih.shape}, W_hh {w_hh.shape}, b {b.shape}")
-    names, table = _vocabulary(embedding, words)
-    proofs = proved_automata(zoo.elman_linear(d))
-    constants = {f"w{i + 1}{j + 1}": float(w_hh[i, j]) for i in range(d) for j in range(d)}
-    if d > 9:  # zoo names w{i}{j} are ambiguous past 9 units; check that the prover's names are the ones we fill
-        raise ExtractionError(f"the linear Elman construction is limited to 9 units here; got {d}")
-    inputs = {f"u{i + 1}": AffineInput("identity", w_ih[i][None, :], float(b[i])) for i in range(d)}
-    initial = {} if h0 is None else {f"q{i + 1}": float(v) for i, v in enumerate(_array(h0).reshape(-1))}
-    units = [Unit(f"h{i + 1}", proofs[i], inputs, constants, initial) for i in range(d)]
-    return Extraction(model, units, names, table)
-
-
-def from_torch_rnn(rnn: Any, embedding: Any, words: Sequence[Hashable] | None = None, *, activation: str,
-                   h0: Any = None) -> Extraction:
-    """A single-layer, unidirectional ``torch.nn.RNN``'s weights read as a linear Elman network.
-
-    torch runs only tanh or ReLU; ``activation="identity"`` declares that the weights are used
-    without a nonlinearity (a tanh Elman network is not rational: use ``kleene.compile.spectral``).
-
-    Raises:
-        ExtractionError: another activation, several layers, or a bidirectional module.
-    """
-    if activation != "identity":
-        raise ExtractionError(
-            f"an Elman network with {activation} is not rational (the prover refuses it); "
-            "only activation='identity' is extracted exactly; use spectral extraction instead"
-        )
-    if rnn.num_layers != 1 or rnn.bidirectional:
-        raise ExtractionError("only single-layer unidirectional torch.nn.RNN weights are extracted")
-    bias = _array(rnn.bias_ih_l0) + _array(rnn.bias_hh_l0) if rnn.bias else np.zeros(rnn.hidden_size)
-    model = "torch.nn.RNN (identity)"
-    return from_linear_rnn(rnn.weight_ih_l0, rnn.weight_hh_l0, bias, embedding, words, h0, model=model)
-
-
-def _gated_units(
-    name: str,
-    proofs_for: Callable[[], list[AutomatonProof]],
-    forget: Sequence[AffineInput],
-    value: Sequence[AffineInput],
-    value_name: str,
-) -> list[Unit]:
-    proof = proofs_for()[0]
-    return [Unit(f"{name}{i + 1}", proof, {"f": f, value_name: v}) for i, (f, v) in enumerate(zip(forget, value))]
-
-
-def from_qrnn_weights(
-    weight: Any,
-    bias: Any,
-    embedding: Any,
-    words: Sequence[Hashable] | None = None,
-    *,
-    window: int = 1,
-    output_gate: bool = False,
-) -> Extraction:
-    """A pytorch-qrnn ``QRNNLayer``'s f-pooling cell state, from its ``linear`` weights.
-
-    pytorch-qrnn computes ``Y = linear(cat([x_{t−1}, x_t]))`` (window 2) or ``linear(x_t)`` and
-    splits Y into Z, F (and O with ``output_gate``) along features; ``z = tanh(Z)``,
-    ``F = σ(F)``, ``c_t = F ⊙ z + (1 − F) ⊙ c_{t−1}``. The paper's forget gate is ``f = 1 − F
-    = σ(−F)``, so the unit's f input has the negated weights (the f ↔ 1 − f swap).
-
-    With a window of 2 the automaton tracks the previous word in its states (Appendix A), so it
-    is built over ``words`` only: keep that list small (tens of words).
-    """
-    w, b = _array(weight), _array(bias)
-    names, table = _vocabulary(embedding, words)
-    n = table.shape[1]
-    if window not in (1, 2) or w.shape[1] != window * n:
-        raise ExtractionError(f"pytorch-qrnn weights must be [k·d, window·n] with window 1 or 2; got {w.shape}")
-    parts = 3 if output_gate else 2
-    if w.shape[0] % parts or b.shape != (w.shape[0],):
-        raise ExtractionError(f"weight rows {w.shape[0]} (bias {b.shape}) do not split into {parts} gates")
-    d = w.shape[0] // parts
-    rows = w.reshape(w.shape[0], window, n)
-    z = [AffineInput("tanh", rows[i], float(b[i])) for i in range(d)]
-    f = [AffineInput("sigmoid", -rows[d + i], -float(b[d + i])) for i in range(d)]
-    units = _gated_units(
-        "c", lambda: proved_automata(zoo.qrnn(window, alphabet=names), names if window > 1 else None), f, z, "z"
-    )
-    return Extraction(f"pytorch-qrnn layer (window {window})", units, names, table)
-
-
-def qrnn_output_gate(weight: Any, bias: Any, vectors: np.ndarray, window: int = 1) -> np.ndarray:
-    """pytorch-qrnn's output gate ``σ(O)`` for a sentence's vectors ``[T, n]`` (for reading h = o ⊙ c)."""
-    w, b = _array(weight), _array(bias)
-    d = w.shape[0] // 3
-    padded = np.concatenate([np.zeros((window - 1, vectors.shape[1])), vectors]) if window > 1 else vectors
-    stacked = np.concatenate([padded[k : k + len(vectors)] for k in range(window)], axis=1)
-    return _sigmoid_numpy(stacked @ w[2 * d :].T + b[2 * d :])
-
-
-def from_sru_cell(cell: Any, embedding: Any, words: Sequence[Hashable] | None = None) -> Extraction:
-    """The cell state of the ``sru`` package's ``SRUCell`` (v2) when its ``weight_c`` (the v ⊙ c term) is zero.
-
-    The package computes ``U = x W`` viewed as ``[d, k]`` per unit: ``U[..., 0]`` is x̃, ``U[..., 1]``
-    plus ``bias[:d]`` the forget pre-activation; ``c_t = x̃ + (c_{t−1} − x̃) ⊙ f``, the 2017 SRU.
-
-    Raises:
-        ExtractionError: nonzero ``weight_c`` (then the cell is SRU v2, not rational), bidirectional
-            cells, layer norm, custom input modules.
-    """
-    vc = _array(cell.weight_c)
-    if np.any(vc != 0):
-        raise ExtractionError(
-            f"this SRU cell has nonzero weight_c (max |v| = {np.abs(vc).max():.3g}): v ⊙ c_(t-1) inside the gates "
-            "makes it SRU v2, which is not rational; use spectral extraction"
-        )
-    if cell.bidirectional or cell.layer_norm is not None or cell.custom_m is not None:
-        raise ExtractionError("only unidirectional SRU cells without layer norm or custom_m are extracted")
-    w = _array(cell.weight)
-    if cell.weight_proj is not None:
-        w = _array(cell.weight_proj) @ w
-    names, table = _vocabulary(embedding, words)
-    d, k = cell.hidden_size, cell.num_matrices
-    per_unit = w.reshape(w.shape[0], d, k)
-    forget_bias = _array(cell.bias)[:d]
-    f = [AffineInput("sigmoid", per_unit[:, i, 1][None, :], float(forget_bias[i])) for i in range(d)]
-    g = [AffineInput("identity", per_unit[:, i, 0][None, :]) for i in range(d)]
-    units = _gated_units("c", lambda: proved_automata(zoo.sru()), f, g, "g")
-    return Extraction("sru.SRUCell (weight_c = 0)", units, names, table)
-
-
-# ---------------------------------------------------------------------------------------------
-# adapters: kleene's own layers (read by duck typing: kleene.compile never imports kleene.nn)
-# ---------------------------------------------------------------------------------------------
-
-
-def _rows(linear: Any, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``start .. start+count`` of a ``nn.Linear``'s weight and bias (zeros without bias)."""
-    weight = _array(linear.weight)[start : start + count]
-    bias = _array(linear.bias)[start : start + count] if linear.bias is not None else np.zeros(count)
-    return weight, bias
-
-
-def _affine(activation: str, weight: np.ndarray, bias: np.ndarray) -> list[AffineInput]:
-    return [AffineInput(activation, weight[i][None, :], float(bias[i])) for i in range(len(weight))]
-
-
-def _rrnn_units(layer: Any) -> list[Unit]:
-    d, kind = layer.dim, layer.kind
-    if kind in ("B", "B-maxplus"):
-        maxplus = kind == "B-maxplus"
-        proof = proved_automata(zoo.rrnn_b_maxplus() if maxplus else zoo.rrnn_b())[0]
-        forget = _affine("logsigmoid" if maxplus else "sigmoid", *_rows(layer.forget, 0, d))
-        update = _affine("identity", *_rows(layer.update, 0, d))
-        value = "u" if maxplus else "w"
-        return [Unit(f"c{i + 1}", proof, {"f": forget[i], value: update[i]}) for i in range(d)]
-    proof = proved_automata(zoo.rrnn_c() if kind == "C" else zoo.rrnn_f())[0]
-    f1, f2 = (_affine("sigmoid", *_rows(layer.forget, j * d, d)) for j in (0, 1))
-    w1, w2 = (_affine("identity", *_rows(layer.update, j * d, d)) for j in (0, 1))
-    constants: list[dict[str, float]] = [{} for _ in range(d)]
-    if kind == "F":
-        values = _array(layer.recurrence.constants)  # [gamma, rho1, rho2] x d, already σ(raw)
-        names = list(layer.recurrence.template.constants)
-        mapping = {"gamma": "r", "rho1": "p1", "rho2": "p2"}
-        constants = [{mapping[n]: float(values[k, i]) for k, n in enumerate(names)} for i in range(d)]
-    return [
-        Unit(f"c{i + 1}", proof, {"f1": f1[i], "f2": f2[i], "w1": w1[i], "w2": w2[i]}, constants[i]) for i in range(d)
-    ]
-
-
-def _sru_units(layer: Any) -> list[Unit]:
-    d = layer.dim
-    proof = proved_automata(zoo.sru())[0]
-    forget = _affine("sigmoid", *_rows(layer.gates, 0, d))
-    value = _affine("identity", *_rows(layer.transform, 0, d))
-    return [Unit(f"c{i + 1}", proof, {"f": forget[i], "g": value[i]}) for i in range(d)]
-
-
-#: kleene layer class name -> unit builder
-KLEENE_LAYERS: dict[str, Callable[[Any], list[Unit]]] = {"RRNNLayer": _rrnn_units, "SRULayer": _sru_units}
-
-
-def from_kleene_layer(layer: Any, embedding: Any, words: Sequence[Hashable] | None = None) -> Extraction:
-    """The cell states of a kleene rational layer reading word vectors (the first layer of a stack).
-
-    Raises:
-        ExtractionError: a layer kind without an extraction here, or a bidirectional layer.
-    """
-    kind = type(layer).__name__
-    if kind not in KLEENE_LAYERS:
-        raise ExtractionError(f"no exact extraction for {kind} (supported: {', '.join(sorted(KLEENE_LAYERS))})")
-    if getattr(layer.recurrence, "bidirectional", False):
-        raise ExtractionError(f"{kind}: bidirectional layers are not extracted (the backward half reads reversed text)")
-    names, table = _vocabulary(embedding, words)
-    label = f"{kind}({layer.kind})" if hasattr(layer, "kind") else kind
-    return Extraction(label, KLEENE_LAYERS[kind](layer), names, table)
-
-
-def kleene_layer_states(layer: Any, vectors: Any, lengths: Any) -> Any:
-    """The cell states c ``[B, T, d]`` a kleene rational layer computes (its compiled recurrence's output)."""
-    slots, _ = layer.slots(vectors)
-    states, _ = layer.recurrence(slots, lengths)
-    return states
