@@ -2,7 +2,8 @@
 # Set up a checkout of kleene; safe to run again (it skips what is already done).
 #   - .venv with python3.11 (or python3 >= 3.10), holding `pip install -c constraints.txt -e '.[dev]'`,
 #     redone only when pyproject.toml or constraints.txt changed (a hash stamp in .venv) or the venv is broken;
-#   - graphviz's `dot` (drawings) and g++ (C++ kernels), installed with apt-get when missing.
+#   - graphviz's `dot` (drawings), g++ (C++ kernels) and Debian's `chromium` (the test that renders `kleene report`
+#     pages headlessly), installed with apt-get when missing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,6 +45,8 @@ command -v dot >/dev/null 2>&1 || apt_install "graphviz's dot" graphviz
 command -v dot >/dev/null 2>&1 || die "graphviz's dot is still missing after installing graphviz"
 command -v g++ >/dev/null 2>&1 || apt_install "the C++ compiler g++" g++
 command -v g++ >/dev/null 2>&1 || die "g++ is still missing after installing it"
+command -v chromium >/dev/null 2>&1 || apt_install "Chromium (renders the HTML report in its test)" chromium
+command -v chromium >/dev/null 2>&1 || die "chromium is still missing after installing it"
 
 # -- Python ----------------------------------------------------------------------------------------------------------
 find_python() {

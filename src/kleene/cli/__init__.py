@@ -23,6 +23,7 @@ SUBCOMMANDS: list[str] = [
     "train",
     "evaluate",
     "extract",
+    "report",
 ]
 
 
