@@ -33,7 +33,7 @@ def quiet_console() -> tuple[Console, io.StringIO]:
 @pytest.fixture(scope="module")
 def tour(tmp_path_factory: pytest.TempPathFactory) -> tuple[TourContext, str]:
     console, buffer = quiet_console()
-    context = run_tour(tmp_path_factory.mktemp("tour"), console=console, seed=3)
+    context = run_tour(tmp_path_factory.mktemp("tour"), console=console, seed=3, quick=True)
     return context, buffer.getvalue()
 
 
@@ -138,18 +138,13 @@ def test_sections_can_be_added(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert seen == ["first", "second saw 1"] and "1. first" in buffer.getvalue() and (tmp_path / "new").is_dir()
 
 
-@needs_dot
-def test_cli_tour_runs_as_a_console_script(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def test_cli_tour_is_a_console_script_command() -> None:
+    """The tour itself runs in-process in the ``tour`` fixture; here only the console entry point."""
     result = subprocess.run(
-        [sys.executable, "-m", "kleene.cli", "tour", "--out", str(out), "--seed", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-m", "kleene.cli", "tour", "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert {"B.svg", "C.svg", "F.svg", "rrnn-f-proved.svg"} <= {p.name for p in out.iterdir()}
-    assert "equal after expansion ✓" in result.stdout and str(out.resolve()) in result.stdout
+    assert "--quick" in result.stdout and "SoPa" in result.stdout
 
 
 def test_cli_reports_errors_without_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -186,4 +181,23 @@ def test_tour_trains_and_extracts(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     trained = context.results["trained"]
     assert trained["extract_status"] == 0
-    assert trained["metrics"]["dev_accuracy"] > 0.7  # chance is 0.5; measured 0.75 after 1000 steps
+    assert trained["metrics"]["dev_accuracy"] > 0.6  # chance is 0.5; measured 0.66 after the quick tour's 100 steps
+
+
+@needs_dot
+def test_tour_flattens_a_stack(tour: tuple[TourContext, str]) -> None:
+    context, output = tour
+    assert context.results["flatten"] == {"holds": True, "gated_refused": True}
+    assert "holds (Tzeng equivalence" in output
+
+
+@needs_dot
+def test_tour_trains_sopa_and_writes_its_report(tour: tuple[TourContext, str]) -> None:
+    context, output = tour
+    sopa = context.results["sopa"]
+    assert sopa["extract_status"] == 0 and sopa["report_status"] == 0
+    assert sopa["metrics"]["dev_accuracy"] > 0.55  # chance is 0.5; the quick tour trains 50 steps
+    assert len(sopa["explanation"].contributions) == 3
+    report = context.out / "sopa-report.html"
+    assert report in context.files and "<svg" in report.read_text()
+    assert "explain 'a gorgeous , witty , seductive movie'" in output

@@ -53,9 +53,15 @@ class TourContext:
     out: Path
     console: Console
     seed: int = 0
+    #: Fewer training steps (for tests): the sections run the same code on a smaller budget.
+    quick: bool = False
     sentence: tuple[str, ...] = SENTENCE
     results: dict[str, Any] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+
+    def steps(self, full: int) -> int:
+        """A training budget: ``full`` steps, or a tenth of them in a quick tour."""
+        return max(full // 10, 50) if self.quick else full
 
     def automaton(self, name: str) -> WFSA:
         """One of the automata built by the first section."""
@@ -79,9 +85,14 @@ def section(title: str) -> Callable[[Section], Section]:
     return register
 
 
-def run_tour(out: Path | str = "out/tour", console: Console | None = None, seed: int = 0) -> TourContext:
-    """Run every section; return the context with the results and the files written under ``out``."""
-    context = TourContext(Path(out), console or Console(highlight=False), seed)
+def run_tour(
+    out: Path | str = "out/tour", console: Console | None = None, seed: int = 0, quick: bool = False
+) -> TourContext:
+    """Run every section; return the context with the results and the files written under ``out``.
+
+    ``quick`` trains for a tenth of the steps (the accuracies are then near chance).
+    """
+    context = TourContext(Path(out), console or Console(highlight=False), seed, quick)
     context.out.mkdir(parents=True, exist_ok=True)
     for number, (title, function) in enumerate(SECTIONS, start=1):
         context.console.rule(Text(f"{number}. {title}", style="bold"))
@@ -256,6 +267,25 @@ def proofs(context: TourContext) -> None:
     }
 
 
+@section("Stacks and delays: two linear layers flattened into one, proved equal")
+def flattening(context: TourContext) -> None:
+    from kleene.compile import Certificate, Refutation, prove, zoo
+    from kleene.compile.flatten import check_delay
+
+    stacked, delayed = prove(zoo.stacked_linear(2)), prove(zoo.delayed_linear(2))
+    assert isinstance(stacked, Certificate) and isinstance(delayed, Certificate)
+    _say(context, "two stacked linear Elman layers (layer 2 reads layer 1's current state: an epsilon arc):")
+    _say(context, f"  proved, {stacked.automata[0].wfsa.num_states} states, checked: {stacked.checked}")
+    _say(context, "flattened into one layer with block-bidiagonal weights and delay 1 (Theorem 1, Lemma 1's h0):")
+    _say(context, f"  proved, {delayed.automata[0].wfsa.num_states} states, checked: {delayed.checked}")
+    check = check_delay(stacked, delayed, 1)
+    _say(context, str(check), style="green" if check.holds else "bold red")
+    gated = prove(zoo.stacked_gated_linear())
+    assert isinstance(gated, Refutation)
+    _say(context, f"a stack whose upper gate reads the lower state is refused: {gated.reason}")
+    context.results["flatten"] = {"holds": check.holds, "gated_refused": not gated.rational}
+
+
 @section("Compiling F into a PyTorch module with a generated kernel")
 def compiled_module(context: TourContext) -> None:
     import time
@@ -310,8 +340,9 @@ def train_and_extract(context: TourContext) -> None:
     from kleene.nn.training import TrainConfig, train
 
     checkpoint = context.out / "rrnn-b-sst2"
-    _say(context, "kleene train rrnn-b --data sst2 --max-steps 1000 (the recurrence runs in the generated kernel)")
-    result = train("rrnn-b", "sst2", config=TrainConfig(max_steps=1000, seed=context.seed), out_dir=checkpoint)
+    steps = context.steps(1000)
+    _say(context, f"kleene train rrnn-b --data sst2 --max-steps {steps} (the recurrence runs in the generated kernel)")
+    result = train("rrnn-b", "sst2", config=TrainConfig(max_steps=steps, seed=context.seed), out_dir=checkpoint)
     metrics = result.metrics
     _say(
         context,
@@ -321,3 +352,48 @@ def train_and_extract(context: TourContext) -> None:
     _say(context, "kleene extract: one WFSA per hidden unit over the vocabulary, checked against the layer's states")
     status = kleene_main(["extract", str(checkpoint), "--sentences", "50"])
     context.results["trained"] = {"metrics": metrics, "extract_status": status}
+
+
+@section("SoPa on SST-2: learned patterns, their automata, and a report")
+def sopa_report(context: TourContext) -> None:
+    from collections import Counter
+
+    from kleene.cli import main as kleene_main
+    from kleene.data import load_classification
+    from kleene.nn import load_checkpoint
+    from kleene.nn.training import TrainConfig, train
+    from kleene.viz import explain, hard_patterns
+
+    checkpoint = context.out / "sopa-sst2"
+    steps = context.steps(400)
+    _say(context, f"kleene train sopa --data sst2 --max-steps {steps} (200 soft patterns of lengths 3-6, max-product)")
+    result = train("sopa", "sst2", config=TrainConfig(max_steps=steps, seed=context.seed), out_dir=checkpoint)
+    metrics = result.metrics
+    _say(context, f"dev accuracy {metrics['dev_accuracy']:.3f}, test accuracy {metrics['test_accuracy']:.3f}")
+    _say(context, "kleene extract: one WFSA per pattern scoring whole documents, checked against the model")
+    extract_status = kleene_main(["extract", str(checkpoint), "--sentences", "30"])
+    loaded = load_checkpoint(checkpoint)
+    assert loaded.vocab is not None  # a classifier's checkpoint keeps its vocabulary
+    sentence = ["a", "gorgeous", ",", "witty", ",", "seductive", "movie"]
+    explanation = explain(loaded.model, loaded.vocab, sentence, top=3)
+    _say(context, f"explain {' '.join(sentence)!r}: predicted class {explanation.predicted}, the patterns that matter:")
+    for contribution in explanation.contributions:
+        best = contribution.best
+        span = " ".join(best.tokens) if best is not None else "(no match)"
+        effect = contribution.delta[explanation.predicted]
+        _say(context, f"  pattern {contribution.pattern}: logit {effect:+.3f}, best span {span!r}")
+    frequent = [w for w, n in Counter(t for e in load_classification("sst2").train for t in e.tokens).items() if n >= 3]
+    hard = {h.pattern: h for h in hard_patterns(loaded.model, loaded.vocab, 0.7, words=frequent)}
+    for contribution in explanation.contributions[:2]:
+        described = hard[contribution.pattern].describe()
+        _say(context, f"  pattern {contribution.pattern}, hard (frequent words): {described}")
+    report = context.out / "sopa-report.html"
+    _say(context, f"kleene report {checkpoint} -o {report}")
+    report_status = kleene_main(["report", str(checkpoint), "-o", str(report), "--no-progress"])
+    context.files.append(report)
+    context.results["sopa"] = {
+        "metrics": metrics,
+        "extract_status": extract_status,
+        "report_status": report_status,
+        "explanation": explanation,
+    }

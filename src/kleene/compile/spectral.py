@@ -21,7 +21,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from kleene.automata.wfsa import WFSA
 
 __all__ = [
     "Fidelity",
+    "RecurrentFunction",
+    "RestrictedVocabulary",
     "SpectralError",
     "SpectralResult",
     "StringFunction",
@@ -41,7 +44,9 @@ __all__ = [
     "fidelity",
     "hankel_blocks",
     "plot_singular_values",
+    "recurrent_hankel_blocks",
     "sample_basis",
+    "spectral_from_hankel",
     "spectral_learn",
 ]
 
@@ -74,7 +79,11 @@ def sample_basis(sentences: Sequence[Sequence[Hashable]], size: int, *, suffixes
         words = tuple(sentence)
         for n in range(1, len(words) + 1):
             counts[words[-n:] if suffixes else words[:n]] += 1
-    ranked = sorted(counts, key=lambda w: (-counts[w], len(w), str(w)))
+    candidates = list(counts)
+    if len(candidates) > size - 1 > 0:  # only the strings at least as frequent as the (size-1)-th need the full order
+        cut = sorted(counts.values(), reverse=True)[size - 2]
+        candidates = [w for w in candidates if counts[w] >= cut]
+    ranked = sorted(candidates, key=lambda w: (-counts[w], len(w), str(w)))
     return [(), *ranked[: size - 1]]
 
 
@@ -101,6 +110,151 @@ def hankel_blocks(
     return block(()), {a: block((a,)) for a in alphabet}
 
 
+@dataclass(frozen=True)
+class RestrictedVocabulary:
+    """The most frequent words of a corpus as an alphabet, every other word read as one symbol.
+
+    Spectral learning over a large vocabulary needs a Hankel block per symbol, so the automaton reads only the
+    frequent words; ``map`` turns a sentence into a string over ``alphabet``: a listed word is itself, a word of
+    ``classes`` becomes its class symbol (optional word classes, e.g. by polarity), any other word ``other``.
+
+    Raises:
+        SpectralError: a word listed twice, or a class or other-word symbol that is also a listed word.
+    """
+
+    words: tuple[str, ...]
+    other: str = "<other>"
+    classes: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(set(self.words)) != len(self.words):
+            raise SpectralError("the restricted vocabulary lists a word twice")
+        for symbol in [self.other, *self.classes.values()]:
+            if symbol in self.words:
+                raise SpectralError(f"the symbol {symbol!r} for words off the list is itself one of the words")
+        listed = [word for word in self.classes if word in self.words]
+        if listed:
+            raise SpectralError(f"word {listed[0]!r} is both listed and given a class")
+
+    @classmethod
+    def most_frequent(
+        cls, sentences: Sequence[Sequence[str]], size: int, other: str = "<other>"
+    ) -> RestrictedVocabulary:
+        """The ``size`` most frequent words (ties: first seen first).
+
+        Raises:
+            SpectralError: ``size`` < 1.
+        """
+        if size < 1:
+            raise SpectralError(f"a restricted vocabulary needs at least one word; got size {size}")
+        counts = Counter(word for sentence in sentences for word in sentence)
+        return cls(tuple(word for word, _ in counts.most_common(size)), other)
+
+    @property
+    def alphabet(self) -> list[str]:
+        """The words, the class symbols (first-seen order), then ``other``."""
+        class_symbols = [symbol for symbol in dict.fromkeys(self.classes.values()) if symbol != self.other]
+        return [*self.words, *class_symbols, self.other]
+
+    def map(self, sentence: Sequence[str]) -> tuple[str, ...]:
+        known = set(self.words)
+        return tuple(word if word in known else self.classes.get(word, self.other) for word in sentence)
+
+
+@dataclass
+class RecurrentFunction:
+    """A string function computed left to right, ``f(x₁…x_T) = readout(step(…step(initial, x₁)…, x_T))``, in batches.
+
+    States are the rows of a 2-D float array: ``step(states, symbols)`` advances row i by the symbol whose index in
+    ``alphabet`` is ``symbols[i]``; ``readout(states)`` gives one float per row. Calling the object scores strings
+    (it is a ``StringFunction``); strings are run together, one ``step`` per depth of their prefix trie, so that a
+    common prefix is read once.
+    """
+
+    alphabet: Sequence[Hashable]
+    initial: np.ndarray
+    step: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    readout: Callable[[np.ndarray], np.ndarray]
+
+    def __post_init__(self) -> None:
+        self._index = {symbol: i for i, symbol in enumerate(self.alphabet)}
+
+    def symbol_index(self, symbol: Hashable, string: Word) -> int:
+        """Raises SpectralError for a symbol outside the alphabet (naming it and its string)."""
+        if symbol not in self._index:
+            raise SpectralError(f"symbol {symbol!r} of string {string!r} is not in the alphabet")
+        return self._index[symbol]
+
+    def step_all(self, states: np.ndarray, symbol: Hashable) -> np.ndarray:
+        """Every row advanced by the same symbol."""
+        return self.step(states, np.full(len(states), self.symbol_index(symbol, (symbol,))))
+
+    def states(self, strings: Sequence[Word]) -> np.ndarray:
+        """The state after each string (one row per string), reading every distinct prefix once."""
+        strings = [tuple(string) for string in strings]
+        level: dict[Word, int] = {(): 0}
+        level_states = np.asarray(self.initial)[None, :]
+        out = np.empty((len(strings), level_states.shape[1]), dtype=level_states.dtype)
+        by_length: dict[int, list[int]] = {}
+        for i, string in enumerate(strings):
+            by_length.setdefault(len(string), []).append(i)
+        for i in by_length.get(0, []):
+            out[i] = level_states[0]
+        for depth in range(1, max(by_length, default=0) + 1):
+            nodes: dict[Word, int] = {}
+            parents, symbols = [], []
+            for string in strings:
+                if len(string) >= depth and string[:depth] not in nodes:
+                    nodes[string[:depth]] = len(nodes)
+                    parents.append(level[string[: depth - 1]])
+                    symbols.append(self.symbol_index(string[depth - 1], string))
+            level_states = self.step(level_states[np.array(parents)], np.array(symbols))
+            level = nodes
+            for i in by_length.get(depth, []):
+                out[i] = level_states[level[strings[i]]]
+        return out
+
+    def __call__(self, strings: Sequence[Word]) -> np.ndarray:
+        return np.asarray(self.readout(self.states(strings)), dtype=np.float64).reshape(-1)
+
+
+def recurrent_hankel_blocks(
+    f: RecurrentFunction, prefixes: Sequence[Word], suffixes: Sequence[Word]
+) -> tuple[np.ndarray, dict[Hashable, np.ndarray]]:
+    """``hankel_blocks`` for a recurrent function over its whole alphabet, without listing the strings ``p σ s``.
+
+    The states after every row string ``p σ`` (and ``p``) are computed once; then the suffix basis is read as a trie
+    from all of them at once, one ``step`` of ``|P|·(|Σ|+1)`` rows per trie node, and the readout at each node that is
+    a suffix fills that column of every block.
+
+    Raises:
+        SpectralError: ε missing from a basis, or a symbol outside ``f.alphabet``.
+    """
+    if () not in prefixes or () not in suffixes:
+        raise SpectralError("both bases must contain the empty string ε (as the tuple ())")
+    prefixes, suffixes = [tuple(p) for p in prefixes], [tuple(s) for s in suffixes]
+    middles: list[Word] = [(), *((a,) for a in f.alphabet)]
+    row_states = f.states([p + m for m in middles for p in prefixes])
+    column = {suffix: j for j, suffix in enumerate(suffixes)}
+    children: dict[Word, list[Word]] = {}
+    for suffix in suffixes:
+        for n in range(1, len(suffix) + 1):
+            siblings = children.setdefault(suffix[: n - 1], [])
+            if suffix[:n] not in siblings:
+                siblings.append(suffix[:n])
+    values = np.empty((len(row_states), len(suffixes)))
+    pending: list[tuple[Word, np.ndarray]] = [((), row_states)]  # (trie node, the states before its last symbol)
+    while pending:  # depth first, stepping a node only when it is visited: one path of the trie holds states
+        node, before = pending.pop()
+        states = f.step_all(before, node[-1]) if node else before
+        if node in column:
+            values[:, column[node]] = np.asarray(f.readout(states), dtype=np.float64).reshape(-1)
+        pending.extend((child, states) for child in reversed(children.get(node, [])))
+    rows = len(prefixes)
+    blocks = [values[k * rows : (k + 1) * rows] for k in range(len(middles))]
+    return blocks[0], dict(zip(f.alphabet, blocks[1:]))
+
+
 def choose_rank(singular_values: np.ndarray, relative: float = 0.02, max_rank: int | None = None) -> int:
     """The number of singular values above ``relative`` times the largest (at least 1, at most ``max_rank``)."""
     values = np.asarray(singular_values, dtype=np.float64)
@@ -112,31 +266,43 @@ def choose_rank(singular_values: np.ndarray, relative: float = 0.02, max_rank: i
 
 @dataclass
 class SpectralResult:
-    """The learned automaton and what it was learned from."""
+    """The learned automaton and what it was learned from.
 
-    wfsa: WFSA
+    Note:
+        ``wfsa`` (a kleene WFSA with one arc per nonzero matrix entry) is built on first use; ``scores`` works on the
+        matrices directly, so sweeping many ranks over a large alphabet never builds it.
+    """
+
     rank: int
     singular_values: np.ndarray
     alphabet: list[Hashable]
     initial: np.ndarray
     final: np.ndarray
     transitions: dict[Hashable, np.ndarray]
+    name: str = "spectral"
+
+    @cached_property
+    def wfsa(self) -> WFSA:
+        return _as_wfsa(self.initial, self.final, self.transitions, self.alphabet, self.name)
 
     def scores(self, strings: Sequence[Sequence[Hashable]]) -> np.ndarray:
-        """``α₀ᵀ A_{x₁} … A_{x_T} α_∞`` for each string (vectorised matrix products, not the generic Forward).
+        """``α₀ᵀ A_{x₁} … A_{x_T} α_∞`` for each string (matrix products batched over the strings' prefix trie, not the
+        generic Forward).
 
         Raises:
             SpectralError: a symbol outside the alphabet (named, with its string).
         """
-        out = np.empty(len(strings))
-        for i, string in enumerate(strings):
-            vector = self.initial
-            for symbol in string:
-                if symbol not in self.transitions:
-                    raise SpectralError(f"symbol {symbol!r} of string {i} is not in the alphabet")
-                vector = vector @ self.transitions[symbol]
-            out[i] = vector @ self.final
-        return out
+        matrices = [self.transitions[symbol] for symbol in self.alphabet]
+
+        def step(rows: np.ndarray, symbols: np.ndarray) -> np.ndarray:
+            out = np.empty_like(rows)
+            for symbol in np.unique(symbols):
+                chosen = symbols == symbol
+                out[chosen] = rows[chosen] @ matrices[symbol]
+            return out
+
+        automaton = RecurrentFunction(self.alphabet, self.initial, step, lambda rows: rows @ self.final)
+        return automaton([tuple(string) for string in strings])
 
 
 def spectral_learn(
@@ -161,6 +327,33 @@ def spectral_learn(
     if not alphabet:
         raise SpectralError("spectral learning needs a nonempty alphabet")
     hankel, per_symbol = hankel_blocks(f, prefixes, suffixes, alphabet)
+    return spectral_from_hankel(hankel, per_symbol, prefixes, suffixes, rank, relative=relative, name=name)
+
+
+def spectral_from_hankel(
+    hankel: np.ndarray,
+    per_symbol: dict[Hashable, np.ndarray],
+    prefixes: Sequence[Word],
+    suffixes: Sequence[Word],
+    rank: int | None = None,
+    *,
+    relative: float = 0.02,
+    name: str = "spectral",
+) -> SpectralResult:
+    """The spectral step of ``spectral_learn`` on Hankel blocks computed elsewhere (``hankel_blocks`` or
+    ``recurrent_hankel_blocks``); the alphabet is the keys of ``per_symbol``, in order.
+
+    Raises:
+        SpectralError: bases without ε, blocks whose shapes are not ``|P| × |S|``, a rank outside the matrix, a zero
+            Hankel matrix.
+    """
+    if () not in prefixes or () not in suffixes:
+        raise SpectralError("both bases must contain the empty string ε (as the tuple ())")
+    alphabet = list(per_symbol)
+    shape = (len(prefixes), len(suffixes))
+    for symbol, block in [("ε", hankel), *per_symbol.items()]:
+        if np.shape(block) != shape:
+            raise SpectralError(f"the Hankel block of {symbol!r} has shape {np.shape(block)}, expected {shape}")
     _, singular, vt = np.linalg.svd(hankel, full_matrices=False)
     if rank is None:
         rank = choose_rank(singular, relative)
@@ -172,8 +365,7 @@ def spectral_learn(
     initial = hankel[empty_prefix] @ v
     final = pseudo @ hankel[:, empty_suffix]
     transitions = {a: pseudo @ per_symbol[a] @ v for a in alphabet}
-    return SpectralResult(_as_wfsa(initial, final, transitions, alphabet, name), rank, singular, alphabet, initial,
-                          final, transitions)
+    return SpectralResult(rank, singular, alphabet, initial, final, transitions, name)
 
 
 def _as_wfsa(
@@ -207,6 +399,22 @@ class Fidelity:
         return {"strings": self.strings, "mean_abs_error": self.mean_abs_error, "max_abs_error": self.max_abs_error,
                 "agreement": self.agreement}
 
+    @classmethod
+    def of(cls, truth: np.ndarray, learned: np.ndarray, threshold: float | None = None) -> Fidelity:
+        """The errors of ``learned`` against ``truth`` (equal-length vectors) and, with ``threshold``, the fraction
+        of entries on which ``learned > threshold`` equals ``truth > threshold``.
+
+        Raises:
+            SpectralError: empty or different-length vectors.
+        """
+        truth = np.asarray(truth, dtype=np.float64).reshape(-1)
+        learned = np.asarray(learned, dtype=np.float64).reshape(-1)
+        if truth.size == 0 or truth.shape != learned.shape:
+            raise SpectralError(f"fidelity needs two equal, nonempty vectors; got {truth.size} and {learned.size}")
+        errors = np.abs(truth - learned)
+        agreement = None if threshold is None else float(np.mean((truth > threshold) == (learned > threshold)))
+        return cls(truth.size, float(errors.mean()), float(errors.max()), agreement)
+
 
 def fidelity(
     result: SpectralResult, f: StringFunction, strings: Sequence[Word], threshold: float | None = None
@@ -215,11 +423,7 @@ def fidelity(
     ``automaton > threshold`` equals ``f > threshold`` (0.5 for probabilities, 0 for logits)."""
     if not strings:
         raise SpectralError("fidelity needs at least one held-out string")
-    truth = np.asarray(f(strings), dtype=np.float64).reshape(-1)
-    learned = result.scores(strings)
-    errors = np.abs(truth - learned)
-    agreement = None if threshold is None else float(np.mean((truth > threshold) == (learned > threshold)))
-    return Fidelity(len(strings), float(errors.mean()), float(errors.max()), agreement)
+    return Fidelity.of(np.asarray(f(strings), dtype=np.float64), result.scores(strings), threshold)
 
 
 def plot_singular_values(singular_values: np.ndarray, rank: int, path: str | Path, title: str = "") -> Path:
