@@ -17,14 +17,13 @@ import torch
 
 from kleene.automata import from_json
 from kleene.cli import main
-from kleene.compile import Certificate, prove
+from kleene.compile import Certificate, prove, zoo
 from kleene.compile.extract import (
     REFERENCE_ZERO,
     ExtractionError,
     from_kleene_layer,
     from_sopa,
     kleene_layer_states,
-    qrnn_ifo,
     qrnn_layer_output_gate,
     sopa_document,
 )
@@ -93,8 +92,8 @@ def test_qrnn_layer(sst2: Any, pooling: str, window: int, dtype: torch.dtype) ->
 
 
 def test_qrnn_ifo_recurrence_is_certified() -> None:
-    """The ifo-pooling recurrence (no zoo entry) gets a certificate that re-checks and agrees with its run."""
-    certificate = prove(qrnn_ifo(2, ("a", "b")), alphabet=("a", "b"))
+    """The zoo's ifo-pooling recurrence gets a certificate that re-checks and agrees with its run."""
+    certificate = prove(zoo.qrnn(2, ("a", "b"), pooling="ifo"), alphabet=("a", "b"))
     assert isinstance(certificate, Certificate) and certificate.check() and certificate.cross_check()
 
 

@@ -129,9 +129,7 @@ def isan(d: int = 2) -> Recurrence:
     rec = Recurrence(f"isan-{d}", "real", doc=f"ISAN of hidden size {d} (Eq. 16, Appendix C)")
     cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
     for i in range(1, d + 1):
-        terms = [
-            rec.input(matrix_entry("W", i, j, d), meaning=f"[W_x_t]_{i}{j}") * cs[j - 1] for j in range(1, d + 1)
-        ]
+        terms = [rec.input(matrix_entry("W", i, j, d), meaning=f"[W_x_t]_{i}{j}") * cs[j - 1] for j in range(1, d + 1)]
         rec.update(cs[i - 1], sympy.Add(*terms) + rec.input(f"b{i}", meaning=f"[b_x_t]_{i}"))
     for i in range(1, d + 1):
         rec.output(f"c{i}", cs[i - 1])
@@ -253,21 +251,29 @@ def stacked_gated_linear() -> Recurrence:
     return rec
 
 
-def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
-    """QRNN f-pooling with a K-window convolution (Bradbury et al. 2017; Appendix A)."""
+def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET, pooling: str = "f") -> Recurrence:
+    """QRNN pooling with a K-window convolution (Bradbury et al. 2017; Appendix A; qrnn-notes.md).
+
+    ``pooling="f"`` (and fo, whose output gate lies outside the recurrence): ``c_t = f ⊙ c_{t−1} + (1 − f) ⊙ z``;
+    ``"ifo"``: ``c_t = f ⊙ c_{t−1} + i ⊙ z`` with an independent input gate.
+    """
     if window < 1:
         raise RecurrenceError(f"qrnn needs window >= 1, got {window}")
+    if pooling not in ("f", "fo", "ifo"):
+        raise RecurrenceError(f"qrnn pooling must be f, fo or ifo, got {pooling!r}")
+    ifo = pooling == "ifo"
     rec = Recurrence(
-        f"qrnn-k{window}",
+        f"qrnn-{'ifo-' if ifo else ''}k{window}",
         "real",
         dims="d",
         alphabet=alphabet,
-        doc=f"QRNN f-pooling, window K={window}: f, z read x_(t-K+1..t) (Appendix A)",
+        doc=f"QRNN {pooling}-pooling, window K={window}: the gates read x_(t-K+1..t) (Appendix A)",
     )
     c = rec.state("c", init=0)
     f = rec.input("f", lags=window - 1, meaning="σ(conv_K(W_f, v))_i")
+    i = rec.input("i", lags=window - 1, meaning="σ(conv_K(W_i, v))_i") if ifo else None
     z = rec.input("z", lags=window - 1, meaning="tanh(conv_K(W_z, v))_i")
-    rec.update(c, f * c + (1 - f) * z)
+    rec.update(c, f * c + (i if i is not None else 1 - f) * z)
     rec.output("c", c)
     return rec
 

@@ -52,7 +52,6 @@ from .layers import (
     from_kleene_layer,
     history_window,
     kleene_layer_states,
-    qrnn_ifo,
     qrnn_layer_output_gate,
 )
 from .sopa import REFERENCE_ZERO, SOPA_END, SOPA_START, from_sopa, from_sopa_patterns, sopa_document
@@ -81,7 +80,6 @@ __all__ = [
     "kleene_layer_states",
     "openfst_arc_type",
     "proved_automata",
-    "qrnn_ifo",
     "qrnn_layer_output_gate",
     "qrnn_output_gate",
     "sopa_document",

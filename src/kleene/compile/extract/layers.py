@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from .. import zoo
-from ..recurrence import Recurrence
 from .core import AffineInput, Extraction, ExtractionError, Unit, proved_automata, to_numpy, vocabulary_rows
 from .foreign import windowed_sigmoid
 
@@ -75,24 +74,6 @@ def _sru_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
 # -- QRNN ---------------------------------------------------------------------------------------
 
 
-def qrnn_ifo(window: int = 1, alphabet: Sequence[Hashable] = zoo.DEFAULT_ALPHABET) -> Recurrence:
-    """QRNN ifo-pooling (qrnn-notes.md): ``c_t = f_t ⊙ c_{t−1} + i_t ⊙ z_t``, every gate reading a K-window."""
-    rec = Recurrence(
-        f"qrnn-ifo-k{window}",
-        "real",
-        dims="d",
-        alphabet=alphabet,
-        doc=f"QRNN ifo-pooling, window K={window}: f, i, z read x_(t-K+1..t)",
-    )
-    c = rec.state("c", init=0)
-    f = rec.input("f", lags=window - 1, meaning="σ(conv_K(W_f, v))_i")
-    i = rec.input("i", lags=window - 1, meaning="σ(conv_K(W_i, v))_i")
-    z = rec.input("z", lags=window - 1, meaning="tanh(conv_K(W_z, v))_i")
-    rec.update(c, f * c + i * z)
-    rec.output("c", c)
-    return rec
-
-
 def _qrnn_gate_rows(layer: Any, gate: str) -> tuple[np.ndarray, np.ndarray]:
     """One gate's convolution as ``[d, K, n]`` rows (row k reads the word K−1−k steps back) and ``[d]`` biases."""
     d = layer.hidden_size
@@ -113,7 +94,7 @@ def _qrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
             f"(|V|^{window - 1} histories); exact extraction supports windows 1 and 2"
         )
     alphabet = list(words) if window > 1 else zoo.DEFAULT_ALPHABET
-    rec = qrnn_ifo(window, alphabet) if layer.pooling == "ifo" else zoo.qrnn(window, alphabet=alphabet)
+    rec = zoo.qrnn(window, alphabet=alphabet, pooling=layer.pooling)
     proof = proved_automata(rec, alphabet if window > 1 else None)[0]
     activation = {"z": "tanh", "f": "sigmoid", "i": "sigmoid"}
     inputs = {}
