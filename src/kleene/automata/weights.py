@@ -22,7 +22,7 @@ import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
-from .errors import WeightError
+from .errors import FormatError, WeightError
 from .semiring import Semiring
 
 #: The consumed symbol inside symbolic weights.
@@ -215,3 +215,80 @@ def instantiate(expr: sympy.Expr, symbol: Hashable) -> sympy.Expr:
     """``expr`` with ``ALPHA`` replaced by the sympy symbol standing for ``symbol``."""
     target = symbol if isinstance(symbol, sympy.Basic) else sympy.Symbol(str(symbol))
     return expr.xreplace({ALPHA: target})
+
+
+# ----------------------------------------------------------------------------------------
+# Expressions as JSON trees (certificates store recurrences and parameterisations this way)
+
+#: Expression nodes a tree may hold besides numbers, symbols and weight functions.
+TREE_OPERATIONS: dict[str, Any] = {
+    "Add": sympy.Add,
+    "Mul": sympy.Mul,
+    "Pow": sympy.Pow,
+    "Max": sympy.Max,
+    "Min": sympy.Min,
+    "exp": sympy.exp,
+    "log": sympy.log,
+    "tanh": sympy.tanh,
+    "sigmoid": sigmoid,
+    "And": sympy.And,
+    "Or": sympy.Or,
+    "Not": sympy.Not,
+}
+
+
+def expression_to_tree(e: sympy.Basic) -> Any:
+    """A sympy expression as a JSON tree (numbers, symbols, applied weight functions and ``TREE_OPERATIONS``).
+
+    Unlike the text form of ``parse_weight``, the tree rebuilds the identical expression (no re-canonicalisation).
+
+    Raises:
+        FormatError: a node outside that vocabulary, named.
+    """
+    if e is sympy.true or e is sympy.false:
+        return {"bool": bool(e)}
+    if e.is_Integer:
+        return {"int": int(e)}
+    if e.is_Rational:
+        return {"rational": [int(e.p), int(e.q)]}
+    if e.is_Float:
+        return {"float": float(e)}
+    if e in (sympy.oo, -sympy.oo):
+        return {"float": float("inf") if e == sympy.oo else float("-inf")}
+    if e.is_Symbol:
+        return {"symbol": e.name}
+    if isinstance(e, AppliedUndef):
+        return {"function": e.func.__name__, "args": [expression_to_tree(a) for a in e.args]}
+    name = type(e).__name__
+    if name not in TREE_OPERATIONS:
+        raise FormatError(f"cannot store expression node {name} ({e}) as a JSON tree")
+    return {"op": name, "args": [expression_to_tree(a) for a in e.args]}
+
+
+def expression_from_tree(node: Any) -> sympy.Expr:
+    """The inverse of ``expression_to_tree``; never evaluates text.
+
+    Raises:
+        FormatError: a malformed or unknown node.
+    """
+    if not isinstance(node, dict) or len(node) not in (1, 2):
+        raise FormatError(f"malformed expression node {node!r}")
+    if "bool" in node:
+        return sympy.true if node["bool"] else sympy.false
+    if "int" in node:
+        return sympy.Integer(int(node["int"]))
+    if "rational" in node:
+        p, q = node["rational"]
+        return sympy.Rational(int(p), int(q))
+    if "float" in node:
+        value = float(node["float"])
+        if value in (float("inf"), float("-inf")):
+            return sympy.oo if value > 0 else -sympy.oo
+        return sympy.Float(value)
+    if "symbol" in node and isinstance(node["symbol"], str):
+        return sympy.Symbol(node["symbol"])
+    if "function" in node and isinstance(node["function"], str):
+        return sympy.Function(node["function"])(*map(expression_from_tree, node["args"]))
+    if "op" in node and node["op"] in TREE_OPERATIONS:
+        return TREE_OPERATIONS[node["op"]](*map(expression_from_tree, node["args"]))
+    raise FormatError(f"unknown expression node {node!r}")

@@ -37,7 +37,7 @@ from sympy.core.function import AppliedUndef
 from kleene.automata.errors import FormatError
 from kleene.automata.labels import AnySymbol
 from kleene.automata.semiring import Semiring, get_semiring
-from kleene.automata.weights import ALPHA, sigmoid
+from kleene.automata.weights import ALPHA, expression_from_tree, expression_to_tree
 from kleene.automata.wfsa import WFSA
 
 from .recurrence import (
@@ -268,15 +268,13 @@ class _Result(ABC):
     seconds: float = 0.0
 
     @abstractmethod
-    def summary(self) -> dict[str, Any]:
-        ...
+    def summary(self) -> dict[str, Any]: ...
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     @abstractmethod
-    def to_dict(self) -> dict[str, Any]:
-        ...
+    def to_dict(self) -> dict[str, Any]: ...
 
     def _equations_text(self) -> list[str]:
         rows = []
@@ -548,10 +546,10 @@ class Certificate(_Result):
                     "output": p.output,
                     "automaton": to_document(p.wfsa),
                     "invariant": [
-                        {"value": expr_to_json(v), "history": None if h is None else [str(x) for x in h]}
+                        {"value": expression_to_tree(v), "history": None if h is None else [str(x) for x in h]}
                         for v, h in p.invariant
                     ],
-                    "parameterisation": {k: expr_to_json(v) for k, v in p.parameterisation.items()},
+                    "parameterisation": {k: expression_to_tree(v) for k, v in p.parameterisation.items()},
                     "roles": p.roles,
                 }
                 for p in self.automata
@@ -582,10 +580,10 @@ class Certificate(_Result):
                         output=p["output"],
                         wfsa=from_document(p["automaton"]),
                         invariant=[
-                            (expr_from_json(e["value"]), None if e["history"] is None else tuple(e["history"]))
+                            (expression_from_tree(e["value"]), None if e["history"] is None else tuple(e["history"]))
                             for e in p["invariant"]
                         ],
-                        parameterisation={k: expr_from_json(v) for k, v in p["parameterisation"].items()},
+                        parameterisation={k: expression_from_tree(v) for k, v in p["parameterisation"].items()},
                         roles=dict(p.get("roles", {})),
                     )
                 )
@@ -704,70 +702,6 @@ def random_environment(
 # safe JSON for sympy expressions and recurrences
 # ---------------------------------------------------------------------------------------------
 
-_OPS: dict[str, Any] = {
-    "Add": sympy.Add,
-    "Mul": sympy.Mul,
-    "Pow": sympy.Pow,
-    "Max": sympy.Max,
-    "Min": sympy.Min,
-    "exp": sympy.exp,
-    "log": sympy.log,
-    "tanh": sympy.tanh,
-    "sigmoid": sigmoid,
-    "And": sympy.And,
-    "Or": sympy.Or,
-    "Not": sympy.Not,
-}
-
-
-def expr_to_json(e: sympy.Basic) -> Any:
-    """A sympy expression as a JSON tree (only numbers, symbols, applied functions and ``_OPS``)."""
-    if e is sympy.true or e is sympy.false:
-        return {"bool": bool(e)}
-    if e.is_Integer:
-        return {"int": int(e)}
-    if e.is_Rational:
-        return {"rational": [int(e.p), int(e.q)]}
-    if e.is_Float:
-        return {"float": float(e)}
-    if e in (sympy.oo, -sympy.oo):
-        return {"float": float("inf") if e == sympy.oo else float("-inf")}
-    if e.is_Symbol:
-        return {"symbol": e.name}
-    if isinstance(e, AppliedUndef):
-        return {"function": e.func.__name__, "args": [expr_to_json(a) for a in e.args]}
-    name = type(e).__name__
-    if name not in _OPS:
-        raise FormatError(f"cannot store expression node {name} ({e}) in a certificate")
-    return {"op": name, "args": [expr_to_json(a) for a in e.args]}
-
-
-def expr_from_json(node: Any) -> sympy.Expr:
-    """The inverse of ``expr_to_json``; never evaluates text.
-
-    Raises:
-        FormatError: an unknown node.
-    """
-    if not isinstance(node, dict) or len(node) not in (1, 2):
-        raise FormatError(f"malformed expression node {node!r}")
-    if "bool" in node:
-        return sympy.true if node["bool"] else sympy.false
-    if "int" in node:
-        return sympy.Integer(int(node["int"]))
-    if "rational" in node:
-        p, q = node["rational"]
-        return sympy.Rational(int(p), int(q))
-    if "float" in node:
-        value = float(node["float"])
-        return _constant(value) if math.isinf(value) else sympy.Float(value)
-    if "symbol" in node and isinstance(node["symbol"], str):
-        return sympy.Symbol(node["symbol"])
-    if "function" in node and isinstance(node["function"], str):
-        return sympy.Function(node["function"])(*map(expr_from_json, node["args"]))
-    if "op" in node and node["op"] in _OPS:
-        return _OPS[node["op"]](*map(expr_from_json, node["args"]))
-    raise FormatError(f"unknown expression node {node!r}")
-
 
 def recurrence_to_dict(rec: Recurrence) -> dict[str, Any]:
     return {
@@ -776,11 +710,11 @@ def recurrence_to_dict(rec: Recurrence) -> dict[str, Any]:
         "dims": rec.dims,
         "alphabet": None if rec.alphabet is None else [str(a) for a in rec.alphabet],
         "doc": rec.doc,
-        "components": [{"name": c.name, "init": expr_to_json(c.init)} for c in rec.components],
+        "components": [{"name": c.name, "init": expression_to_tree(c.init)} for c in rec.components],
         "inputs": [{"name": f.name, "lags": f.lags, "meaning": f.meaning} for f in rec.input_functions],
         "constants": [c.name for c in rec.constant_symbols],
-        "updates": {c.name: expr_to_json(c.update) for c in rec.components if c.update is not None},
-        "outputs": {k: expr_to_json(v) for k, v in rec.outputs.items()},
+        "updates": {c.name: expression_to_tree(c.update) for c in rec.components if c.update is not None},
+        "outputs": {k: expression_to_tree(v) for k, v in rec.outputs.items()},
     }
 
 
@@ -791,15 +725,15 @@ def recurrence_from_dict(doc: Any) -> Recurrence:
             doc["name"], get_semiring(doc["semiring"]), doc.get("dims"), doc.get("alphabet"), doc.get("doc", "")
         )
         for c in doc["components"]:
-            rec.state(c["name"], expr_from_json(c["init"]))
+            rec.state(c["name"], expression_from_tree(c["init"]))
         for f in doc["inputs"]:
             rec.input(f["name"], int(f["lags"]), f.get("meaning", ""))
         for name in doc["constants"]:
             rec.constant(name)
         for name, e in doc["updates"].items():
-            rec.update(rec.component_of(name).prev, expr_from_json(e))
+            rec.update(rec.component_of(name).prev, expression_from_tree(e))
         for name, e in doc["outputs"].items():
-            rec.output(name, expr_from_json(e))
+            rec.output(name, expression_from_tree(e))
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(f"malformed recurrence in certificate: {exc}") from None
     return rec

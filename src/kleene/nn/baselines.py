@@ -1,14 +1,17 @@
-"""Baselines registered with the trainer: a one-layer max-pooled CNN and a BiLSTM classifier (SoPa §5), and an
-LSTM language model."""
+"""Baselines registered with the trainer: a one-layer max-pooled CNN and a BiLSTM classifier (SoPa §5), a stacked
+unidirectional LSTM classifier (the LSTM of Rational Recurrences §6.3), and an LSTM language model."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import nn
 
 from .registry import register_model
+from .rrnn import RationalClassifier, RationalLayer, last_states
 
-__all__ = ["BiLSTMClassifier", "CNNClassifier", "LSTMLanguageModel", "length_mask"]
+__all__ = ["BiLSTMClassifier", "CNNClassifier", "LSTMClassifier", "LSTMLanguageModel", "LSTMLayer", "length_mask"]
 
 Tensor = torch.Tensor
 
@@ -89,6 +92,38 @@ class BiLSTMClassifier(nn.Module):
         return self.head(average)
 
 
+class LSTMLayer(RationalLayer):
+    """One unidirectional ``torch.nn.LSTM`` layer behind the ``RationalLayer`` interface, so that an LSTM stack gets
+    exactly the RRNNs' dropouts (``RationalStack``) and classifier head (``RationalClassifier``). Not rational: the
+    gates read ``h_{t-1}``.
+
+    Note:
+        Padding sits at the end of each row, so the outputs at valid positions do not depend on it; padded positions
+        of the output are zero and the final state is ``h`` at each sequence's last valid step.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.output_size = hidden_size
+        self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True)
+
+    def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        initial = None if h0 is None else (h0.unsqueeze(0), torch.zeros_like(h0).unsqueeze(0))
+        states, _ = self.lstm(x, initial)
+        states = states * length_mask(lengths, x.shape[1]).unsqueeze(-1).to(states.dtype)
+        return states, last_states(states, lengths, bidirectional=False)
+
+
+class LSTMClassifier(RationalClassifier):
+    """A stacked unidirectional LSTM classifier built like ``RRNNClassifier`` (Rational Recurrences §6.3): frozen
+    embeddings (+ dropout), ``num_layers`` LSTM layers with vertical and variational recurrent dropout on each layer's
+    input, the last valid hidden state, a 2-layer tanh MLP."""
+
+    def __init__(self, vocab_size: int, num_classes: int, **options: Any):
+        """``options`` as in ``RationalClassifier`` (hidden_size, num_layers, dropouts, ...); no backend option."""
+        super().__init__(vocab_size, num_classes, LSTMLayer, **options)
+
+
 class LSTMLanguageModel(nn.Module):
     """Embedding -> ``num_layers`` LSTM layers -> dropout -> softmax layer (weights tied to the embedding when the
     sizes agree and ``tie_weights``)."""
@@ -121,4 +156,5 @@ class LSTMLanguageModel(nn.Module):
 
 register_model("cnn", CNNClassifier)
 register_model("bilstm", BiLSTMClassifier)
+register_model("lstm", LSTMClassifier)
 register_model("lstm-lm", LSTMLanguageModel)
