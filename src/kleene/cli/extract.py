@@ -104,6 +104,8 @@ def _extract_layer(layer: Any, embedding: Any, words: list[Hashable], sentences:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from kleene.compile.extract import SOPA_END, SOPA_START, ExtractionError, check_layer, history_window
     from kleene.nn import load_checkpoint
 
@@ -125,8 +127,13 @@ def run(args: argparse.Namespace) -> int:
     data_name, sentences = _sentences(args, checkpoint, vocab)
     words: list[Hashable] = list(vocab.tokens)
     export_words = words[: args.max_words]
+    status = Console(stderr=True).status  # a spinner on the terminal, silent when stderr is not one
     if layer is None:
-        extraction = _extract_sopa(model, words, sentences, vocab)
+        with status(
+            f"building {model.patterns.num_patterns} pattern automata and verifying on {len(sentences)} "
+            f"{data_name} sentences"
+        ):
+            extraction = _extract_sopa(model, words, sentences, vocab)
         export_words = [*export_words, SOPA_START, SOPA_END]
     else:
         if history_window(layer) > 1:
@@ -138,8 +145,12 @@ def run(args: argparse.Namespace) -> int:
                 )
             used = {w for s in sentences for w in s}
             words = export_words = [w for w in words if w in used]
-        extraction = _extract_layer(layer, model.embedding, words, sentences, vocab)
-    paths = extraction.export(args.out, args.format, export_words) if args.out else []
+        with status(f"building one automaton per unit and verifying on {len(sentences)} {data_name} sentences"):
+            extraction = _extract_layer(layer, model.embedding, words, sentences, vocab)
+    paths = []
+    if args.out:
+        with status(f"writing {args.format} files over {len(export_words)} words to {args.out}"):
+            paths = extraction.export(args.out, args.format, export_words)
     summary = {**extraction.summary(), "data": data_name, "sentences": len(sentences), "files": [str(p) for p in paths]}
     if args.json:
         print(json.dumps(summary))
