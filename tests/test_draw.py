@@ -122,7 +122,7 @@ def test_show_weights_false_and_boolean_automata_show_labels_only() -> None:
 def test_symbolic_weights_print_on_one_line() -> None:
     (mu,) = weight_functions("mu")
     w, b = sympy.symbols("w b")
-    assert format_weight(sigmoid(w * mu + b)) == "1/(exp(-b - w·μ(α)) + 1)"
+    assert format_weight(sigmoid(w * mu + b)) == "σ(b + w·μ(α))"
     assert format_weight(mu**2 * sympy.Float(0.123456)) == "0.123·μ(α)^2"
     assert format_weight(sympy.Symbol("rho1") * sympy.Symbol("gamma")) in ("γ·ρ₁", "ρ₁·γ")
     assert format_weight(mu, alpha="a*b") == "μ(a*b)"  # the symbol's own text is never rewritten

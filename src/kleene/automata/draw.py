@@ -19,7 +19,7 @@ from sympy.printing.pretty.pretty_symbology import pretty_symbol
 from sympy.printing.str import StrPrinter
 
 from .labels import AnySymbol, Sym
-from .weights import ALPHA, Env, Weight, is_symbolic
+from .weights import ALPHA, Env, Weight, is_symbolic, sigmoid
 from .wfsa import WFSA, Arc
 
 #: Stands for the consumed symbol while a weight is printed, so that symbol text is never rewritten.
@@ -38,7 +38,8 @@ class _OneLinePrinter(StrPrinter):  # type: ignore[misc]
 
     def _print_Function(self, expr: sympy.Expr) -> str:
         args = ", ".join(self._print(a) for a in expr.args)
-        return f"{pretty_symbol(expr.func.__name__)}({args})"
+        name = "σ" if expr.func is sigmoid else pretty_symbol(expr.func.__name__)
+        return f"{name}({args})"
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return format_number(float(expr), self.precision)
