@@ -49,11 +49,13 @@ def closure_matrix(
     if cap is not None:
         if cap < 0:
             raise ValueError(f"epsilon cap must be >= 0, got {cap}")
+        if cap == 0 or n == 0:  # I alone, one copy per matrix of the batch
+            return semiring.plus(semiring.zeros(matrix.shape, like=matrix), eye)
         result, power = eye, eye
         for _ in range(cap):
             power = semiring.matmul(power, matrix)
-            result = semiring.plus(result, power)
-        return semiring.plus(semiring.zeros(matrix.shape, like=matrix), result)  # I broadcast over the batch
+            result = semiring.plus(result, power)  # the powers carry the batch shape
+        return result
     if n == 0:
         return semiring.zeros(matrix.shape, like=matrix)
     if semiring.name in ("real", "log"):
@@ -137,7 +139,7 @@ def _lehmann_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) 
         try:
             pivot = semiring.star(a[..., k, k])
         except DivergenceError:
-            diverging = _as_numpy(semiring._star_diverges(_as_numpy(a[..., k, k])))
+            diverging = semiring.star_diverges(_as_numpy(a[..., k, k]))
             at = _batch_index(np.asarray(diverging)) if np.ndim(diverging) else ()
             raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, "", names)) from None
         if _is_torch(pivot) or np.ndim(pivot):

@@ -175,14 +175,14 @@ class Semiring(ABC):
             DivergenceError: where the series does not converge, naming the (first) value; not checked while
                 torch.compile traces.
         """
-        diverges = self._star_diverges(a)
+        diverges = self.star_diverges(a)
         if _any_true(diverges):
             value = _first_where(a, diverges)
             raise DivergenceError(f"the {self.name} star of {value!r} diverges ({self.star_diverges_when})")
         return self._star_values(a)
 
-    def _star_diverges(self, a: Array) -> Array:
-        """Where the star of ``a`` diverges (a boolean of ``a``'s shape); never, by default."""
+    def star_diverges(self, a: Array) -> Array:
+        """Where the elementwise star of ``a`` diverges (a boolean of ``a``'s shape); never, by default."""
         return False
 
     @abstractmethod
@@ -312,7 +312,7 @@ class RealSemiring(Semiring):
 
     star_diverges_when = "|a| >= 1"
 
-    def _star_diverges(self, a: Array) -> Array:
+    def star_diverges(self, a: Array) -> Array:
         return abs(a) >= 1.0
 
     def _star_values(self, a: Array) -> Array:
@@ -350,7 +350,7 @@ class LogSemiring(Semiring):
 
     star_diverges_when = "exp(a) >= 1"
 
-    def _star_diverges(self, a: Array) -> Array:
+    def star_diverges(self, a: Array) -> Array:
         return a >= 0.0
 
     def _star_values(self, a: Array) -> Array:
@@ -415,7 +415,7 @@ class MaxPlusSemiring(_MaxPlusLike):
 
     star_diverges_when = "a positive cycle"
 
-    def _star_diverges(self, a: Array) -> Array:
+    def star_diverges(self, a: Array) -> Array:
         return a > 0.0
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -446,7 +446,7 @@ class MinPlusSemiring(_MaxPlusLike):
 
     star_diverges_when = "a negative-cost cycle"
 
-    def _star_diverges(self, a: Array) -> Array:
+    def star_diverges(self, a: Array) -> Array:
         return a < 0.0
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -488,7 +488,7 @@ class MaxTimesSemiring(Semiring):
 
     star_diverges_when = "a cycle of weight > 1"
 
-    def _star_diverges(self, a: Array) -> Array:
+    def star_diverges(self, a: Array) -> Array:
         return a > 1.0
 
     def _star_values(self, a: Array) -> Array:

@@ -119,9 +119,14 @@ def rcnn(order: int = 2, constant_lambda: bool = False) -> Recurrence:
     return rec
 
 
+def _indices(d: int, *indices: int) -> str:
+    """Indices up to ``d`` run together while d < 10 (``12``) and are separated beyond (``1_12``): names stay unique."""
+    return ("" if d < 10 else "_").join(map(str, indices))
+
+
 def matrix_entry(prefix: str, i: int, j: int, d: int) -> str:
-    """The name of entry (i, j) of a d x d matrix: ``W12`` while d < 10, ``W1_12`` beyond (so names stay unique)."""
-    return f"{prefix}{i}{j}" if d < 10 else f"{prefix}{i}_{j}"
+    """The name of entry (i, j) of a d x d matrix: ``W12`` while d < 10, ``W1_12`` beyond."""
+    return f"{prefix}{_indices(d, i, j)}"
 
 
 def isan(d: int = 2) -> Recurrence:
@@ -150,7 +155,7 @@ def elman_linear(d: int = 2) -> Recurrence:
 
 def stack_name(kind: str, layer: int, d: int, *indices: int) -> str:
     """The name of a stack's state or parameter: ``h2`` (d = 1, the paper's h^(2)) or ``h2_1``, ``w2_11`` (d > 1)."""
-    return f"{kind}{layer}" if d == 1 else f"{kind}{layer}_{''.join(map(str, indices))}"
+    return f"{kind}{layer}" if d == 1 else f"{kind}{layer}_{_indices(d, *indices)}"
 
 
 def _stacked_names(layers: int, d: int) -> list[list[str]]:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .embedding import word_embedding
 from .registry import register_model
 from .rrnn import RationalClassifier, RationalLayer, last_states
 
@@ -45,8 +46,7 @@ class CNNClassifier(nn.Module):
         freeze_embeddings: bool = False,
     ):
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
-        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.window = window
         self.dropout = nn.Dropout(dropout)
         self.convolution = nn.Conv1d(embedding_dim, channels, window)
@@ -77,8 +77,7 @@ class BiLSTMClassifier(nn.Module):
         freeze_embeddings: bool = False,
     ):
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
-        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.dropout = nn.Dropout(dropout)
         self.lstm = nn.LSTM(embedding_dim, hidden_size, batch_first=True, bidirectional=True)
         self.head = _mlp(2 * hidden_size, mlp_hidden, num_classes, dropout)

@@ -34,6 +34,7 @@ from torch.nn.utils import parametrize
 
 from ..automata.errors import KleeneError
 from ..compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from .embedding import word_embedding
 from .registry import register_model
 
 __all__ = [
@@ -390,8 +391,7 @@ class RationalClassifier(nn.Module):
         backend: str = "auto",
     ):
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
-        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
         self.stack = RationalStack.of(
             layer,

@@ -38,6 +38,7 @@ from torch.nn.utils import parametrize
 
 from ..automata.errors import KleeneError
 from ..compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
+from .embedding import word_embedding
 from .registry import register_model
 
 __all__ = [
@@ -440,8 +441,7 @@ class SoPaClassifier(nn.Module):
         seed: int = 0,
     ):
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
-        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.patterns = SoftPatterns(
             embedding_dim,
             patterns,
