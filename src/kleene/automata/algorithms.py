@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import sympy
 
-from .errors import AlphabetError, DivergenceError, WeightError
-from .semiring import REAL, Semiring, _is_torch, sympy_constant
-from .weights import Env, instantiate, is_symbolic
-from .wfsa import WFSA, Arc
+from kleene.automata.semiring import REAL, Semiring, _is_torch, sympy_constant
+from kleene.automata.weights import Env, instantiate, is_symbolic
+from kleene.automata.wfsa import WFSA, Arc
+from kleene.errors import AlphabetError, DivergenceError, WeightError
 
 # ----------------------------------------------------------------------------------------
 # Kleene star of a matrix
@@ -281,7 +281,7 @@ def all_spans(
 
 
 def _consumable_symbols(wfsa: WFSA) -> list[Hashable]:
-    from .labels import Sym
+    from kleene.automata.labels import Sym
 
     if wfsa.alphabet is not None:
         return list(wfsa.alphabet)
@@ -474,7 +474,7 @@ def _sym_matrix(wfsa: WFSA, symbol: Hashable | None) -> list[list[list[sympy.Exp
 
 
 def _label_matches_symbolic(arc: Arc, symbol: Hashable) -> bool:
-    from .labels import AnySymbol
+    from kleene.automata.labels import AnySymbol
 
     if isinstance(symbol, sympy.Basic) and not isinstance(arc.label, AnySymbol):
         return bool(arc.label.matches(str(symbol)))

@@ -33,11 +33,11 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import AlphabetError, FormatError, SemiringError, WeightError
-from .labels import EPSILON, Label, Sym, SymbolTable
-from .semiring import Semiring, get_semiring
-from .weights import Env, is_symbolic
-from .wfsa import WFSA
+from kleene.automata.labels import EPSILON, Label, Sym, SymbolTable
+from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import Env, is_symbolic
+from kleene.automata.wfsa import WFSA
+from kleene.errors import AlphabetError, FormatError, SemiringError, WeightError
 
 _DIGITS = re.compile(r"[0-9]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .algorithms import closure_matrix
-from .errors import AlphabetError
-from .labels import SymbolTable
-from .semiring import Semiring, get_semiring
-from .weights import Env
+from kleene.automata.algorithms import closure_matrix
+from kleene.automata.labels import SymbolTable
+from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import Env
+from kleene.errors import AlphabetError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .wfsa import WFSA
+    from kleene.automata.wfsa import WFSA
 
 
 def batched_forward(

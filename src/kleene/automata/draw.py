@@ -18,9 +18,9 @@ import sympy
 from sympy.printing.pretty.pretty_symbology import pretty_symbol
 from sympy.printing.str import StrPrinter
 
-from .labels import AnySymbol, Sym
-from .weights import ALPHA, Env, Weight, is_symbolic, sigmoid
-from .wfsa import WFSA, Arc
+from kleene.automata.labels import AnySymbol, Sym
+from kleene.automata.weights import ALPHA, Env, Weight, is_symbolic, sigmoid
+from kleene.automata.wfsa import WFSA, Arc
 
 #: Stands for the consumed symbol while a weight is printed, so that symbol text is never rewritten.
 _ALPHA_MARK = "\x00"

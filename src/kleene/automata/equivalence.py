@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy
 
-from .errors import AlphabetError, DivergenceError, SemiringError
-from .labels import OneOf, Sym
-from .ops import merged_alphabet, remove_epsilon
-from .semiring import LOG, REAL
-from .weights import Env, Weight, is_symbolic
-from .wfsa import WFSA
+from kleene.automata.labels import OneOf, Sym
+from kleene.automata.ops import merged_alphabet, remove_epsilon
+from kleene.automata.semiring import LOG, REAL
+from kleene.automata.weights import Env, Weight, is_symbolic
+from kleene.automata.wfsa import WFSA
+from kleene.errors import AlphabetError, DivergenceError, SemiringError
 
 
 @dataclass(frozen=True)

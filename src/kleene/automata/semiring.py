@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 import sympy
 
-from .errors import DivergenceError, SemiringError, WeightError
+from kleene.errors import DivergenceError, SemiringError, WeightError
 
 Array = Any  # numpy.ndarray | torch.Tensor | a Python scalar
 

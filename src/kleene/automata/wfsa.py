@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import AlphabetError, UnknownStateError, WeightError
-from .labels import Label, LabelLike, SymbolTable, as_label
-from .semiring import Semiring, get_semiring
-from .weights import Env, Weight, evaluate, is_symbolic, normalize_weight
+from kleene.automata.labels import Label, LabelLike, SymbolTable, as_label
+from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import Env, Weight, evaluate, is_symbolic, normalize_weight
+from kleene.errors import AlphabetError, UnknownStateError, WeightError
 
 if TYPE_CHECKING:  # pragma: no cover
     import graphviz
     import networkx
 
-    from .algorithms import ViterbiPath
+    from kleene.automata.algorithms import ViterbiPath
 
 StateRef = int | str
 
@@ -105,7 +105,7 @@ class WFSA:
         except UnknownStateError as exc:
             raise UnknownStateError(f"{where}: {exc}") from None
         if self.alphabet is not None and lab.consumes:
-            from .labels import Sym
+            from kleene.automata.labels import Sym
 
             if isinstance(lab, Sym) and lab.symbol not in self.alphabet:
                 raise AlphabetError(f"{where}: symbol {lab.symbol!r} is not in the alphabet")
@@ -213,51 +213,51 @@ class WFSA:
     # -- algorithms (free functions in kleene.automata.algorithms) ----------------------
     def score(self, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
         """The Forward score: the semiring sum over all paths deriving ``symbols``."""
-        from .algorithms import score
+        from kleene.automata.algorithms import score
 
         return score(self, symbols, env=env, epsilon_cap=epsilon_cap)
 
     def viterbi(self, symbols: Sequence[Hashable], env: Env | None = None) -> ViterbiPath:
         """The best single path deriving ``symbols``, with its weight and arcs."""
-        from .algorithms import viterbi
+        from kleene.automata.algorithms import viterbi
 
         return viterbi(self, symbols, env=env)
 
     def pathsum(self, env: Env | None = None, epsilon_cap: int | None = None) -> Any:
         """The semiring sum of the scores of all strings (shortest distance)."""
-        from .algorithms import pathsum
+        from kleene.automata.algorithms import pathsum
 
         return pathsum(self, env=env)
 
     def score_symbolic(self, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
         """The score of ``symbols`` as a sympy expression in the weight functions."""
-        from .algorithms import score_symbolic
+        from kleene.automata.algorithms import score_symbolic
 
         return score_symbolic(self, symbols, epsilon_cap=epsilon_cap)
 
     def all_spans(self, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
         """SoPa's search score over all non-empty substrings, and the per-position end scores."""
-        from .algorithms import all_spans
+        from kleene.automata.algorithms import all_spans
 
         return all_spans(self, symbols, env=env, epsilon_cap=epsilon_cap)
 
     def to_att(self, *args: Any, **kwargs: Any) -> str:
-        from .att import write_att
+        from kleene.automata.att import write_att
 
         return write_att(self, *args, **kwargs)
 
     def to_json(self) -> str:
-        from .jsonio import to_json
+        from kleene.automata.jsonio import to_json
 
         return to_json(self)
 
     def to_networkx(self) -> networkx.MultiDiGraph:
-        from .nxio import to_networkx
+        from kleene.automata.nxio import to_networkx
 
         return to_networkx(self)
 
     def to_dot(self, **kwargs: Any) -> graphviz.Digraph:
-        from .draw import to_dot
+        from kleene.automata.draw import to_dot
 
         return to_dot(self, **kwargs)
 

@@ -57,7 +57,7 @@ def parse_settings(settings: list[str]) -> dict[str, Any]:
     Raises:
         KleeneError: a setting without ``=``.
     """
-    from kleene.automata.errors import KleeneError
+    from kleene.errors import KleeneError
 
     kwargs: dict[str, Any] = {}
     for setting in settings:

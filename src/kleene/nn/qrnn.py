@@ -30,12 +30,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from .registry import register_model
-from .rrnn import (
+from kleene.nn.registry import register_model
+from kleene.nn.rrnn import (
+    LayerError,
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
-    RecurrenceError,
     compile_layer,
     last_states,
     rrnn_template,
@@ -52,7 +52,7 @@ class QRNNLayer(RationalLayer):
     """One QRNN layer: window-``window`` masked convolutions, then f/fo/ifo pooling through the compiled B.
 
     Raises:
-        RecurrenceError: window < 1, an unknown pooling, or zoneout outside [0, 1).
+        LayerError: window < 1, an unknown pooling, or zoneout outside [0, 1).
     """
 
     def __init__(
@@ -68,11 +68,11 @@ class QRNNLayer(RationalLayer):
     ):
         super().__init__()
         if window < 1:
-            raise RecurrenceError(f"QRNN window must be >= 1, got {window}")
+            raise LayerError(f"QRNN window must be >= 1, got {window}")
         if pooling not in POOLINGS:
-            raise RecurrenceError(f"unknown QRNN pooling {pooling!r}; use one of {sorted(POOLINGS)}")
+            raise LayerError(f"unknown QRNN pooling {pooling!r}; use one of {sorted(POOLINGS)}")
         if not 0 <= zoneout < 1:
-            raise RecurrenceError(f"zoneout must lie in [0, 1), got {zoneout}")
+            raise LayerError(f"zoneout must lie in [0, 1), got {zoneout}")
         self.window, self.pooling, self.zoneout = window, pooling, zoneout
         self.gates = POOLINGS[pooling]
         self.hidden_size = self.output_size = hidden_size
@@ -87,7 +87,7 @@ class QRNNLayer(RationalLayer):
         pre = self.convolution(padded).transpose(1, 2)
         if context is not None:
             if self.context is None:
-                raise RecurrenceError("this QRNN layer was built without context_size; it cannot take a context")
+                raise LayerError("this QRNN layer was built without context_size; it cannot take a context")
             pre = pre + self.context(context)[:, None, :]
         parts = dict(zip(self.gates, pre.split(self.hidden_size, -1)))
         values = {name: torch.tanh(v) if name == "z" else torch.sigmoid(v) for name, v in parts.items()}

@@ -32,20 +32,20 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from ..automata.errors import KleeneError
-from ..compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
-from .embedding import word_embedding
-from .registry import register_model
+from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from kleene.errors import LayerError
+from kleene.nn.embedding import word_embedding
+from kleene.nn.registry import register_model
 
 __all__ = [
     "RRNN_KINDS",
+    "LayerError",
     "RRNNClassifier",
     "RRNNLanguageModel",
     "RationalClassifier",
     "RationalLanguageModel",
     "RationalLayer",
     "RationalStack",
-    "RecurrenceError",
     "chain_template",
     "rrnn_template",
 ]
@@ -58,10 +58,6 @@ RRNN_KINDS = ("B", "B-maxplus", "C", "F")
 MAX_PLUS_FORGET_BIAS = 3.0
 #: ``layer(input_size, hidden_size, **options)`` builds one layer of a stack (a layer class or a partial of one).
 LayerFactory = Callable[..., "RationalLayer"]
-
-
-class RecurrenceError(KleeneError, ValueError):
-    """A rational layer configured in a way it cannot run (the message says which setting)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,7 +108,7 @@ def rrnn_template(kind: str) -> Template:
     """The WFSA of RRNN(``kind``) (B, B-maxplus, C or F) as a compiler template.
 
     Raises:
-        RecurrenceError: an unknown kind.
+        LayerError: an unknown kind.
     """
     if kind in ("B", "B-maxplus"):
         return chain_template(
@@ -144,7 +140,7 @@ def rrnn_template(kind: str) -> Template:
             final=[("q1", "rho1"), ("q2", "rho2")],
             constants=["gamma", "rho1", "rho2"],
         )
-    raise RecurrenceError(f"unknown RRNN kind {kind!r}; use one of {RRNN_KINDS}")
+    raise LayerError(f"unknown RRNN kind {kind!r}; use one of {RRNN_KINDS}")
 
 
 class SigmoidConstants(nn.Module):
@@ -273,7 +269,7 @@ class RationalStack(nn.Module):
     ):
         super().__init__()
         if num_layers < 1:
-            raise RecurrenceError(f"num_layers must be >= 1, got {num_layers}")
+            raise LayerError(f"num_layers must be >= 1, got {num_layers}")
         layers: list[RationalLayer] = []
         size = input_size
         for index in range(num_layers):
@@ -305,7 +301,7 @@ class RationalStack(nn.Module):
         ``backend`` and ``bidirectional`` are passed when the layer takes them (an LSTM layer has no backend).
 
         Raises:
-            RecurrenceError: a non-default ``backend``/``bidirectional`` for a layer without that option.
+            LayerError: a non-default ``backend``/``bidirectional`` for a layer without that option.
         """
         accepted = inspect.signature(layer).parameters
         options: dict[str, Any] = {}
@@ -313,7 +309,7 @@ class RationalStack(nn.Module):
             if name in accepted:
                 options[name] = value
             elif value != default:
-                raise RecurrenceError(f"{_layer_name(layer)} layers have no option {name} (asked for {value!r})")
+                raise LayerError(f"{_layer_name(layer)} layers have no option {name} (asked for {value!r})")
         return cls(
             input_size,
             num_layers,

@@ -28,8 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..automata.errors import KleeneError
-from ..data import (
+from kleene.data import (
     Batch,
     ClassificationData,
     LanguageModelData,
@@ -40,8 +39,9 @@ from ..data import (
     load,
     load_glove,
 )
-from .checkpoint import save_checkpoint
-from .registry import build_model, model_builder
+from kleene.errors import TrainingError
+from kleene.nn.checkpoint import save_checkpoint
+from kleene.nn.registry import build_model, model_builder
 
 __all__ = [
     "TrainConfig",
@@ -53,10 +53,6 @@ __all__ = [
     "seed_everything",
     "train",
 ]
-
-
-class TrainingError(KleeneError, ValueError):
-    """A model and data set that do not fit together, or settings that cannot work."""
 
 
 def seed_everything(seed: int) -> None:
