@@ -139,7 +139,18 @@ class Semiring(ABC):
     aliases: tuple[str, ...] = ()
     zero: Any = 0.0
     one: Any = 1.0
+    #: ``a ⊕ a = a`` for every a.
     idempotent: bool = False
+    #: ``a ⊗ b = b ⊗ a`` (every shipped semiring is commutative; the algorithms assume it).
+    commutative: bool = True
+    #: ``"max"`` or ``"min"`` when ⊕ selects the larger/smaller of its terms under a total order (it has an argmax:
+    #: a best single path exists and ⊕'s derivative routes to it); ``""`` otherwise.
+    best: str = ""
+    #: The least k with ``a* = one ⊕ a ⊕ ... ⊕ a^k`` wherever the star converges (0 for the selecting semirings on
+    #: their convergent values, which is what makes Bellman-Ford-style relaxation terminate); None if there is none.
+    k_closed: int | None = None
+    #: Every element but zero has a ⊗-inverse (a semifield): weights can be divided (pushing, determinization).
+    invertible: bool = True
     #: The semiring whose ``plus`` picks the best single path (Viterbi).
     viterbi_name: str = ""
 
@@ -254,6 +265,24 @@ class Semiring(ABC):
         """Whether single-path weight ``a`` strictly beats ``b`` (Viterbi order)."""
         v = self.viterbi
         return bool(v.plus(a, b) == a and a != b)
+
+    # -- storage form ------------------------------------------------------------------
+    @property
+    def storage(self) -> Semiring:
+        """The semiring whose arithmetic runs on stored values (kernels, layers, extracted numbers).
+
+        Most semirings store their own elements; max-times stores logarithms and computes in max-plus, which keeps
+        long products of probabilities in range. ``to_storage``/``from_storage`` map between the two.
+        """
+        return self
+
+    def to_storage(self, x: Array) -> Array:
+        """An element (scalar, array or tensor) in the storage form (identity unless ``storage`` differs)."""
+        return x
+
+    def from_storage(self, x: Array) -> Array:
+        """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
+        return x
 
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
@@ -377,6 +406,7 @@ class _MaxPlusLike(Semiring):
     """Shared plumbing of the tropical semirings ``<R, max|min, +>``."""
 
     idempotent = True
+    k_closed = 0
     _pick_numpy: Callable[..., Any] = staticmethod(np.maximum)
 
     def times(self, a: Array, b: Array) -> Array:
@@ -400,6 +430,7 @@ class MaxPlusSemiring(_MaxPlusLike):
     name = "max-plus"
     aliases = ("maxplus", "max-sum", "arctic")
     zero, one = -math.inf, 0.0
+    best = "max"
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -431,6 +462,7 @@ class MinPlusSemiring(_MaxPlusLike):
     name = "min-plus"
     aliases = ("tropical", "minplus", "min-sum")
     zero, one = math.inf, 0.0
+    best = "min"
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -463,6 +495,24 @@ class MaxTimesSemiring(Semiring):
     aliases = ("max-product", "viterbi", "maxtimes")
     zero, one = 0.0, 1.0
     idempotent = True
+    best = "max"
+    k_closed = 0
+
+    @property
+    def storage(self) -> Semiring:
+        """Max-times values are stored as their logarithms, where the semiring is max-plus."""
+        return MAX_PLUS
+
+    def to_storage(self, x: Array) -> Array:
+        if _is_torch(x):
+            import torch
+
+            return torch.log(x)
+        with np.errstate(divide="ignore"):
+            return _scalar_result(np.log(x), x)
+
+    def from_storage(self, x: Array) -> Array:
+        return _apply(x, "exp")
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
@@ -511,6 +561,8 @@ class BooleanSemiring(Semiring):
     aliases = ("bool",)
     zero, one = False, True
     idempotent = True
+    best = "max"  # False < True
+    k_closed = 0
 
     @property
     def numpy_dtype(self) -> type:
