@@ -151,6 +151,15 @@ class Semiring(ABC):
     k_closed: int | None = None
     #: Every element but zero has a ⊗-inverse (a semifield): weights can be divided (pushing, determinization).
     invertible: bool = True
+    #: Only zero and one exist (boolean): weights carry no information, so drawings and listings omit them.
+    weightless: bool = False
+    #: The semiring is itself the real field (additive inverses exist): ranks and solves apply to its values directly.
+    is_field: bool = False
+    #: ``to_field`` maps the semiring homomorphically into the real field (+, ×): Tzeng equivalence, Hankel ranks
+    #: and the linear-algebra reduction work on that image.
+    embeds_in_field: bool = False
+    #: Every image under ``to_field`` is >= 0 (log: exp(x)), so no cancellation can occur in the field.
+    field_image_nonnegative: bool = False
     #: The semiring whose ``plus`` picks the best single path (Viterbi).
     viterbi_name: str = ""
 
@@ -284,6 +293,19 @@ class Semiring(ABC):
         """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
         return x
 
+    def to_field(self, x: Array) -> Array:
+        """The image of ``x`` in the real field (see ``embeds_in_field``).
+
+        Raises:
+            SemiringError: the semiring has no such embedding.
+        """
+        raise SemiringError(f"the {self.name} semiring does not embed into the real field")
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        """A random element in the semiring's usual range, finite and away from overflow (for numeric cross-checks
+        of symbolic identities); signed values lie in ±``scale``."""
+        return float(rng.uniform(-2.0, 1.0))
+
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -319,6 +341,14 @@ class RealSemiring(Semiring):
     aliases = ("probability", "plus-times", "sum-product")
     zero, one = 0.0, 1.0
     viterbi_name = "max-times"
+    is_field = True
+    embeds_in_field = True
+
+    def to_field(self, x: Array) -> Array:
+        return x
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return float(rng.uniform(-scale, scale))
 
     def _check_number(self, number: float, where: str) -> None:
         if math.isinf(number):
@@ -364,6 +394,11 @@ class LogSemiring(Semiring):
     aliases = ("log-sum-exp",)
     zero, one = -math.inf, 0.0
     viterbi_name = "max-plus"
+    embeds_in_field = True
+    field_image_nonnegative = True
+
+    def to_field(self, x: Array) -> Array:
+        return _apply(x, "exp")
 
     def plus(self, a: Array, b: Array) -> Array:
         return _scalar_result(_logaddexp(a, b), a, b)
@@ -514,6 +549,9 @@ class MaxTimesSemiring(Semiring):
     def from_storage(self, x: Array) -> Array:
         return _apply(x, "exp")
 
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return float(rng.uniform(0.0, 1.0))
+
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
             raise WeightError(f"{where}: {number} is not an element of the max-times semiring [0, inf)")
@@ -563,6 +601,10 @@ class BooleanSemiring(Semiring):
     idempotent = True
     best = "max"  # False < True
     k_closed = 0
+    weightless = True
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return bool(rng.integers(0, 2))
 
     @property
     def numpy_dtype(self) -> type:

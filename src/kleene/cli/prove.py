@@ -117,7 +117,7 @@ def _prove(rec: Any, args: argparse.Namespace) -> Any:
     result = prove(rec, hankel=False)
     if isinstance(result, Certificate) and not args.no_cross_check:
         result.cross_check()
-    if args.hankel and rec.ring.name == "real":
+    if args.hankel and rec.ring.is_field:
         from kleene.rational.hankel import hankel_evidence
 
         result.hankel = hankel_evidence(rec, rec.alphabet)

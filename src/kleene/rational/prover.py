@@ -468,7 +468,7 @@ def prove(
         result = Certificate(rec, automata)
         if check:
             result.check()
-    if hankel and rec.ring.name == "real":
+    if hankel and rec.ring.is_field:
         from kleene.rational.hankel import hankel_evidence
 
         result.hankel = hankel_evidence(rec, rec.alphabet)
