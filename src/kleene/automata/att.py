@@ -58,65 +58,14 @@ class _WeightCodec:
     encode: Callable[[Any], float]
 
 
-def _identity(x: Any) -> float:
-    return float(x)
-
-
-def _negate(x: Any) -> float:
-    return -float(x)
-
-
-def _exp_of_negative(cost: float) -> float:
-    return math.exp(-cost)
-
-
-def _negative_log(p: Any) -> float:
-    p = float(p)
-    if p < 0:
-        raise WeightError(f"{p!r} has no OpenFst weight -log(p): it is negative")
-    return math.inf if p == 0 else -math.log(p)
-
-
-def _is_finite_cost(cost: float) -> bool:
-    return cost != math.inf
-
-
-def _boolean_as_cost(value: Any) -> float:
-    return 0.0 if value else math.inf
-
-
-_IDENTITY = _WeightCodec(_identity, _identity)
-_NEGATION = _WeightCodec(_negate, _negate)
-_PROBABILITY = _WeightCodec(_exp_of_negative, _negative_log)
-_SUPPORT = _WeightCodec(_is_finite_cost, _boolean_as_cost)
-
-#: (kleene semiring, OpenFst arc type) -> the homomorphism between their values.
-_CODECS: dict[tuple[str, str], _WeightCodec] = {
-    ("min-plus", "tropical"): _IDENTITY,
-    ("max-plus", "tropical"): _NEGATION,
-    ("max-times", "tropical"): _PROBABILITY,
-    ("boolean", "tropical"): _SUPPORT,
-    ("log", "log"): _NEGATION,
-    ("real", "log"): _PROBABILITY,
-    ("boolean", "log"): _SUPPORT,
-}
-
-
 def _codec(semiring: Semiring, arc_type: str | None) -> _WeightCodec:
     """The weight mapping for ``semiring`` and an OpenFst arc type (None: the native convention)."""
     if arc_type is None:
-        native = {"min-plus": "tropical", "log": "log"}.get(semiring.name)
-        return _CODECS[(semiring.name, native)] if native else _IDENTITY
+        return _WeightCodec(*semiring.openfst_codec(None))
     kind = _ARC_TYPES.get(arc_type.strip().lower())
     if kind is None:
         raise SemiringError(f"unknown OpenFst arc type {arc_type!r}; known: tropical (standard), log")
-    codec = _CODECS.get((semiring.name, kind))
-    if codec is None:
-        fits = sorted(s for s, k in _CODECS if k == kind)
-        raise SemiringError(
-            f"OpenFst {kind} weights do not map onto the {semiring.name} semiring; they map onto {', '.join(fits)}"
-        )
-    return codec
+    return _WeightCodec(*semiring.openfst_codec(kind))
 
 
 def _parse_number(text: str) -> float | None:

@@ -127,6 +127,42 @@ def sympy_constant(value: Any) -> sympy.Expr:
     return sympy.sympify(value)
 
 
+# -- OpenFst weight conventions: maps between a file's numbers and a semiring's values ---------------------------------
+def _openfst_identity(x: Any) -> float:
+    return float(x)
+
+
+def _openfst_negate(x: Any) -> float:
+    return -float(x)
+
+
+def _openfst_probability(cost: float) -> float:
+    return math.exp(-cost)
+
+
+def _openfst_cost_of_probability(p: Any) -> float:
+    p = float(p)
+    if p < 0:
+        raise WeightError(f"{p!r} has no OpenFst weight -log(p): it is negative")
+    return math.inf if p == 0 else -math.log(p)
+
+
+def _openfst_support(cost: float) -> bool:
+    return cost != math.inf
+
+
+def _openfst_cost_of_support(value: Any) -> float:
+    return 0.0 if value else math.inf
+
+
+#: (decode a file number into a value, encode a value as a file number)
+OpenFstCodec = tuple[Callable[[float], Any], Callable[[Any], float]]
+_OPENFST_IDENTITY: OpenFstCodec = (_openfst_identity, _openfst_identity)
+_OPENFST_NEGATION: OpenFstCodec = (_openfst_negate, _openfst_negate)
+_OPENFST_PROBABILITY: OpenFstCodec = (_openfst_probability, _openfst_cost_of_probability)
+_OPENFST_SUPPORT: OpenFstCodec = (_openfst_support, _openfst_cost_of_support)
+
+
 class Semiring(ABC):
     """A commutative semiring ``<K, plus, times, zero, one>`` (see the module table).
 
@@ -162,6 +198,11 @@ class Semiring(ABC):
     field_image_nonnegative: bool = False
     #: The semiring whose ``plus`` picks the best single path (Viterbi).
     viterbi_name: str = ""
+    #: OpenFst arc type -> the homomorphism between that arc type's weights and this semiring's values.
+    openfst_codecs: tuple[tuple[str, OpenFstCodec], ...] = ()
+    #: The arc type whose weights ARE this semiring's values up to OpenFst's sign convention (tropical for min-plus,
+    #: log for log); AT&T text without an arc type is read in it. None: files hold kleene's own numbers.
+    openfst_native: str | None = None
 
     # -- scalar and array operations ------------------------------------------------
     @abstractmethod
@@ -306,6 +347,29 @@ class Semiring(ABC):
         of symbolic identities); signed values lie in ±``scale``."""
         return float(rng.uniform(-2.0, 1.0))
 
+    # -- OpenFst interchange ------------------------------------------------------------
+    @property
+    def openfst_arc_type(self) -> str | None:
+        """The OpenFst arc type that represents this semiring's values (None: no homomorphic image)."""
+        return self.openfst_codecs[0][0] if self.openfst_codecs else None
+
+    def openfst_codec(self, arc_type: str | None) -> OpenFstCodec:
+        """(decode, encode) between the numbers of an AT&T file of ``arc_type`` and this semiring's values;
+        ``arc_type=None``: the native convention (``openfst_native``), or kleene's own numbers.
+
+        Raises:
+            SemiringError: the arc type's weights do not map onto this semiring.
+        """
+        codecs = dict(self.openfst_codecs)
+        if arc_type is None:
+            return codecs[self.openfst_native] if self.openfst_native else _OPENFST_IDENTITY
+        if arc_type not in codecs:
+            fits = sorted(s.name for s in SEMIRINGS if arc_type in dict(s.openfst_codecs))
+            raise SemiringError(
+                f"OpenFst {arc_type} weights do not map onto the {self.name} semiring; they map onto {', '.join(fits)}"
+            )
+        return codecs[arc_type]
+
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -343,6 +407,7 @@ class RealSemiring(Semiring):
     viterbi_name = "max-times"
     is_field = True
     embeds_in_field = True
+    openfst_codecs = (("log", _OPENFST_PROBABILITY),)
 
     def to_field(self, x: Array) -> Array:
         return x
@@ -396,6 +461,8 @@ class LogSemiring(Semiring):
     viterbi_name = "max-plus"
     embeds_in_field = True
     field_image_nonnegative = True
+    openfst_codecs = (("log", _OPENFST_NEGATION),)
+    openfst_native = "log"
 
     def to_field(self, x: Array) -> Array:
         return _apply(x, "exp")
@@ -466,6 +533,7 @@ class MaxPlusSemiring(_MaxPlusLike):
     aliases = ("maxplus", "max-sum", "arctic")
     zero, one = -math.inf, 0.0
     best = "max"
+    openfst_codecs = (("tropical", _OPENFST_NEGATION),)
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -498,6 +566,8 @@ class MinPlusSemiring(_MaxPlusLike):
     aliases = ("tropical", "minplus", "min-sum")
     zero, one = math.inf, 0.0
     best = "min"
+    openfst_codecs = (("tropical", _OPENFST_IDENTITY),)
+    openfst_native = "tropical"
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -532,6 +602,7 @@ class MaxTimesSemiring(Semiring):
     idempotent = True
     best = "max"
     k_closed = 0
+    openfst_codecs = (("tropical", _OPENFST_PROBABILITY),)
 
     @property
     def storage(self) -> Semiring:
@@ -602,6 +673,7 @@ class BooleanSemiring(Semiring):
     best = "max"  # False < True
     k_closed = 0
     weightless = True
+    openfst_codecs = (("tropical", _OPENFST_SUPPORT), ("log", _OPENFST_SUPPORT))
 
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         return bool(rng.integers(0, 2))
