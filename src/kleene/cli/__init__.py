@@ -24,6 +24,7 @@ SUBCOMMANDS: list[str] = [
     "evaluate",
     "extract",
     "report",
+    "generate",
 ]
 
 

@@ -2,6 +2,7 @@
 
 from kleene.nn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from kleene.nn.delayed import ConversionError, Delayed, DelayedStack, delayed_from_stacked, delayed_loss_mask
+from kleene.nn.generate import Generation, generate
 from kleene.nn.isan import ISANClassifier, ISANLanguageModel, ISANLayer
 from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel, QRNNLayer
 from kleene.nn.rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
@@ -17,6 +18,7 @@ __all__ = [
     "ConversionError",
     "Delayed",
     "DelayedStack",
+    "Generation",
     "TrainConfig",
     "TrainResult",
     "Trainer",
@@ -25,6 +27,7 @@ __all__ = [
     "build_model",
     "delayed_from_stacked",
     "delayed_loss_mask",
+    "generate",
     "load_checkpoint",
     "prepare",
     "register_model",
