@@ -36,6 +36,7 @@ import sympy
 from kleene.errors import DivergenceError, SemiringError, WeightError
 
 Array = Any  # numpy.ndarray | torch.Tensor | a Python scalar
+_LN2 = math.log(2.0)
 
 
 def _is_torch(x: object) -> bool:
@@ -485,7 +486,19 @@ class LogSemiring(Semiring):
         return a >= 0.0
 
     def _star_values(self, a: Array) -> Array:
-        return -_apply(-_apply(a, "exp"), "log1p")
+        # -log(1 - e^a) to a few ulps for every a < 0: log(-expm1(a)) near 0 (where 1 - e^a loses digits),
+        # log1p(-exp(a)) below -log 2 (where log(1 - tiny) would round to 0)
+        if _is_torch(a):
+            import torch
+
+            near = a > -_LN2
+            return -torch.where(near, torch.log(-torch.expm1(a)), torch.log1p(-torch.exp(a)))
+        if _is_scalar(a):
+            v = float(a)
+            return -(math.log(-math.expm1(v)) if v > -_LN2 else math.log1p(-math.exp(v)))
+        x = np.asarray(a, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -np.where(x > -_LN2, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         live = [t for t in terms if t != -sympy.oo]

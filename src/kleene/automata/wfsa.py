@@ -183,7 +183,9 @@ class WFSA:
     def check_symbol(self, symbol: Hashable, position: int | None = None) -> None:
         if self.alphabet is not None and symbol not in self.alphabet:
             at = f" at position {position}" if position is not None else ""
-            raise AlphabetError(f"symbol {symbol!r}{at} is not in the alphabet {self.alphabet._preview()}")
+            alike = [s for s in self.alphabet if str(s) == str(symbol)]
+            hint = f" (it has {alike[0]!r}, a {type(alike[0]).__name__})" if alike else ""
+            raise AlphabetError(f"symbol {symbol!r}{at} is not in the alphabet {self.alphabet._preview()}{hint}")
 
     def arc_weight(self, arc_index: int, symbol: Hashable | None, env: Env | None = None) -> Any:
         arc = self.arcs[arc_index]
@@ -227,7 +229,7 @@ class WFSA:
         """The semiring sum of the scores of all strings (shortest distance)."""
         from kleene.automata.algorithms import pathsum
 
-        return pathsum(self, env=env)
+        return pathsum(self, env=env, epsilon_cap=epsilon_cap)
 
     def score_symbolic(self, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
         """The score of ``symbols`` as a sympy expression in the weight functions."""
