@@ -398,3 +398,19 @@ def test_compiled_real_template_trains_an_epsilon_constant_initialised_at_zero()
     grad = module.constants.grad
     assert grad is not None
     torch.testing.assert_close(grad[0], expected, rtol=16 * EPS64, atol=0.0)
+
+
+def test_batched_forward_log_with_an_epsilon_cycle_past_exps_range() -> None:
+    """a -x/0-> a (T=2 steps), a -eps/w-> b, b -eps/w-> b: the score is w + (e^w)* per string, gradient 1 + ~0."""
+    for dtype, w in ((torch.float32, -110.0), (torch.float64, -800.0)):
+        transitions = torch.full((1, 2, 2, 2), -math.inf, dtype=dtype)
+        transitions[..., 0, 0] = 0.0
+        epsilon = torch.full((2, 2), -math.inf, dtype=dtype)
+        epsilon[0, 1] = epsilon[1, 1] = w
+        epsilon.requires_grad_(True)
+        initial = torch.tensor([0.0, -math.inf], dtype=dtype)
+        final = torch.tensor([-math.inf, 0.0], dtype=dtype)
+        score = batched_forward(transitions, torch.tensor([2]), initial, final, "log", epsilon)
+        assert math.isclose(score.item(), w, rel_tol=4 * float(torch.finfo(dtype).eps))
+        (grad,) = torch.autograd.grad(score.sum(), epsilon)
+        assert torch.isfinite(grad).all() and grad[0, 1].item() == 1.0
