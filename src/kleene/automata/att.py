@@ -441,7 +441,8 @@ def read_att(
     try:
         return _read_att_text(text, semiring, symbols, isymbols, osymbols, acceptor, arc_type, name)
     except FormatError as exc:
-        if isinstance(source, str) and source and "\n" not in source and "\r" not in source:
+        one_line = isinstance(source, str) and "\n" not in source and "\r" not in source
+        if one_line and str(exc).startswith("line "):  # the text did not parse: say it named no file either
             raise FormatError(f"{exc} (and no file named {source!r} exists)") from None
         raise
 
