@@ -332,7 +332,8 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
 
     Raises:
         AlphabetError: a symbol outside the declared alphabet (named, with its position).
-        DivergenceError: the exact epsilon closure does not converge.
+        DivergenceError: the exact epsilon closure diverges on a successful path of ``symbols`` (cycles off
+            every such path do not count, as after ``trim``).
     """
     stepper = _Stepper(wfsa, env, epsilon_cap, symbols)
     vector = stepper.start()
