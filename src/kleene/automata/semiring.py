@@ -80,10 +80,14 @@ def _logaddexp(a: Array, b: Array) -> Array:
     if _is_torch(a) or _is_torch(b):
         import torch
 
-        a_t = a if _is_torch(a) else torch.as_tensor(a, dtype=b.dtype)
-        b_t = b if _is_torch(b) else torch.as_tensor(b, dtype=a_t.dtype)
-        a_t, b_t = a_t.expand_as(a_t + b_t), b_t.expand_as(a_t + b_t)
-        return _logsumexp(torch.stack([a_t, b_t]), 0)
+        a_t = a if _is_torch(a) else torch.as_tensor(a, dtype=b.dtype, device=b.device)
+        b_t = b if _is_torch(b) else torch.as_tensor(b, dtype=a_t.dtype, device=a_t.device)
+        # max + log1p(exp(min - max)): elementwise, no stacking; where the max is infinite (both -inf: the zero)
+        # the result is the max itself, with zero gradient through the masked difference rather than NaN
+        high, low = torch.maximum(a_t, b_t), torch.minimum(a_t, b_t)
+        infinite = torch.isinf(high)
+        gap = torch.where(infinite, torch.zeros_like(high), low - high)
+        return torch.where(infinite, high.detach(), high + torch.log1p(torch.exp(gap)))
     return np.logaddexp(a, b)
 
 
