@@ -3,6 +3,9 @@ layer's ``StreamState``, gives the outputs of the whole sequence (float64, 1e-12
 
 from __future__ import annotations
 
+from itertools import pairwise
+from typing import Any
+
 import pytest
 import torch
 
@@ -15,9 +18,9 @@ CUTS = [0, 1, 3, 4, 9, 13]  # chunks of 1, 2, 1, 5 and 4 steps (and an empty one
 
 def chunked(layer: RationalLayer | RationalStack, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
     """The outputs of ``x`` fed chunk by chunk (``lengths``: where each sequence ends, inside the last chunk)."""
-    state = None
+    state: Any = None
     outputs = []
-    for start, end in zip(CUTS, CUTS[1:]):
+    for start, end in pairwise(CUTS):
         chunk = x[:, start:end]
         chunk_lengths = None
         if lengths is not None:
@@ -42,7 +45,7 @@ def test_qrnn_chunks_equal_the_whole_sequence(window: int, pooling: str) -> None
     # without the saved inputs, a window > 1 sees zeros at each chunk's start: the outputs differ
     if window > 1:
         state, outputs = None, []
-        for start, end in zip(CUTS, CUTS[1:]):
+        for start, end in pairwise(CUTS):
             h, state = layer.stream(x[:, start:end], state)
             state = StreamState(state.recurrence)  # drop the inputs: the layer pads with zeros
             outputs.append(h)
