@@ -5,6 +5,15 @@ semantics as read from its code and what is refused (``OriginalCodeError``); doc
 """
 
 from kleene.errors import OriginalCodeError
+from kleene.nn.original.qrnn import PytorchQRNN, QRNNReferenceLayer, from_pytorch_qrnn
 from kleene.nn.original.rational_recurrences import RRNNReference, RRNNReferenceLayer, from_rational_recurrences
 
-__all__ = ["OriginalCodeError", "RRNNReference", "RRNNReferenceLayer", "from_rational_recurrences"]
+__all__ = [
+    "OriginalCodeError",
+    "PytorchQRNN",
+    "QRNNReferenceLayer",
+    "RRNNReference",
+    "RRNNReferenceLayer",
+    "from_pytorch_qrnn",
+    "from_rational_recurrences",
+]

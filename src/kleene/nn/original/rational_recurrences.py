@@ -39,6 +39,7 @@ from torch.nn.utils import parametrize
 
 from kleene.compile import compile
 from kleene.errors import OriginalCodeError
+from kleene.nn.original.state import wfsa_state
 from kleene.nn.rrnn import RationalLayer, rrnn_template
 
 __all__ = [
@@ -169,13 +170,8 @@ class RRNNReferenceLayer(RationalLayer):
 
     def initial_state(self, c1: Tensor | None, c2: Tensor | None, like: Tensor) -> Tensor:
         """The WFSA state (B, 4, D) holding c1 in q1 and c2 in q2 (the original's initial −100 or 0 when None)."""
-        start = self.recurrence(like.new_zeros((like.shape[0], 0, len(self.recurrence.template.slots), self.dim)))[1]
-        states = self.recurrence.template.states
-        columns = list(start.unbind(1))
-        for name, value in (("q1", c1), ("q2", c2)):
-            fill = torch.full_like(columns[0], self.original.initial) if value is None else value.to(like.dtype)
-            columns[states.index(name)] = fill
-        return torch.stack(columns, 1)
+        start = self.original.initial
+        return wfsa_state(self.recurrence, like, {"q1": start if c1 is None else c1, "q2": start if c2 is None else c2})
 
     def final_cells(self, final: Tensor) -> tuple[Tensor, Tensor]:
         """(c1, c2) of a WFSA state (B, 4, D)."""
