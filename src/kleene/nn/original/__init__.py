@@ -7,6 +7,7 @@ semantics as read from its code and what is refused (``OriginalCodeError``); doc
 from kleene.errors import OriginalCodeError
 from kleene.nn.original.qrnn import PytorchQRNN, QRNNReferenceLayer, from_pytorch_qrnn
 from kleene.nn.original.rational_recurrences import RRNNReference, RRNNReferenceLayer, from_rational_recurrences
+from kleene.nn.original.sru import SRUReferenceLayer, from_sru, from_sru_cell
 
 __all__ = [
     "OriginalCodeError",
@@ -14,6 +15,9 @@ __all__ = [
     "QRNNReferenceLayer",
     "RRNNReference",
     "RRNNReferenceLayer",
+    "SRUReferenceLayer",
     "from_pytorch_qrnn",
     "from_rational_recurrences",
+    "from_sru",
+    "from_sru_cell",
 ]
