@@ -94,3 +94,53 @@ def test_stream_states_are_checked() -> None:
     _, state = layer.stream(x.requires_grad_())
     assert state.inputs is not None and state.inputs.requires_grad
     assert not state.detach().inputs.requires_grad  # type: ignore[union-attr]
+
+
+# -- the LM trainer -----------------------------------------------------------------------------------------------
+def toy_language_model() -> tuple[Any, Any, Any]:
+    from kleene.data import LanguageModelData, Vocabulary
+    from kleene.nn.qrnn import QRNNLanguageModel
+
+    torch.manual_seed(0)
+    text = list("abcabdabcadbcaccbad" * 12)
+    data = LanguageModelData("toy", text, text[:101], text[:61], "char")
+    vocab = Vocabulary.build([text])
+    model = QRNNLanguageModel(len(vocab), window=3, hidden_size=8, embedding_dim=6, num_layers=2, backend="torch")
+    return model.double(), data, vocab
+
+
+def test_stream_batches_read_contiguous_rows() -> None:
+    from kleene.nn.training import stream_batches
+
+    ids = list(range(30))
+    batches = stream_batches(ids, 3, 4)
+    rows = torch.cat([b.tokens for b in batches], 1)
+    assert rows.tolist() == [list(range(9)), list(range(9, 18)), list(range(18, 27))]
+    assert torch.cat([b.targets for b in batches], 1).tolist() == [[i + 1 for i in row] for row in rows.tolist()]
+    assert [b.lengths.tolist() for b in batches] == [[4, 4, 4], [4, 4, 4], [1, 1, 1]]
+
+
+def test_the_trainer_carries_states_through_the_stream() -> None:
+    """With carry_state, the windowed evaluation equals the loss of each contiguous row run whole."""
+    from kleene.errors import TrainingError
+    from kleene.nn import build_model
+    from kleene.nn.training import TrainConfig, Trainer, stream_batches
+
+    model, data, vocab = toy_language_model()
+    config = TrainConfig(epochs=2, batch_size=4, window=7, carry_state=True, progress=False, eval_every=5)
+    trainer = Trainer(model, data, vocab, config, model_name="qrnn", model_kwargs={})
+    whole = stream_batches(vocab.encode(data.valid), 4, 10**6)[0]
+    model.eval()
+    with torch.no_grad():
+        logits = model(whole.tokens, whole.lengths)
+        expected = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), whole.targets.reshape(-1))
+    assert abs(trainer.evaluate("dev")["loss"] - float(expected)) < 1e-9
+    independent = Trainer(model, data, vocab, TrainConfig(batch_size=4, window=7, progress=False), model_name="qrnn",
+                          model_kwargs={})  # fmt: skip
+    assert abs(independent.evaluate("dev")["loss"] - float(expected)) > 1e-6  # windows from the initial state differ
+    result = trainer.fit()
+    assert result.metrics["steps"] == 2 * len(stream_batches(vocab.encode(data.train), 4, 7))
+    assert result.metrics["dev_loss"] < float(expected)
+    lstm = build_model("lstm-lm", vocab_size=len(vocab), embedding_dim=4, hidden_size=4)
+    with pytest.raises(TrainingError, match=r"carry_state needs a model with stream.*'lstm-lm' has none"):
+        Trainer(lstm, data, vocab, config, model_name="lstm-lm", model_kwargs={})

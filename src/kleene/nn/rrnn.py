@@ -508,6 +508,12 @@ class RationalLanguageModel(nn.Module):
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
         return self.decoder(self.dropout(h))
 
+    def stream(self, tokens: Tensor, states: Sequence[StreamState] | None = None) -> tuple[Tensor, list[StreamState]]:
+        """Logits of ``tokens`` (B, T) continuing the streams whose previous chunk left ``states`` (None: new
+        streams), and the states for the next chunk (``RationalStack.stream``)."""
+        h, new_states = self.stack.stream(self.embedding_dropout(self.embedding(tokens)), states)
+        return self.decoder(self.dropout(h)), new_states
+
 
 class RRNNClassifier(RationalClassifier):
     """RRNN(kind) text classifier (Rational Recurrences §6.3: 2 layers, final states, 2-layer tanh MLP).
