@@ -144,3 +144,20 @@ def test_the_trainer_carries_states_through_the_stream() -> None:
     lstm = build_model("lstm-lm", vocab_size=len(vocab), embedding_dim=4, hidden_size=4)
     with pytest.raises(TrainingError, match=r"carry_state needs a model with stream.*'lstm-lm' has none"):
         Trainer(lstm, data, vocab, config, model_name="lstm-lm", model_kwargs={})
+
+
+@pytest.mark.parametrize("name", ["rrnn-b", "rrnn-b-maxplus", "rrnn-c", "rrnn-f", "qrnn", "rcnn", "sru", "isan"])
+def test_every_rational_language_model_streams(name: str) -> None:
+    """The LMs' ``stream`` (what ``carry_state`` trains with): chunks of a stream give the whole stream's logits."""
+    from kleene.nn import build_model
+
+    torch.manual_seed(3)
+    model = build_model(name, vocab_size=11, embedding_dim=4, hidden_size=4, backend="torch").double().eval()
+    tokens = torch.randint(1, 11, (2, CUTS[-1]))
+    expected = model(tokens, torch.full((2,), CUTS[-1]))
+    states: Any = None
+    chunks = []
+    for start, end in pairwise(CUTS):
+        logits, states = model.stream(tokens[:, start:end], states)
+        chunks.append(logits)
+    assert torch.allclose(torch.cat(chunks, 1), expected, rtol=0, atol=1e-12)
