@@ -75,6 +75,18 @@ def test_stacks_match_the_original(window: int, output_gate: bool, zoneout: floa
         assert torch.allclose(got_last, last, rtol=0, atol=1e-9)
 
 
+def test_compiled_backend() -> None:
+    torch.manual_seed(9)
+    sd = state_dict([3, 4, 4], 2, True)
+    model = from_pytorch_qrnn(sd, {"window": 2, "zoneout": 0.2}, backend="auto").eval()
+    x = torch.randn(5, 2, 3, dtype=torch.float64)
+    hidden = torch.randn(2, 2, 4, dtype=torch.float64)
+    expected, last = Transcription(sd, 2, True, 0.2, False)(x, hidden)
+    got, got_last = model(x.transpose(0, 1), hidden)
+    assert torch.allclose(got.transpose(0, 1), expected, rtol=0, atol=1e-9)
+    assert torch.allclose(got_last, last, rtol=0, atol=1e-9)
+
+
 def test_save_prev_x_is_streaming() -> None:
     """Two consecutive calls of the original with save_prev_x (and its hidden passed on) = two stream chunks."""
     torch.manual_seed(5)
