@@ -135,3 +135,11 @@ def test_refusals() -> None:
     model = from_pytorch_qrnn(sd, {"window": 2})
     with pytest.raises(OriginalCodeError, match=r"hidden must have shape \(layers, B, H\) = \(1, 2, 4\)"):
         model(torch.zeros(2, 3, 3, dtype=torch.float64), torch.zeros(2, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize(("batch", "steps"), [(0, 4), (2, 0), (0, 0)])
+def test_empty_batches_and_sequences(batch: int, steps: int) -> None:
+    model = from_pytorch_qrnn(state_dict([3, 4], 2, True), {"window": 2}, backend="torch").eval()
+    hidden = torch.randn(1, batch, 4, dtype=torch.float64)
+    h, last = model(torch.zeros(batch, steps, 3, dtype=torch.float64), hidden)
+    assert h.shape == (batch, steps, 4) and torch.equal(last, hidden)  # no step: the cells stay

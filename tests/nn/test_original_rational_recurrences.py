@@ -200,3 +200,11 @@ def test_the_log_path_starts_from_minus_100_not_minus_infinity() -> None:
     expected = torch.logaddexp(-100 + forget, x[0, 0, 0]).detach()
     assert math.isclose(float(c1[0, 0, 0].detach()), float(expected), abs_tol=1e-12)
     assert float(c1[0, 0, 0].detach()) > -103.0 + 1e-3
+
+
+@pytest.mark.parametrize(("batch", "steps"), [(0, 4), (2, 0), (0, 0)])
+def test_empty_batches_and_sequences(batch: int, steps: int) -> None:
+    model = from_rational_recurrences(original_state_dict(3, 2, 2, True, True), {"semiring": "log"}, backend="torch")
+    init = (torch.randn(2, batch, 2, dtype=torch.float64), torch.randn(2, batch, 2, dtype=torch.float64))
+    h, (c1, c2) = model(torch.zeros(batch, steps, 3, dtype=torch.float64), init_hidden=init)
+    assert h.shape == (batch, steps, 2) and torch.equal(c1, init[0]) and torch.equal(c2, init[1])

@@ -13,7 +13,7 @@ from kleene.nn.qrnn import QRNNLayer
 from kleene.nn.rcnn import RCNNLayer
 from kleene.nn.rrnn import LayerError, RationalLayer, RationalStack, StreamState
 
-CUTS = [0, 1, 3, 4, 9, 13]  # chunks of 1, 2, 1, 5 and 4 steps (and an empty one first)
+CUTS = [0, 0, 1, 3, 4, 9, 13]  # chunks of 0, 1, 2, 1, 5 and 4 steps
 
 
 def chunked(layer: RationalLayer | RationalStack, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:

@@ -94,7 +94,11 @@ class QRNNLayer(RationalLayer):
         Raises:
             LayerError: ``prev_x`` of the wrong shape.
         """
-        pre = self.convolution(self.previous_inputs(x, prev_x).transpose(1, 2)).transpose(1, 2)
+        joined = self.previous_inputs(x, prev_x)
+        if x.shape[1] == 0:  # an empty sequence (or chunk): no step, and a convolution needs K inputs
+            pre = x.new_zeros((x.shape[0], 0, self.convolution.out_channels))
+        else:
+            pre = self.convolution(joined.transpose(1, 2)).transpose(1, 2)
         if context is not None:
             if self.context is None:
                 raise LayerError("this QRNN layer was built without context_size; it cannot take a context")
