@@ -88,6 +88,8 @@ def test_stream_states_are_checked() -> None:
         layer.stream(x, torch.zeros(2, 2, 5))
     with pytest.raises(LayerError, match=r"prev_x must have shape \(B, window-1, input\) = \(2, 1, 4\)"):
         layer(x, torch.tensor([3, 3]), prev_x=torch.zeros(2, 2, 4))
+    with pytest.raises(LayerError, match="a bidirectional layer cannot stream"):
+        RCNNLayer(4, 3, bidirectional=True, backend="torch").stream(torch.zeros(1, 2, 4))
     stack = RationalStack(4, 1, lambda size, index: layer)
     with pytest.raises(LayerError, match="one state per layer"):
         stack.stream(x, [])

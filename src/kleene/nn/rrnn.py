@@ -211,13 +211,14 @@ class RationalLayer(nn.Module):
         consecutive chunks give the outputs of the whole sequence. ``lengths`` as in ``forward`` (default: T);
         a sequence shorter than T ends inside this chunk and its state is the one at its length.
 
-        Caution:
-            Run unidirectional layers only: a backward direction reads the chunk's end first.
         Raises:
-            LayerError: a state that is not a ``StreamState``.
+            LayerError: a state that is not a ``StreamState``, or a bidirectional layer (its backward direction
+                reads each chunk's end first).
         """
         if state is not None and not isinstance(state, StreamState):
             raise LayerError(f"a stream state is a StreamState, got {type(state).__name__}")
+        if self.recurrence.plan.options.bidirectional:
+            raise LayerError("a bidirectional layer cannot stream: its backward direction reads each chunk's end first")
         lengths = full_lengths(x) if lengths is None else lengths
         h, final = self(x, lengths, None if state is None else state.recurrence)
         return h, StreamState(final)
@@ -365,7 +366,8 @@ class RationalStack(nn.Module):
         self, x: Tensor, states: Sequence[StreamState] | None = None, lengths: Tensor | None = None
     ) -> tuple[Tensor, list[StreamState]]:
         """Each layer's ``stream``: ``x`` continues the sequence whose previous chunk left ``states`` (one per layer;
-        None: a new sequence). Returns the last layer's outputs and the states for the next chunk.
+        None: a new sequence). Returns the last layer's outputs and the states for the next chunk. In training,
+        variational dropout draws its mask per chunk.
 
         Raises:
             LayerError: ``states`` of the wrong length.
