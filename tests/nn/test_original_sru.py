@@ -1,4 +1,4 @@
-"""``sru.SRUCell`` (the package, 2.6) loaded into kleene (``from_sru``/``from_sru_cell``) against the package itself
+"""``sru.SRUCell`` (the package, 2.6) loaded into kleene (``from_sru``/``from_sru_module``) against the package itself
 (evaluation, CPU): float64, to 1e-9; SRU v2 (weight_c ≠ 0) and custom_m are refused with the reason."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kleene.errors import OriginalCodeError
-from kleene.nn.original.sru import from_sru, from_sru_cell
+from kleene.nn.original.sru import from_sru, from_sru_module
 
 sru = pytest.importorskip("sru", reason="the sru package is the oracle here: pip install sru==2.6.0")
 
@@ -59,7 +59,7 @@ def test_cells_match_the_package(options: dict[str, Any], same_size: bool) -> No
     hidden = 3
     n_in = hidden * (2 if bidirectional else 1) if same_size else 5
     original = cell(n_in, hidden, len(str(options)) + same_size, **options)
-    layer = from_sru_cell(original, backend="torch").eval()
+    layer = from_sru_module(original, backend="torch").eval()
     x = torch.randn(7, 2, n_in, dtype=torch.float64)
     c0 = torch.randn(2, original.output_size, dtype=torch.float64)
     for start in (None, c0):
@@ -82,9 +82,9 @@ def test_sru_v2_is_refused_naming_the_term() -> None:
     with torch.no_grad():
         original.weight_c[4] = 0.25  # the reset gate of unit 1
     with pytest.raises(OriginalCodeError, match=r"SRU v2: weight_c\[4\] = 0.25 ≠ 0 .* reset gate of unit 1"):
-        from_sru_cell(original)
+        from_sru_module(original)
     with pytest.raises(OriginalCodeError, match="not rational"):
-        from_sru_cell(original)
+        from_sru_module(original)
 
 
 def test_other_refusals() -> None:

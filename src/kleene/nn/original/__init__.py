@@ -7,7 +7,7 @@ semantics as read from its code and what is refused (``OriginalCodeError``); doc
 from kleene.errors import OriginalCodeError
 from kleene.nn.original.qrnn import PytorchQRNN, QRNNReferenceLayer, from_pytorch_qrnn
 from kleene.nn.original.rational_recurrences import RRNNReference, RRNNReferenceLayer, from_rational_recurrences
-from kleene.nn.original.sru import SRUReferenceLayer, from_sru, from_sru_cell
+from kleene.nn.original.sru import SRUReferenceLayer, from_sru, from_sru_module
 
 __all__ = [
     "OriginalCodeError",
@@ -19,5 +19,5 @@ __all__ = [
     "from_pytorch_qrnn",
     "from_rational_recurrences",
     "from_sru",
-    "from_sru_cell",
+    "from_sru_module",
 ]

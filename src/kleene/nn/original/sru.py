@@ -31,7 +31,7 @@ from kleene.nn.original.state import wfsa_state
 from kleene.nn.rrnn import full_lengths
 from kleene.nn.sru import SRULayer
 
-__all__ = ["SRU_OPTIONS", "SRUReferenceLayer", "from_sru", "from_sru_cell"]
+__all__ = ["SRU_OPTIONS", "SRUReferenceLayer", "from_sru", "from_sru_module"]
 
 Tensor = torch.Tensor
 
@@ -192,7 +192,7 @@ def from_sru(
     return layer
 
 
-def from_sru_cell(cell: nn.Module, *, backend: str = "auto") -> SRUReferenceLayer:
+def from_sru_module(cell: nn.Module, *, backend: str = "auto") -> SRUReferenceLayer:
     """``from_sru`` for a live ``sru.SRUCell`` (its options read from the module).
 
     Raises:
