@@ -86,6 +86,11 @@ class UnknownModelError(_NamedKeyError):
     """A model name nobody registered."""
 
 
+class OriginalCodeError(KleeneError, ValueError):
+    """A model trained with an original implementation (rational-recurrences, pytorch-qrnn, sru) that kleene does not
+    reproduce exactly, or a malformed state dict of one (the message names the option, term or key and why)."""
+
+
 # -- extract -------------------------------------------------------------------------------------------------------
 class ExtractionError(KleeneError, ValueError):
     """A module that cannot be extracted exactly (the message names the reason), or bad extraction input."""
