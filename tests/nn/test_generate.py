@@ -158,3 +158,27 @@ def test_kleene_generate_continues_a_prompt(tmp_path, capsys) -> None:  # type: 
     assert printed == "ROMEO:" + "".join(vocab.decode(expected.tokens))
     assert main(["generate", str(tmp_path), "--prompt", "", "--max-tokens", "3"]) == 1
     assert "at least one token" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "options"), [("rrnn-f", {}), ("qrnn", {"window": 2})])
+def test_streaming_decoding_equals_rereading_the_prefix(name: str, options: dict) -> None:
+    """Models with ``stream`` are fed one token per step from their carried state; the result must be what the
+    prefix-rereading decoder (used for models without ``stream``) gives."""
+    torch.manual_seed(4)
+    lm = build_model(name, vocab_size=VOCAB, hidden_size=5, embedding_dim=4, **options).double().eval()
+    assert callable(getattr(lm, "stream", None))
+
+    class Rereading(torch.nn.Module):  # the same model without its stream method
+        task = "language_model"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = lm
+
+        def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+            return self.inner(tokens, lengths)
+
+    for options_ in ({"strategy": "greedy"}, {"strategy": "beam", "beam_size": 3}, {"strategy": "sample", "seed": 5}):
+        streamed, reread = generate(lm, [1, 2, 3], 7, **options_), generate(Rereading(), [1, 2, 3], 7, **options_)
+        assert streamed.tokens == reread.tokens, options_
+        assert streamed.log_prob == pytest.approx(reread.log_prob, rel=1e-9, abs=1e-9)

@@ -2,15 +2,16 @@
 
 Every ``*-lm`` model maps ``(tokens (B, T), lengths (B,))`` to next-token logits ``(B, T, V)`` and is causal (the
 logits at step t read tokens up to t only). Generation feeds the growing prefixes back through the model and reads
-the logits at each prefix's last position; this works for every registered language model, windowed layers
-included, at the price of re-reading the prefix at each step (fine for the short samples of a notebook or a report).
+the logits at each prefix's last position. A model with ``stream(tokens, states) -> (logits, states)`` (the rational
+language models: ``RationalLanguageModel.stream``, windowed layers included) is instead fed one token per step from
+its carried state, so a continuation of n tokens costs n steps; other models re-read the prefix at each step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -124,6 +125,35 @@ def generate(
         model.train(was_training)
 
 
+class _Decoder:
+    """Next-token log-probabilities for a batch of hypotheses that grow one token per step."""
+
+    def __init__(self, model: nn.Module, prompt: list[int], rows: int):
+        self.model = model
+        self.stream: Any = getattr(model, "stream", None)
+        self.streaming = callable(self.stream)
+        self.prefixes = [list(prompt) for _ in range(rows)]
+        self.states: Any = None
+        self.log_probs = self._first(prompt, rows)
+
+    def _first(self, prompt: list[int], rows: int) -> Tensor:
+        if not self.streaming:
+            return next_token_log_probs(self.model, self.prefixes)
+        logits, self.states = self.stream(torch.tensor([prompt] * rows, dtype=torch.int64))
+        return torch.log_softmax(logits[:, -1].double(), dim=-1)
+
+    def advance(self, rows: Sequence[int], tokens: Sequence[int]) -> None:
+        """Keep hypotheses ``rows`` (in this order; a row may repeat), extended by ``tokens``."""
+        self.prefixes = [[*self.prefixes[r], token] for r, token in zip(rows, tokens)]
+        if not self.streaming:
+            self.log_probs = next_token_log_probs(self.model, self.prefixes)
+            return
+        index = torch.tensor(list(rows), dtype=torch.int64)
+        states = [type(s)(*(None if f is None else f.index_select(0, index) for f in s)) for s in self.states]
+        logits, self.states = self.stream(torch.tensor([[token] for token in tokens]), states)
+        self.log_probs = torch.log_softmax(logits[:, -1].double(), dim=-1)
+
+
 def _left_to_right(
     model: nn.Module,
     ids: list[int],
@@ -135,9 +165,12 @@ def _left_to_right(
     seed: int | None,
 ) -> Generation:
     rng = torch.Generator().manual_seed(seed) if seed is not None else None
-    sequence, total = list(ids), 0.0
+    decoder = _Decoder(model, ids, 1) if steps else None
+    tokens: list[int] = []
+    total = 0.0
     for _ in range(steps):
-        log_probs = next_token_log_probs(model, [sequence])[0]
+        assert decoder is not None
+        log_probs = decoder.log_probs[0]
         if strategy == "greedy":
             token = int(torch.argmax(log_probs))
         else:
@@ -147,26 +180,34 @@ def _left_to_right(
                 scores = torch.where(scores >= threshold, scores, torch.full_like(scores, -torch.inf))
             token = int(torch.multinomial(torch.softmax(scores, -1), 1, generator=rng))
         total += float(log_probs[token])
-        sequence.append(token)
-        if token in stops:
+        tokens.append(token)
+        if token in stops or len(tokens) == steps:
             break
-    return Generation(sequence[len(ids) :], total)
+        decoder.advance([0], [token])
+    return Generation(tokens, total)
 
 
 def _beam(model: nn.Module, ids: list[int], steps: int, width: int, stops: set[int]) -> Generation:
-    beams: list[tuple[float, list[int]]] = [(0.0, list(ids))]
+    if steps == 0:
+        return Generation([], 0.0)
+    decoder = _Decoder(model, ids, 1)
+    beams: list[tuple[float, list[int]]] = [(0.0, [])]
     finished: list[tuple[float, list[int]]] = []
-    for _ in range(steps):
-        if not beams:
-            break
-        log_probs = next_token_log_probs(model, [sequence for _, sequence in beams])
-        candidates: list[tuple[float, list[int]]] = []
-        for (score, sequence), row in zip(beams, log_probs):
-            best = torch.topk(row, min(width, row.numel()))
-            candidates += [(score + float(v), [*sequence, int(i)]) for v, i in zip(best.values, best.indices)]
+    for step in range(steps):
+        candidates: list[tuple[float, int, list[int]]] = []
+        for row, ((score, tokens), log_probs) in enumerate(zip(beams, decoder.log_probs)):
+            best = torch.topk(log_probs, min(width, log_probs.numel()))
+            candidates += [(score + float(v), row, [*tokens, int(i)]) for v, i in zip(best.values, best.indices)]
         candidates.sort(key=lambda c: -c[0])
-        beams = []
-        for score, sequence in candidates[:width]:
-            (finished if sequence[-1] in stops else beams).append((score, sequence))
-    score, sequence = max(finished + beams, key=lambda c: c[0])
-    return Generation(sequence[len(ids) :], score)
+        beams, rows = [], []
+        for score, row, tokens in candidates[:width]:
+            if tokens[-1] in stops:
+                finished.append((score, tokens))
+            else:
+                beams.append((score, tokens))
+                rows.append(row)
+        if not beams or step + 1 == steps:
+            break
+        decoder.advance(rows, [tokens[-1] for _, tokens in beams])
+    score, tokens = max(finished + beams, key=lambda c: c[0])
+    return Generation(tokens, score)
