@@ -86,6 +86,10 @@ class UnknownModelError(_NamedKeyError):
     """A model name nobody registered."""
 
 
+class ModelConfigError(KleeneError, ValueError):
+    """Keyword arguments a registered model cannot be built from (an unknown keyword, a wrong type or value)."""
+
+
 # -- extract -------------------------------------------------------------------------------------------------------
 class ExtractionError(KleeneError, ValueError):
     """A module that cannot be extracted exactly (the message names the reason), or bad extraction input."""

@@ -5,7 +5,7 @@ from kleene.nn.delayed import ConversionError, Delayed, DelayedStack, delayed_fr
 from kleene.nn.isan import ISANClassifier, ISANLanguageModel, ISANLayer
 from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel, QRNNLayer
 from kleene.nn.rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
-from kleene.nn.registry import UnknownModelError, build_model, register_model, registered_models
+from kleene.nn.registry import ModelConfigError, UnknownModelError, build_model, register_model, registered_models
 from kleene.nn.rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
 from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
 from kleene.nn.sru import SRUClassifier, SRULanguageModel, SRULayer
@@ -17,6 +17,7 @@ __all__ = [
     "ConversionError",
     "Delayed",
     "DelayedStack",
+    "ModelConfigError",
     "TrainConfig",
     "TrainResult",
     "Trainer",

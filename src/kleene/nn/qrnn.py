@@ -75,6 +75,7 @@ class QRNNLayer(RationalLayer):
             raise LayerError(f"zoneout must lie in [0, 1), got {zoneout}")
         self.window, self.pooling, self.zoneout = window, pooling, zoneout
         self.gates = POOLINGS[pooling]
+        self.input_size = input_size
         self.hidden_size = self.output_size = hidden_size
         self.convolution = nn.Conv1d(input_size, len(self.gates) * hidden_size, window)
         # encoder-decoder: V^l h̃_T^l added to every gate's pre-activation
@@ -83,8 +84,10 @@ class QRNNLayer(RationalLayer):
 
     def gate_values(self, x: Tensor, context: Tensor | None = None) -> dict[str, Tensor]:
         """Z, F, O, I (B, T, hidden) from the masked convolution (step t sees inputs t-K+1 .. t)."""
-        padded = nn.functional.pad(x.transpose(1, 2), (self.window - 1, 0))
-        pre = self.convolution(padded).transpose(1, 2)
+        steps = x.shape[1]
+        # an empty sequence gets one extra zero step (the convolution needs `window` inputs), dropped below
+        padded = nn.functional.pad(x.transpose(1, 2), (self.window - 1, 1 if steps == 0 else 0))
+        pre = self.convolution(padded).transpose(1, 2)[:, :steps]
         if context is not None:
             if self.context is None:
                 raise LayerError("this QRNN layer was built without context_size; it cannot take a context")
@@ -99,7 +102,12 @@ class QRNNLayer(RationalLayer):
     def run(
         self, x: Tensor, lengths: Tensor, context: Tensor | None = None, h0: Tensor | None = None
     ) -> tuple[Tensor, Tensor, dict[str, Tensor], Tensor]:
-        """(c (B, T, hidden) un-gated pooled states, final WFSA state, gate values, valid-step mask)."""
+        """(c (B, T, hidden) un-gated pooled states, final WFSA state, gate values, valid-step mask).
+
+        Raises:
+            LayerError: ``x`` or ``lengths`` that do not fit the layer (see ``RationalLayer.check``).
+        """
+        lengths = self.check(x, lengths)
         g = self.gate_values(x, context)
         u = g["i"] * g["z"] if "i" in g else (1 - g["f"]) * g["z"]
         slots = {"u": u, "f": g["f"]}
