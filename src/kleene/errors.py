@@ -57,6 +57,10 @@ class UnknownDatasetError(_NamedKeyError):
     """A dataset name kleene does not know."""
 
 
+class DataError(KleeneError, ValueError):
+    """A data argument that cannot be used (a fold, a split, a batch size) or a data set without usable examples."""
+
+
 class DatasetNotFoundError(KleeneError, FileNotFoundError):
     """A dataset file that is neither vendored nor under any data root; the message lists the paths tried."""
 

@@ -91,7 +91,8 @@ def check_lengths(
         if values is None or not all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values
         ):
-            raise error(f"{name} must be an integer tensor or a list of ints, one per sequence; got {_describe(lengths)}")
+            expected = "an integer tensor or a list of ints, one per sequence"
+            raise error(f"{name} must be {expected}; got {_describe(lengths)}")
         lengths = torch.tensor(values, dtype=torch.int64).reshape(len(values))
     if lengths.dtype == torch.bool or lengths.dtype.is_floating_point or lengths.dtype.is_complex:
         raise error(f"{name} must hold integers (one length per sequence), got {_describe(lengths)}")

@@ -100,7 +100,7 @@ class BiLSTMClassifier(nn.Module):
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         steps = tokens.shape[1]
         if tokens.shape[0] == 0:
-            return self.head(self.embedding.weight.new_zeros((0, self.head[1].in_features)))
+            return self.head(self.embedding.weight.new_zeros((0, 2 * self.lstm.hidden_size)))
         # packing needs one step per row: empty rows read one padding step, whose states are masked out below
         embedded = nn.functional.pad(self.dropout(self.embedding(tokens)), (0, 0, 0, 1 if steps == 0 else 0))
         packed = nn.utils.rnn.pack_padded_sequence(

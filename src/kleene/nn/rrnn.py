@@ -186,7 +186,8 @@ class RationalLayer(nn.Module):
         """
         name = type(self).__name__
         check_features(x, self.input_size, error=LayerError, name=f"{name} input x")
-        return check_lengths(lengths, x.shape[0], x.shape[1], error=LayerError, device=x.device, name=f"{name}: lengths")
+        batch, steps = x.shape[0], x.shape[1]
+        return check_lengths(lengths, batch, steps, error=LayerError, device=x.device, name=f"{name}: lengths")
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         raise NotImplementedError
