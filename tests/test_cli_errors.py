@@ -105,7 +105,8 @@ def test_train_refuses_bad_settings_in_one_line(flags: list[str], toy_data: Path
 )
 def test_malformed_checkpoint_configs_give_one_line(change: Any, checkpoint: Path, tmp_path: Path, capsys: Any) -> None:
     bad = corrupted(checkpoint, tmp_path, change)
-    for command in (["evaluate", str(bad)], ["extract", str(bad)], ["report", str(bad), "-o", str(tmp_path / "r.html")]):
+    report = ["report", str(bad), "-o", str(tmp_path / "r.html")]
+    for command in (["evaluate", str(bad)], ["extract", str(bad)], report):
         code, _, err = run(command, capsys)
         assert_one_line_error(code, err)
 

@@ -51,7 +51,7 @@ def test_sopa_refuses_lengths_for_more_documents_than_tokens() -> None:
 @pytest.mark.parametrize("name", ["sopa", "rrnn-b", "cnn"])
 def test_negative_and_fractional_lengths_are_refused(name: str) -> None:
     tokens = torch.ones(2, 4, dtype=torch.long)
-    with pytest.raises(LayerError, match="lengths must lie in 0..T = 0..4; got min -1"):
+    with pytest.raises(LayerError, match=r"lengths must lie in 0\.\.T = 0\.\.4; got min -1"):
         tiny(name)(tokens, torch.tensor([4, -1]))
     with pytest.raises(LayerError, match="lengths must hold integers"):
         tiny(name)(tokens, torch.tensor([4.5, 2.0]))
@@ -106,9 +106,9 @@ def test_a_layer_input_of_the_wrong_width_is_refused(layer: torch.nn.Module) -> 
 
 
 def test_unknown_keywords_and_wrong_types_name_the_model() -> None:
-    with pytest.raises(ModelConfigError, match="model 'rrnn-b' cannot be built .*nosuchkw"):
+    with pytest.raises(ModelConfigError, match=r"model 'rrnn-b' cannot be built .*nosuchkw"):
         build_model("rrnn-b", vocab_size=5, num_classes=2, nosuchkw=1)
-    with pytest.raises(LayerError, match="hidden_size must be an integer >= 1, got 2.5"):
+    with pytest.raises(LayerError, match=r"hidden_size must be an integer >= 1, got 2\.5"):
         build_model("rrnn-b", vocab_size=5, num_classes=2, hidden_size=2.5)
     with pytest.raises(ModelConfigError, match="vocab_size must be an integer >= 1, got 0"):
         build_model("sopa", vocab_size=0, num_classes=2)
