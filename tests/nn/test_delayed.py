@@ -181,7 +181,7 @@ def recovery_tolerance(converted, cell, layers: int, start) -> float:
         point = torch.cat([part[0, row] for part in parts])
         jacobian = torch.autograd.functional.jacobian(warmup, point)
         inverse_norm = float(torch.linalg.inv(jacobian).abs().sum(1).max())
-        worst = max(worst, inverse_norm * max(1.0, float(warmup(point).abs().max())))
+        worst = max(worst, inverse_norm * max(1.0, float(warmup(point).detach().abs().max())))
     return 16 * torch.finfo(DOUBLE).eps * worst
 
 
