@@ -131,7 +131,9 @@ class CompiledRecurrence(nn.Module):
                 in 0..T per sequence, or an h0 that is not a real floating (B, Q, dim) tensor.
         """
         shape = f"(B, T, S={self.plan.num_slots}, D={self.dim})"
-        check_features(slots, self.dim, error=CompileError, name="slots", rank=4, shape=shape)
+        check_features(slots, None, error=CompileError, name="slots", rank=4, shape=shape)
+        if slots.shape[-1] != self.dim:
+            raise CompileError(f"slots have D={slots.shape[-1]} dimensions; this module has dim={self.dim}")
         if h0 is not None:
             check_features(h0, self.dim, error=CompileError, name="h0", shape=f"(B, Q={self.plan.num_states}, D)")
         lengths = check_lengths(lengths, slots.shape[0], slots.shape[1], error=CompileError, device=slots.device)
