@@ -208,3 +208,71 @@ def test_fuzz_trainer_settings(data: st.DataObject) -> None:
 def test_every_kleene_error_here_is_a_kleene_error() -> None:
     for error in (LayerError, CompileError, ModelConfigError, TrainingError):
         assert issubclass(error, KleeneError)
+
+
+# -- fuzz: compiled modules (slots, lengths, h0) ---------------------------------------------------------------------
+@functools.cache
+def compiled(backend: str) -> torch.nn.Module:
+    return compile(rrnn_template("C"), "real", 2, backend=backend)
+
+
+@st.composite
+def malformed_module_inputs(draw: st.DrawFn) -> tuple[object, object, object]:
+    module = compiled("torch")
+    batch, steps, slots_count = draw(st.integers(0, 3)), draw(st.integers(0, 4)), module.plan.num_slots
+    states = module.plan.num_states
+    slots = torch.rand(batch, steps, slots_count, 2)
+    lengths: object = torch.full((batch,), steps)
+    h0: object = None
+    which = draw(st.sampled_from(["slots", "lengths", "h0"]))
+    if which == "slots":
+        slots = draw(
+            st.sampled_from(
+                [
+                    torch.rand(batch, steps, slots_count, 3),  # wrong D
+                    torch.rand(batch, steps, slots_count + 1, 2),  # wrong S
+                    torch.rand(batch, steps, 2),  # wrong rank
+                    torch.rand(batch, steps, slots_count, 2).to(torch.complex64),
+                    torch.ones(batch, steps, slots_count, 2, dtype=torch.long),
+                    slots.tolist(),
+                ]
+            )
+        )
+        lengths = None
+    elif which == "lengths":
+        lengths = draw(_bad_lengths(batch, steps))
+    else:
+        h0 = draw(
+            st.sampled_from(
+                [
+                    torch.rand(batch + 1, states, 2),
+                    torch.rand(batch, states + 1, 2),
+                    torch.rand(batch, states, 2).to(torch.complex64),
+                    torch.rand(batch, states),
+                ]
+            )
+        )
+    return slots, lengths, h0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["torch", "cpp"]), malformed_module_inputs())
+def test_fuzz_compiled_modules_refuse_malformed_inputs(backend: str, inputs: tuple[object, object, object]) -> None:
+    slots, lengths, h0 = inputs
+    with pytest.raises(CompileError):
+        compiled(backend)(slots, lengths, h0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["torch", "cpp"]), st.lists(st.integers(0, 5), max_size=4))
+def test_fuzz_compiled_modules_batch_equals_rows_alone(backend: str, lengths: list[int]) -> None:
+    module = compiled(backend)
+    steps = max(lengths, default=0)
+    slots = torch.rand(len(lengths), steps, module.plan.num_slots, 2, generator=torch.Generator().manual_seed(steps))
+    with torch.no_grad():
+        out, final = module(slots, torch.tensor(lengths, dtype=torch.long))
+        for row, length in enumerate(lengths):
+            alone, alone_final = module(slots[row : row + 1, :length], torch.tensor([length]))
+            # float32, the same recurrence on the same row: only the kernels' work split differs (a few ulps)
+            torch.testing.assert_close(out[row, :length], alone[0], rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(final[row], alone_final[0], rtol=1e-6, atol=1e-6)

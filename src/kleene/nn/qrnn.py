@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from kleene.nn.embedding import check_token_batch
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     LayerError,
@@ -199,6 +200,17 @@ class QRNNEncoderDecoder(nn.Module):
         return outputs
 
     def forward(self, source: Tensor, source_lengths: Tensor, target: Tensor, target_lengths: Tensor) -> Tensor:
+        """Next-token logits (B, T_target, target_vocab).
+
+        Raises:
+            LayerError: source or target ids outside their vocabularies, lengths that are not one integer in 0..T per
+                sequence, or source and target batches of different sizes.
+        """
+        name = type(self).__name__
+        source, source_lengths = check_token_batch(self.source_embedding, source, source_lengths, f"{name} source")
+        target, target_lengths = check_token_batch(self.target_embedding, target, target_lengths, f"{name} target")
+        if source.shape[0] != target.shape[0]:
+            raise LayerError(f"{name}: {source.shape[0]} source sequences but {target.shape[0]} target sequences")
         encoded = self.encode(source, source_lengths)
         y = self.target_embedding(target)
         for index, layer in enumerate(self.decoder):
