@@ -57,6 +57,10 @@ class UnknownDatasetError(_NamedKeyError):
     """A dataset name kleene does not know."""
 
 
+class DataError(KleeneError, ValueError):
+    """A data argument that cannot be used (a fold, a split, a batch size) or a data set without usable examples."""
+
+
 class DatasetNotFoundError(KleeneError, FileNotFoundError):
     """A dataset file that is neither vendored nor under any data root; the message lists the paths tried."""
 
@@ -89,6 +93,10 @@ class UnknownModelError(_NamedKeyError):
 class OriginalCodeError(KleeneError, ValueError):
     """A model trained with an original implementation (rational-recurrences, pytorch-qrnn, sru) that kleene does not
     reproduce exactly, or a malformed state dict of one (the message names the option, term or key and why)."""
+
+
+class ModelConfigError(KleeneError, ValueError):
+    """Keyword arguments a registered model cannot be built from (an unknown keyword, a wrong type or value)."""
 
 
 # -- extract -------------------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def _agree(cpp, ref, slots: torch.Tensor, lengths: torch.Tensor, h0: torch.Tenso
         gen = torch.Generator().manual_seed(seed)
         loss = (_masked(out) * torch.randn(out.shape, generator=gen, dtype=out.dtype)).sum()
         loss = loss + (_masked(final) * torch.randn(final.shape, generator=gen, dtype=out.dtype)).sum()
-        grads = torch.autograd.grad(loss, [*x, module.constants], allow_unused=True)
+        grads = torch.autograd.grad(loss, [*x, *module.parameters()], allow_unused=True)  # constants, if any
         results.append((out.detach(), final.detach(), grads))
     (out_c, fin_c, g_c), (out_r, fin_r, g_r) = results
     for got, expected in ((out_c, out_r), (fin_c, fin_r)):
@@ -177,7 +177,7 @@ def test_broadcast_and_strided_output_gradients(output: str) -> None:
         grads = []
         for module in (cpp, ref):
             x = slots.clone().requires_grad_()
-            grads.append(torch.autograd.grad(loss_of(module(x)[0]), [x, module.constants]))
+            grads.append(torch.autograd.grad(loss_of(module(x)[0]), [x, *module.parameters()]))
         for got, expected in zip(*grads):
             torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-10)
 

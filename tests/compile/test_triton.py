@@ -56,7 +56,7 @@ def _agree(kernel, ref, slots: torch.Tensor, lengths: torch.Tensor, h0: torch.Te
         gen = torch.Generator().manual_seed(seed)
         loss = (_masked(out) * torch.randn(out.shape, generator=gen, dtype=out.dtype)).sum()
         loss = loss + (_masked(final) * torch.randn(final.shape, generator=gen, dtype=out.dtype)).sum()
-        wrt = [x, module.constants] + ([h] if h is not None else [])
+        wrt = [x, *module.parameters()] + ([h] if h is not None else [])  # constants, if any
         grads = torch.autograd.grad(loss, wrt, allow_unused=True)
         results.append((out.detach(), final.detach(), grads))
     (out_k, fin_k, g_k), (out_r, fin_r, g_r) = results

@@ -6,7 +6,7 @@ from kleene.nn.generate import Generation, generate
 from kleene.nn.isan import ISANClassifier, ISANLanguageModel, ISANLayer
 from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel, QRNNLayer
 from kleene.nn.rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
-from kleene.nn.registry import UnknownModelError, build_model, register_model, registered_models
+from kleene.nn.registry import ModelConfigError, UnknownModelError, build_model, register_model, registered_models
 from kleene.nn.rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
 from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
 from kleene.nn.sru import SRUClassifier, SRULanguageModel, SRULayer
@@ -19,6 +19,7 @@ __all__ = [
     "Delayed",
     "DelayedStack",
     "Generation",
+    "ModelConfigError",
     "TrainConfig",
     "TrainResult",
     "Trainer",

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from kleene.nn.embedding import check_token_batch
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     LayerError,
@@ -77,6 +78,7 @@ class QRNNLayer(RationalLayer):
             raise LayerError(f"zoneout must lie in [0, 1), got {zoneout}")
         self.window, self.pooling, self.zoneout = window, pooling, zoneout
         self.gates = POOLINGS[pooling]
+        self.input_size = input_size
         self.hidden_size = self.output_size = hidden_size
         self.convolution = nn.Conv1d(input_size, len(self.gates) * hidden_size, window)
         # encoder-decoder: V^l h̃_T^l added to every gate's pre-activation
@@ -131,7 +133,13 @@ class QRNNLayer(RationalLayer):
         h0: Tensor | None = None,
         prev_x: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor], Tensor]:
-        """(c (B, T, hidden) un-gated pooled states, final WFSA state, gate values, valid-step mask)."""
+        """(c (B, T, hidden) un-gated pooled states, final WFSA state, gate values, valid-step mask).
+
+        Raises:
+            LayerError: ``x`` or ``lengths`` that do not fit the layer (see ``RationalLayer.check``), or ``prev_x``
+                of the wrong shape.
+        """
+        lengths = self.check(x, lengths)
         g = self.gate_values(x, context, prev_x)
         u = g["i"] * g["z"] if "i" in g else (1 - g["f"]) * g["z"]
         slots = {"u": u, "f": g["f"]}
@@ -248,6 +256,17 @@ class QRNNEncoderDecoder(nn.Module):
         return outputs
 
     def forward(self, source: Tensor, source_lengths: Tensor, target: Tensor, target_lengths: Tensor) -> Tensor:
+        """Next-token logits (B, T_target, target_vocab).
+
+        Raises:
+            LayerError: source or target ids outside their vocabularies, lengths that are not one integer in 0..T per
+                sequence, or source and target batches of different sizes.
+        """
+        name = type(self).__name__
+        source, source_lengths = check_token_batch(self.source_embedding, source, source_lengths, f"{name} source")
+        target, target_lengths = check_token_batch(self.target_embedding, target, target_lengths, f"{name} target")
+        if source.shape[0] != target.shape[0]:
+            raise LayerError(f"{name}: {source.shape[0]} source sequences but {target.shape[0]} target sequences")
         encoded = self.encode(source, source_lengths)
         y = self.target_embedding(target)
         for index, layer in enumerate(self.decoder):

@@ -33,8 +33,9 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from kleene.data.checks import check_count, check_features, check_lengths, check_real
 from kleene.errors import LayerError
-from kleene.nn.embedding import word_embedding
+from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
 __all__ = [
@@ -187,11 +188,24 @@ class RationalLayer(nn.Module):
     """One rational recurrent layer: ``forward(x (B, T, in), lengths) -> (h (B, T, out), final state)``.
 
     Subclasses set ``self.recurrence`` (a compiled template) and implement ``slots(x) -> (B, T, S, D)``
-    and ``output(c, x, gates) -> h``. Padded positions of the output are zero.
+    and ``output(c, x, gates) -> h``. Padded positions of the output are zero. Subclasses set ``input_size``.
     """
 
     recurrence: CompiledRecurrence
+    input_size: int
     output_size: int
+
+    def check(self, x: Any, lengths: Any) -> Tensor:
+        """The checked lengths (int64, on x's device) of a layer input ``x``.
+
+        Raises:
+            LayerError: ``x`` is not a real floating (B, T, input_size) tensor, or ``lengths`` is not one integer in
+                0..T per sequence.
+        """
+        name = type(self).__name__
+        check_features(x, self.input_size, error=LayerError, name=f"{name} input x")
+        batch, steps = x.shape[0], x.shape[1]
+        return check_lengths(lengths, batch, steps, error=LayerError, device=x.device, name=f"{name}: lengths")
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         raise NotImplementedError
@@ -200,6 +214,7 @@ class RationalLayer(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        lengths = self.check(x, lengths)
         slots, extra = self.slots(x)
         c, final = self.recurrence(slots, lengths, h0)
         h = self.output(c, x, extra)
@@ -243,6 +258,7 @@ class RRNNLayer(RationalLayer):
     ):
         super().__init__()
         template = rrnn_template(kind)
+        self.input_size = input_size
         self.kind, self.output_gate = kind, output_gate
         self.semiring = "max-plus" if kind == "B-maxplus" else "real"
         self.orders = 1 if kind.startswith("B") else 2
@@ -402,13 +418,28 @@ class RationalStack(nn.Module):
 # --------------------------------------------------------------------------------------------
 def last_states(h: Tensor, lengths: Tensor, bidirectional: bool) -> Tensor:
     """The sequence representation: h at each sequence's last valid step (forward half) and at step 0
-    (backward half, which has read the whole sequence there)."""
+    (backward half, which has read the whole sequence there). An empty sequence is represented by zeros, as its
+    padded positions are (so T = 0 and a zero length with T > 0 agree)."""
+    if h.shape[1] == 0:
+        return h.new_zeros((h.shape[0], h.shape[2]))
     index = (lengths - 1).clamp_min(0)
     forward = h[torch.arange(h.shape[0], device=h.device), index]
     if not bidirectional:
         return forward
     half = h.shape[-1] // 2
     return torch.cat([forward[:, :half], h[:, 0, half:]], -1)
+
+
+def check_sizes(owner: str, *, sizes: dict[str, Any], dropouts: dict[str, Any]) -> None:
+    """Sizes must be integers >= 1 and dropout probabilities numbers in [0, 1).
+
+    Raises:
+        LayerError: the first value that is not (named with ``owner``).
+    """
+    for key, value in sizes.items():
+        check_count(value, f"{owner}: {key}", minimum=1, error=LayerError)
+    for key, value in dropouts.items():
+        check_real(value, f"{owner}: {key}", minimum=0.0, below=1.0, error=LayerError)
 
 
 def _layer_name(layer: LayerFactory) -> str:
@@ -444,6 +475,13 @@ class RationalClassifier(nn.Module):
         backend: str = "auto",
     ):
         super().__init__()
+        check_sizes(
+            type(self).__name__,
+            sizes={"hidden_size": hidden_size, "num_layers": num_layers, "embedding_dim": embedding_dim,
+                   "mlp_hidden": mlp_hidden, "num_classes": num_classes},
+            dropouts={"embedding_dropout": embedding_dropout, "vertical_dropout": vertical_dropout,
+                      "recurrent_dropout": recurrent_dropout},
+        )  # fmt: skip
         self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
         self.stack = RationalStack.of(
@@ -466,6 +504,12 @@ class RationalClassifier(nn.Module):
         )
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Logits (B, C) or (B, T, V) of ``tokens`` (B, T) ids in 0..vocab_size-1 and ``lengths`` (B,) in 0..T.
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (the message names which and why).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
         return self.head(last_states(h, lengths, self.bidirectional))
 
@@ -492,6 +536,13 @@ class RationalLanguageModel(nn.Module):
         backend: str = "auto",
     ):
         super().__init__()
+        check_sizes(
+            type(self).__name__,
+            sizes={"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
+                   "embedding_dim": embedding_dim},
+            dropouts={"embedding_dropout": embedding_dropout, "vertical_dropout": vertical_dropout,
+                      "recurrent_dropout": recurrent_dropout},
+        )  # fmt: skip
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
         self.stack = RationalStack.of(
@@ -507,6 +558,12 @@ class RationalLanguageModel(nn.Module):
         self.decoder = nn.Linear(self.stack.output_size, vocab_size)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Logits (B, C) or (B, T, V) of ``tokens`` (B, T) ids in 0..vocab_size-1 and ``lengths`` (B,) in 0..T.
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (the message names which and why).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
         return self.decoder(self.dropout(h))
 

@@ -40,10 +40,12 @@ from kleene.data import (
     Vocabulary,
     classification_batches,
     glove_matrix,
+    is_data_path,
     language_model_batches,
     load,
     load_glove,
 )
+from kleene.data.checks import check_count, check_real
 from kleene.errors import TrainingError
 from kleene.nn.checkpoint import save_checkpoint
 from kleene.nn.registry import build_model, model_builder
@@ -102,7 +104,13 @@ def stream_batches(ids: list[int], batch_size: int, window: int) -> list[Batch]:
 
 @dataclass
 class TrainConfig:
-    """Training settings (stored in the checkpoint)."""
+    """Training settings (stored in the checkpoint).
+
+    Raises:
+        TrainingError: a count that is not an integer >= 1 (epochs, batch_size, patience, halve_after, window;
+            max_steps and eval_every when given), a learning rate that is not a finite number > 0, or a weight decay
+            or clipping norm that is not a finite number >= 0.
+    """
 
     epochs: int = 10
     max_steps: int | None = None
@@ -117,6 +125,19 @@ class TrainConfig:
     window: int = 64
     carry_state: bool = False
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "patience", "halve_after", "window", "max_steps", "eval_every"):
+            value = getattr(self, name)
+            if value is not None or name not in ("max_steps", "eval_every"):
+                check_count(value, f"training setting {name}", minimum=1, error=TrainingError)
+        check_count(self.seed, "training setting seed", minimum=0, error=TrainingError)
+        if check_real(self.lr, "training setting lr", minimum=0.0, error=TrainingError) == 0:
+            raise TrainingError("training setting lr must be a finite number > 0, got 0.0")
+        check_real(self.weight_decay, "training setting weight_decay", minimum=0.0, error=TrainingError)
+        check_real(self.clip, "training setting clip", minimum=0.0, error=TrainingError)
+        if not isinstance(self.progress, bool):
+            raise TrainingError(f"training setting progress must be True or False, got {self.progress!r}")
 
 
 @dataclass
@@ -427,6 +448,10 @@ def prepare(
         TrainingError: a model whose builder declares another ``task`` than the data set's, an unknown
             ``pretrained`` value, or GloVe with an embedding size other than 50.
     """
+    if train_size is not None:
+        check_count(train_size, "train_size", minimum=1, error=TrainingError)
+    if model_kwargs is not None and not isinstance(model_kwargs, dict):
+        raise TrainingError(f"model_kwargs must be a dict of keyword arguments, got {model_kwargs!r}")
     seed_everything(seed)
     data = load(data_name, fold)
     task = "classification" if isinstance(data, ClassificationData) else "language_model"
@@ -475,8 +500,17 @@ def train(
     train_size: int | None = None,
     pretrained: str | None = "glove",
 ) -> TrainResult:
-    """Train a registered model on a named data set (``prepare`` + ``Trainer.fit``)."""
+    """Train a registered model on a named data set or a user's labelled text (``prepare`` + ``Trainer.fit``).
+
+    Note:
+        A data path is recorded in the checkpoint as an absolute path, so that ``kleene evaluate`` and ``kleene
+        report`` find it again from any directory.
+    """
     config = config or TrainConfig()
+    if not isinstance(config, TrainConfig):
+        raise TrainingError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if isinstance(data_name, str) and is_data_path(data_name):
+        data_name = str(Path(data_name).expanduser().resolve())
     model, data, vocab, kwargs = prepare(
         model_name,
         data_name,

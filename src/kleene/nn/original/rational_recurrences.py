@@ -140,6 +140,7 @@ class RRNNReferenceLayer(RationalLayer):
             raise OriginalCodeError(f"activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
         self.activation = activation
         self.dim = self.output_size = hidden_size
+        self.input_size = input_size
         self.forget = nn.Linear(input_size, 2 * hidden_size)
         self.update = nn.Linear(input_size, 2 * hidden_size, bias=False)
         self.gate = nn.Linear(input_size, hidden_size) if output_gate else None
