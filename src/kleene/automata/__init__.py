@@ -31,6 +31,7 @@ from .jsonio import from_json, to_json
 from .labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
 from .nxio import from_networkx, to_networkx
 from .ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
+from .regex import regex, to_regex
 from .semiring import BOOLEAN, LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, SEMIRINGS, Semiring, get_semiring
 from .weights import ALPHA, parse_weight, sigmoid, weight_functions
 from .wfsa import WFSA, Arc
@@ -85,6 +86,7 @@ __all__ = [
     "pathsum",
     "read_att",
     "read_symbols",
+    "regex",
     "remove_epsilon",
     "reverse",
     "score",
@@ -93,6 +95,7 @@ __all__ = [
     "to_dot",
     "to_json",
     "to_networkx",
+    "to_regex",
     "trim",
     "union",
     "viterbi",

@@ -399,9 +399,10 @@ class _Glushkov:
         self.labels: list[Label] = []
         self.follow: dict[tuple[int, int], Any] = {}
 
-    def scale(self, weights: dict[int, Any], w: Any, left: bool = True) -> dict[int, Any]:
-        s = self.s
-        return {p: (s.times(w, v) if left else s.times(v, w)) for p, v in weights.items() if not s.is_zero(s.times(w, v))}
+    def scale(self, weights: dict[int, Any], w: Any) -> dict[int, Any]:
+        """Every weight ⊗ ``w`` (zeros dropped)."""
+        scaled = {p: self.s.times(v, w) for p, v in weights.items()}
+        return {p: v for p, v in scaled.items() if not self.s.is_zero(v)}
 
     def merge(self, *parts: dict[int, Any]) -> dict[int, Any]:
         out: dict[int, Any] = {}
@@ -452,7 +453,7 @@ class _Glushkov:
             self.link(inner.last, closure, inner.first)
             # (n ⊕ x')* = n* (x' n*)*  and  (n ⊕ x')+ = n n* ⊕ n* (x' n*)+  (n: the empty-string weight)
             null = closure if isinstance(e, Star) else s.times(inner.null, closure)
-            return _Positions(null, self.scale(inner.first, closure), self.scale(inner.last, closure, left=False))
+            return _Positions(null, self.scale(inner.first, closure), self.scale(inner.last, closure))
         if isinstance(e, Opt):
             inner = self.visit(e.item)
             return _Positions(s.plus(inner.null, s.one), inner.first, inner.last)
@@ -467,7 +468,7 @@ class _Glushkov:
         s = self.s
         self.link(x.last, s.one, y.first)
         first = self.merge(x.first, self.scale(y.first, x.null))
-        last = self.merge(y.last, self.scale(x.last, y.null, left=False))
+        last = self.merge(y.last, self.scale(x.last, y.null))
         return _Positions(s.times(x.null, y.null), first, last)
 
 
@@ -586,14 +587,7 @@ class _Algebra:
             if isinstance(core, Empty):
                 total = s.times(total, w)
                 continue
-            whole = self.make(core, w)
-            if items and isinstance(items[-1], Star) and items[-1].item == whole:  # x* x = x+
-                items[-1] = Plus(whole)
-            elif isinstance(whole, Star) and _ends_with(items, _factors(whole.item)):  # x x* = x+
-                del items[len(items) - len(_factors(whole.item)) :]
-                items.append(Plus(whole.item))
-            else:
-                items.append(whole)
+            _push(items, self.make(core, w))
         if not items:
             return self.make(Empty(), total)
         if len(items) == 1:
@@ -602,7 +596,6 @@ class _Algebra:
         return self.make(Seq(tuple(items)), total)
 
     def alt(self, x: Expr | None, y: Expr) -> Expr:
-        s = self.s
         branches: list[tuple[Expr, Any]] = []
         for e in (x, y):
             if e is not None:
@@ -610,7 +603,9 @@ class _Algebra:
                 self.insert(branches, core, w)
         empty = next((w for b, w in branches if isinstance(b, Empty)), None)
         for i, (b, w) in enumerate(branches):
-            if isinstance(b, Plus) and w == empty:  # () | x+ = x*
+            if w != empty:
+                continue
+            if isinstance(b, Plus) or (isinstance(b, Star) and self.s.idempotent):  # () | x+ = x*, and () | x* = x*
                 branches = [(Star(b.item), w) if j == i else c for j, c in enumerate(branches) if c != (Empty(), w)]
                 break
         if len(branches) == 1:
@@ -669,6 +664,31 @@ class _Algebra:
 
 def _factors(e: Expr) -> tuple[Expr, ...]:
     return e.items if isinstance(e, Seq) else (e,)
+
+
+def _push(items: list[Expr], e: Expr) -> None:
+    """Append the factor ``e`` to a concatenation, rewriting ``z z*`` and ``z* z`` as ``z+`` and sliding
+    ``x (y x)*`` to ``(x y)* x`` (identities of formal power series, so weights are kept)."""
+    if isinstance(e, Star):
+        z = _factors(e.item)
+        if _ends_with(items, z):
+            del items[len(items) - len(z) :]
+            items.append(Plus(e.item))
+            return
+        for k in range(len(z) - 1, 0, -1):
+            x, y = z[len(z) - k :], z[: len(z) - k]
+            if _ends_with(items, x):
+                del items[len(items) - k :]
+                items.append(Star(Seq(x + y)))
+                items.extend(x)
+                return
+    items.append(e)
+    for k in range(1, len(items)):
+        star = items[-k - 1]
+        if isinstance(star, Star) and _factors(star.item) == tuple(items[-k:]):
+            del items[len(items) - k - 1 :]
+            items.append(Plus(star.item))
+            return
 
 
 def _ends_with(items: list[Expr], tail: tuple[Expr, ...]) -> bool:
@@ -771,10 +791,12 @@ def to_regex(a: WFSA, *, unit: str = "word") -> str:
 
     State elimination (Brzozowski-McCluskey) over ``a``'s labels after trimming and epsilon removal, choosing
     at each step the state with the fewest in x out edges. Simplifications that keep the weighted series:
-    weights are shown as ``<w>`` only where they differ from the semiring's one; equal branches merge (``a | a`` is ``a`` in an idempotent semiring, ``a<2>`` over the reals);
-    atom branches of equal weight merge into sets (``[a b]``, ``[^a]``) when disjoint or when the semiring is
-    idempotent; ``x x*`` becomes ``x+``; ``x | ()`` prints as ``x?``; parentheses only where precedence needs
-    them. Weights print as the shortest decimal that reads back to the same float.
+    weights are shown as ``<w>`` only where they differ from the semiring's one; equal branches merge (``a | a``
+    is ``a`` in an idempotent semiring, ``a<2>`` over the reals); atom branches of equal weight merge into sets
+    (``[a b]``, ``[^a]``) when disjoint or when the semiring is idempotent; common prefixes and suffixes of
+    branches are factored out; ``x x*`` becomes ``x+``, ``() | x+`` becomes ``x*`` (and ``() | x*`` too when idempotent); ``x | ()`` prints as
+    ``x?``; parentheses only where precedence needs them. Weights print as the shortest decimal that reads
+    back to the same float.
 
     Caution:
         The expression can grow exponentially with the number of states; meant for small automata (patterns,
