@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from itertools import product
 from typing import Any
 
@@ -238,7 +238,7 @@ def evaluator(semiring: str, tree: Node) -> Callable[[tuple[str, ...]], Any]:
             out = s.plus(out, v)
         return out
 
-    @lru_cache(maxsize=None)
+    @cache
     def value(node: Node, w: tuple[str, ...]) -> Any:
         kind = node[0]
         if kind == "sym":
@@ -258,7 +258,8 @@ def evaluator(semiring: str, tree: Node) -> Callable[[tuple[str, ...]], Any]:
             closure = s.star(value(node[1], ()))
             if not w:
                 return closure
-            return total([s.times(s.times(closure, value(node[1], w[:i])), value(node, w[i:])) for i in range(1, len(w) + 1)])
+            splits = range(1, len(w) + 1)
+            return total([s.times(s.times(closure, value(node[1], w[:i])), value(node, w[i:])) for i in splits])
         if kind == "plus":  # x+ = x x*
             return concat(node[1], ("star", node[1]), w)
         if kind == "opt":

@@ -794,9 +794,9 @@ def to_regex(a: WFSA, *, unit: str = "word") -> str:
     weights are shown as ``<w>`` only where they differ from the semiring's one; equal branches merge (``a | a``
     is ``a`` in an idempotent semiring, ``a<2>`` over the reals); atom branches of equal weight merge into sets
     (``[a b]``, ``[^a]``) when disjoint or when the semiring is idempotent; common prefixes and suffixes of
-    branches are factored out; ``x x*`` becomes ``x+``, ``() | x+`` becomes ``x*`` (and ``() | x*`` too when idempotent); ``x | ()`` prints as
-    ``x?``; parentheses only where precedence needs them. Weights print as the shortest decimal that reads
-    back to the same float.
+    branches are factored out; ``z z*`` becomes ``z+``, ``x (y x)*`` slides to ``(x y)* x``, ``() | x+``
+    becomes ``x*`` (``() | x*`` too when idempotent); ``x | ()`` prints as ``x?``; parentheses only where
+    precedence needs them. Weights print as the shortest decimal that reads back to the same float.
 
     Caution:
         The expression can grow exponentially with the number of states; meant for small automata (patterns,
