@@ -3,11 +3,7 @@ tree, predicate labels that stay symbolic, and ``to_regex`` round trips."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from functools import cache
 from itertools import product
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,17 +19,16 @@ from kleene.automata import (
     OneOf,
     WeightError,
     equivalent,
-    get_semiring,
     regex,
     to_regex,
 )
 from kleene.automata.regex import format_regex, parse_regex, to_regex_tree
 
 from .oracle import brute_force_score
+from .regex_trees import EIGHTHS, SIGMA, Node, evaluator, pynini_score, same, show, to_pynini, trees
 from .strategies import wfsas
 
 SEMIRINGS = ["real", "log", "max-plus", "min-plus", "max-times", "boolean"]
-SIGMA = ("a", "b", "*")  # '*' is special: the printer escapes it
 
 # -- errors ----------------------------------------------------------------------------------------------------------
 
@@ -161,139 +156,6 @@ def test_predicates_stay_symbolic_over_a_large_vocabulary() -> None:
 
 # -- semantics against a direct evaluation of the expression tree -----------------------------------------------------
 
-Node = tuple[Any, ...]
-
-
-def tree_weights(semiring: str) -> st.SearchStrategy[Any]:
-    """Weights that keep the test's stars mostly convergent (divergence is tested too)."""
-    if semiring == "real":
-        return st.floats(-0.9, 0.9).map(lambda x: round(x, 3))
-    if semiring == "log":
-        return st.floats(-3.0, 0.5).map(lambda x: round(x, 3))
-    if semiring in ("max-plus", "min-plus"):
-        return st.integers(-16, 16).map(lambda k: k / 8)
-    if semiring == "max-times":
-        return st.integers(0, 16).map(lambda k: k / 8)
-    return st.booleans()
-
-
-def trees(semiring: str) -> st.SearchStrategy[Node]:
-    members = st.sets(st.sampled_from(SIGMA), min_size=1, max_size=2).map(lambda s: tuple(sorted(s)))
-    leaves = st.one_of(
-        st.sampled_from(SIGMA).map(lambda x: ("sym", x)),
-        st.just(("any",)),
-        st.just(("eps",)),
-        members.map(lambda m: ("set", m)),
-        members.map(lambda m: ("notset", m)),
-    )
-
-    def extend(children: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
-        return st.one_of(
-            st.tuples(st.just("alt"), children, children),
-            st.tuples(st.just("seq"), children, children),
-            st.tuples(st.sampled_from(["star", "plus", "opt"]), children),
-            st.tuples(st.just("w"), children, tree_weights(semiring)),
-            st.tuples(st.just("rep"), children, st.integers(0, 2), st.integers(0, 2) | st.none()),
-        )
-
-    return st.recursive(leaves, extend, max_leaves=6)
-
-
-def show(node: Node) -> str:
-    """The test's own printer: every compound fully parenthesised, special symbols escaped."""
-    kind = node[0]
-
-    def sym(x: str) -> str:
-        return "\\" + x if x == "*" else x
-
-    if kind == "sym":
-        return sym(node[1])
-    if kind == "any":
-        return "."
-    if kind == "eps":
-        return "()"
-    if kind in ("set", "notset"):
-        return ("[" if kind == "set" else "[^") + " ".join(map(sym, node[1])) + "]"
-    if kind == "alt":
-        return f"({show(node[1])} | {show(node[2])})"
-    if kind == "seq":
-        return f"({show(node[1])} {show(node[2])})"
-    if kind in ("star", "plus", "opt"):
-        return f"({show(node[1])})" + {"star": "*", "plus": "+", "opt": "?"}[kind]
-    if kind == "w":
-        w = node[2]
-        return f"({show(node[1])})<{str(w).lower() if isinstance(w, bool) else repr(w)}>"
-    low, high = node[2], node[3]
-    high = low if high is not None and high < low else high
-    return f"({show(node[1])}){{{low},{'' if high is None else high}}}"
-
-
-def evaluator(semiring: str, tree: Node) -> Callable[[tuple[str, ...]], Any]:
-    """The series of ``tree`` by its definition (sums over factorizations), memoised on (node, string)."""
-    s = get_semiring(semiring)
-
-    def total(values: list[Any]) -> Any:
-        out = s.zero
-        for v in values:
-            out = s.plus(out, v)
-        return out
-
-    @cache
-    def value(node: Node, w: tuple[str, ...]) -> Any:
-        kind = node[0]
-        if kind == "sym":
-            return s.one if w == (node[1],) else s.zero
-        if kind == "any":
-            return s.one if len(w) == 1 else s.zero
-        if kind == "eps":
-            return s.one if not w else s.zero
-        if kind in ("set", "notset"):
-            inside = len(w) == 1 and w[0] in node[1]
-            return s.one if len(w) == 1 and inside == (kind == "set") else s.zero
-        if kind == "alt":
-            return s.plus(value(node[1], w), value(node[2], w))
-        if kind == "seq":
-            return concat(node[1], node[2], w)
-        if kind == "star":  # S(ε) = n*, S(w) = ⊕_{w = uv, u ≠ ε} n* x(u) S(v)
-            closure = s.star(value(node[1], ()))
-            if not w:
-                return closure
-            splits = range(1, len(w) + 1)
-            return total([s.times(s.times(closure, value(node[1], w[:i])), value(node, w[i:])) for i in splits])
-        if kind == "plus":  # x+ = x x*
-            return concat(node[1], ("star", node[1]), w)
-        if kind == "opt":
-            return s.plus(value(node[1], w), s.one if not w else s.zero)
-        if kind == "w":
-            return s.times(value(node[1], w), node[2])
-        low, high = node[2], node[3]
-        high = low if high is not None and high < low else high
-        if high is None:  # x{m,} = x^m x*
-            return power(node[1], low, ("star", node[1]), w)
-        return total([power(node[1], k, ("eps",), w) for k in range(low, high + 1)])
-
-    def concat(x: Node, y: Node, w: tuple[str, ...]) -> Any:
-        return total([s.times(value(x, w[:i]), value(y, w[i:])) for i in range(len(w) + 1)])
-
-    def power(x: Node, k: int, tail: Node, w: tuple[str, ...]) -> Any:
-        node = tail
-        for _ in range(k):
-            node = ("seq", x, node)
-        return value(node, w)
-
-    return lambda w: value(tree, w)
-
-
-def same(semiring: str, x: Any, y: Any) -> bool:
-    """Scores equal up to rounding: a few dozen products and sums of weights below 2 in magnitude, so an absolute
-    error of 1e-9 is generous; infinities (the zero of log and the tropical semirings) must match exactly."""
-    if semiring == "boolean":
-        return bool(x) == bool(y)
-    if math.isinf(x) or math.isinf(y):
-        return x == y
-    return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)
-
-
 WORDS = [w for n in range(4) for w in product(SIGMA, repeat=n)] + [("a", "b", "a", "b"), ("*", "*", "a", "*")]
 
 
@@ -406,3 +268,15 @@ def test_to_regex_tree_of_the_empty_language_is_none() -> None:
     a.add_state()
     assert to_regex_tree(a) is None and to_regex(a) == "[]"
 
+
+
+# -- OpenFst ---------------------------------------------------------------------------------------------------------
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=trees("min-plus", EIGHTHS))
+def test_tropical_regexes_score_as_pynini_builds_them(tree: Node) -> None:
+    pytest.importorskip("pynini", reason="pynini (real OpenFst) is the oracle")
+    machine = to_pynini(tree)
+    a = regex(show(tree), "min-plus", SIGMA, unit="char")
+    for w in WORDS:
+        assert a.score(list(w)) == pynini_score(machine, w), (show(tree), w)
