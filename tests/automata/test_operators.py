@@ -148,3 +148,13 @@ def test_tropical_operators_match_pynini(x: Node, y: Node) -> None:
     for ours, theirs in pairs:
         for w in words:
             assert ours.score(list(w)) == pynini_score(theirs, w), (show(x), show(y), w)
+
+
+def test_str_quotes_symbols_that_are_not_att_fields() -> None:
+    a = WFSA("real")
+    a.add_states("p", "q")
+    a.set_initial("p")
+    a.set_final("q")
+    for symbol in ["a b", "0", "<eps>", "x"]:
+        a.add_arc("p", "q", symbol, 0.5)
+    assert str(a).splitlines()[:4] == ["0\t1\t'a\\u0020b'\t0.5", "0\t1\t'0'\t0.5", "0\t1\t'<eps>'\t0.5", "0\t1\tx\t0.5"]

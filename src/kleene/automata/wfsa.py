@@ -192,14 +192,17 @@ class WFSA:
 
         epsilon_names = {"0", "<eps>", "<epsilon>", self.alphabet.epsilon if self.alphabet is not None else ""}
 
+        def field(text: str) -> str:  # whitespace would split the AT&T field
+            return "".join(f"\\u{ord(c):04x}" if c.isspace() else c for c in text)
+
         def shown(label: Label) -> Label:
             if isinstance(label, Epsilon):
                 return label
             if isinstance(label, Sym):
                 text = str(label.symbol)
                 fits = text and not any(c.isspace() for c in text) and text not in epsilon_names
-                return label if fits else Sym(repr(label.symbol))
-            return Sym(str(label).replace(" ", "_"))
+                return label if fits else Sym(field(repr(text)))
+            return Sym(field(str(label)))
 
         out = self.copy()
         out.arcs = [replace(arc, label=shown(arc.label)) for arc in self.arcs]
