@@ -46,6 +46,7 @@ listed in its docstring.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -596,40 +597,26 @@ class _Algebra:
         return self.make(Seq(tuple(items)), total)
 
     def alt(self, x: Expr | None, y: Expr) -> Expr:
-        branches: list[tuple[Expr, Any]] = []
-        for e in (x, y):
-            if e is not None:
-                core, w = self.split(e)
-                self.insert(branches, core, w)
-        empty = next((w for b, w in branches if isinstance(b, Empty)), None)
-        for i, (b, w) in enumerate(branches):
-            if w != empty:
-                continue
-            if isinstance(b, Plus) or (isinstance(b, Star) and self.s.idempotent):  # () | x+ = x*, and () | x* = x*
-                branches = [(Star(b.item), w) if j == i else c for j, c in enumerate(branches) if c != (Empty(), w)]
-                break
-        if len(branches) == 1:
-            return self.make(*branches[0])
-        weights = [w for _, w in branches]
-        if all(w == weights[0] for w in weights):
-            return self.make(Alt(tuple(b for b, _ in branches)), weights[0])
-        return Alt(tuple(self.make(b, w) for b, w in branches))
+        total = _Sum(self)
+        if x is not None:
+            total.extend(self.branches(x))  # already merged among themselves
+        total.add(y)
+        return total.expr()
 
-    def insert(self, branches: list[tuple[Expr, Any]], core: Expr, w: Any) -> None:
-        """Add the branch ``core<w>`` to ``branches``, merging it with the first branch it combines with."""
-        s = self.s
-        if isinstance(core, Alt):
-            for item in core.items:
-                b, v = self.split(item)
-                self.insert(branches, b, s.times(v, w))
-            return
-        for i, (other, v) in enumerate(branches):
-            merged = self.combine(other, v, core, w)
-            if merged is not None:
-                del branches[i]
-                self.insert(branches, *self.split(merged))
-                return
-        branches.append((core, w))
+    def branches(self, e: Expr) -> list[tuple[Expr, Any]]:
+        """The (core, weight) branches of an alternation (one branch for anything else)."""
+        core, w = self.split(e)
+        if not isinstance(core, Alt):
+            return [(core, w)]
+        parts = [self.split(b) for b in core.items]
+        return parts if w == self.s.one else [(b, self.s.times(v, w)) for b, v in parts]
+
+    def ends(self, core: Expr, w: Any) -> tuple[Expr, Expr]:
+        """The first and last factors of the branch ``core<w>`` as ``combine`` compares them."""
+        if isinstance(core, Seq):
+            return core.items[0], core.items[-1]
+        whole = self.make(core, w)
+        return whole, whole
 
     def combine(self, x: Expr, v: Any, y: Expr, w: Any) -> Expr | None:
         """One expression for ``x<v> | y<w>`` when a rule applies: equal branches (⊕ of the weights), atoms of
@@ -660,6 +647,71 @@ class _Algebra:
 
     def star(self, e: Expr) -> Expr:
         return Star(e)
+
+
+class _Sum:
+    """A growing alternation: each added branch is merged with the first branch ``_Algebra.combine`` can merge
+    it with, found through indexes (equal core, atom of equal weight, equal first or last factor) so that
+    adding a branch does not scan the others."""
+
+    def __init__(self, algebra: _Algebra):
+        self.algebra = algebra
+        self.items: dict[int, tuple[Expr, Any]] = {}  # insertion order is the printed order
+        self.index: dict[tuple[str, Any], set[int]] = {}
+        self.count = 0
+
+    def keys(self, core: Expr, w: Any) -> list[tuple[str, Any]]:
+        first, last = self.algebra.ends(core, w)
+        keys: list[tuple[str, Any]] = [("core", core), ("first", first), ("last", last)]
+        return [*keys, ("atom", w)] if isinstance(core, Atom) else keys
+
+    def extend(self, branches: list[tuple[Expr, Any]]) -> None:
+        """Add branches known not to merge with each other or with the present ones."""
+        for core, w in branches:
+            self.register(core, w)
+
+    def register(self, core: Expr, w: Any) -> None:
+        self.items[self.count] = (core, w)
+        for key in self.keys(core, w):
+            self.index.setdefault(key, set()).add(self.count)
+        self.count += 1
+
+    def remove(self, i: int) -> None:
+        core, w = self.items.pop(i)
+        for key in self.keys(core, w):
+            self.index[key].discard(i)
+
+    def add(self, e: Expr) -> None:
+        pending = self.algebra.branches(e)
+        while pending:
+            core, w = pending.pop(0)
+            candidates = sorted(set().union(*(self.index.get(key, set()) for key in self.keys(core, w))))
+            for i in candidates:
+                other, v = self.items[i]
+                merged = self.algebra.combine(other, v, core, w)
+                if merged is not None:
+                    self.remove(i)
+                    pending[:0] = self.algebra.branches(merged)
+                    break
+            else:
+                self.register(core, w)
+
+    def expr(self) -> Expr:
+        s = self.algebra.s
+        branches = list(self.items.values())
+        empty = next((w for b, w in branches if isinstance(b, Empty)), None)
+        for i, (b, w) in enumerate(branches):
+            if w != empty:
+                continue
+            if isinstance(b, Plus) or (isinstance(b, Star) and s.idempotent):  # () | x+ = x*, and () | x* = x*
+                branches = [(Star(b.item), w) if j == i else c for j, c in enumerate(branches) if c != (Empty(), w)]
+                break
+        if len(branches) == 1:
+            return self.algebra.make(*branches[0])
+        weights = [w for _, w in branches]
+        if all(w == weights[0] for w in weights):
+            return self.algebra.make(Alt(tuple(b for b, _ in branches)), weights[0])
+        return Alt(tuple(self.algebra.make(b, w) for b, w in branches))
 
 
 def _factors(e: Expr) -> tuple[Expr, ...]:
@@ -746,14 +798,17 @@ def to_regex_tree(a: WFSA) -> Expr | None:
     algebra = _Algebra(s)
     n = b.num_states
     start, end = n, n + 1
-    edges: dict[tuple[int, int], Expr] = {}
+    edges: dict[tuple[int, int], _Sum] = {}
     succ: dict[int, set[int]] = {q: set() for q in range(n + 2)}
     pred: dict[int, set[int]] = {q: set() for q in range(n + 2)}
 
     def add(p: int, q: int, e: Expr) -> None:
-        edges[(p, q)] = algebra.alt(edges.get((p, q)), e)
+        edges.setdefault((p, q), _Sum(algebra)).add(e)
         succ[p].add(q)
         pred[q].add(p)
+
+    def take(p: int, q: int) -> Expr:
+        return edges.pop((p, q)).expr()
 
     for arc in b.arcs:
         add(arc.src, arc.dst, algebra.make(Atom(arc.label), arc.weight))
@@ -761,13 +816,23 @@ def to_regex_tree(a: WFSA) -> Expr | None:
         add(start, q, algebra.make(Empty(), w))
     for q, w in b.final.items():
         add(q, end, algebra.make(Empty(), w))
-    remaining = set(range(n))
-    while remaining:
-        q = min(remaining, key=lambda r: (len(pred[r] - {r}) * len(succ[r] - {r}), r))
-        remaining.discard(q)
-        loop = edges.pop((q, q), None)
-        ins = [(p, edges.pop((p, q))) for p in sorted(pred[q] - {q})]
-        outs = [(r, edges.pop((q, r))) for r in sorted(succ[q] - {q})]
+    def cost(r: int) -> int:
+        return (len(pred[r]) - (r in pred[r])) * (len(succ[r]) - (r in succ[r]))
+
+    queue = [(cost(q), q) for q in range(n)]  # lazy: an entry is used only when its cost is current
+    heapq.heapify(queue)
+    done: set[int] = set()
+    while queue:
+        c, q = heapq.heappop(queue)
+        if q in done:
+            continue
+        if c != cost(q):
+            heapq.heappush(queue, (cost(q), q))
+            continue
+        done.add(q)
+        loop = take(q, q) if (q, q) in edges else None
+        ins = [(p, take(p, q)) for p in sorted(pred[q] - {q})]
+        outs = [(r, take(q, r)) for r in sorted(succ[q] - {q})]
         for p, _ in ins:
             succ[p].discard(q)
         for r, _ in outs:
@@ -776,7 +841,10 @@ def to_regex_tree(a: WFSA) -> Expr | None:
         for p, into in ins:
             for r, out in outs:
                 add(p, r, algebra.seq(into, *middle, out))
-    return edges.get((start, end))
+        for neighbour in {p for p, _ in ins} | {r for r, _ in outs}:
+            if neighbour < n and neighbour not in done:
+                heapq.heappush(queue, (cost(neighbour), neighbour))
+    return take(start, end) if (start, end) in edges else None
 
 
 def _weights(a: WFSA) -> list[tuple[str, Weight]]:
