@@ -1,6 +1,6 @@
 """The recurrence benchmark of issue 4: ``python benchmarks/recurrence.py [--quick] [--json PATH]``.
 
-Same as ``kleene bench``; the logic lives in ``kleene.compile.bench`` so that it works from an install.
+Same as ``kleene bench``; the logic lives in ``kleene.bench`` so that it works from an install.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kleene.compile.bench import run
+from kleene.bench import run
 
 
 def main(argv: list[str] | None = None) -> int:

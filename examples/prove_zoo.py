@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sympy
 
-from kleene.compile import Certificate, Recurrence, prove, zoo
+from kleene.rational import Certificate, Recurrence, prove, zoo
 
 
 def my_recurrence() -> Recurrence:

@@ -43,7 +43,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from kleene.compile.spectral import (
+from kleene.data import ClassificationData, Vocabulary, load_classification, pad_sequences
+from kleene.extract.spectral import (
     Fidelity,
     RecurrentFunction,
     RestrictedVocabulary,
@@ -54,7 +55,6 @@ from kleene.compile.spectral import (
     sample_basis,
     spectral_from_hankel,
 )
-from kleene.data import ClassificationData, Vocabulary, load_classification, pad_sequences
 from kleene.nn import TrainConfig, train
 from kleene.nn.checkpoint import CONFIG_NAME, load_checkpoint
 from kleene.nn.registry import register_model

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from kleene.compile.spectral import SpectralResult, enumerate_strings, fidelity, plot_singular_values, spectral_learn
+from kleene.extract.spectral import SpectralResult, enumerate_strings, fidelity, plot_singular_values, spectral_learn
 
 ALPHABET = ("a", "b")
 

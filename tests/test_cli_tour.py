@@ -180,7 +180,7 @@ def test_every_subcommand_module_registers_itself() -> None:
 def test_tour_trains_and_extracts(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     trained = context.results["trained"]
-    assert trained["extract_status"] == 0
+    assert trained["extraction"]["max_abs_error"] < 1e-5  # float32 layer vs float64 automata
     assert trained["metrics"]["dev_accuracy"] > 0.6  # chance is 0.5; measured 0.66 after the quick tour's 100 steps
 
 
@@ -195,7 +195,9 @@ def test_tour_flattens_a_stack(tour: tuple[TourContext, str]) -> None:
 def test_tour_trains_sopa_and_writes_its_report(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     sopa = context.results["sopa"]
-    assert sopa["extract_status"] == 0 and sopa["report_status"] == 0
+    # max-times pattern scores are products of at most a few dozen float32 factors <= 1: float32 rounding ~1e-6
+    assert sopa["extraction"]["max_abs_error"] < 1e-5
+    assert (context.out / "sopa-report.html").stat().st_size > 10_000
     assert sopa["metrics"]["dev_accuracy"] > 0.55  # chance is 0.5; the quick tour trains 50 steps
     assert len(sopa["explanation"].contributions) == 3
     report = context.out / "sopa-report.html"

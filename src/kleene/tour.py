@@ -228,7 +228,7 @@ def drawings(context: TourContext) -> None:
 @section("Proving rationality: recurrences in, automata and certificates out")
 def proofs(context: TourContext) -> None:
     from kleene.automata import equivalent
-    from kleene.compile import Certificate, Refutation, prove, zoo
+    from kleene.rational import Certificate, Refutation, prove, zoo
 
     alphabet = list(DEFAULT_ALPHABET)
     cert = prove(zoo.rrnn_f(), alphabet=alphabet)
@@ -269,8 +269,8 @@ def proofs(context: TourContext) -> None:
 
 @section("Stacks and delays: two linear layers flattened into one, proved equal")
 def flattening(context: TourContext) -> None:
-    from kleene.compile import Certificate, Refutation, prove, zoo
-    from kleene.compile.flatten import check_delay
+    from kleene.rational import Certificate, Refutation, prove, zoo
+    from kleene.rational.flatten import check_delay
 
     stacked, delayed = prove(zoo.stacked_linear(2)), prove(zoo.delayed_linear(2))
     assert isinstance(stacked, Certificate) and isinstance(delayed, Certificate)
@@ -334,9 +334,17 @@ def compiled_module(context: TourContext) -> None:
     context.results["compiled"] = {"max_error": error, "forward": forward, "module": produced}
 
 
+def _extraction_line(extraction: Any) -> str:
+    summary = extraction.summary()
+    return (
+        f"{summary['automata']} automata over {summary['vocabulary']} words, verified on "
+        f"{summary['checked_tokens']} tokens: max |automaton - model| = {summary['max_abs_error']:.3g}"
+    )
+
+
 @section("Training RRNN(B) on the bundled SST-2, then extracting its automata")
 def train_and_extract(context: TourContext) -> None:
-    from kleene.cli import main as kleene_main
+    from kleene.extract.checkpoint import extract_checkpoint
     from kleene.nn.training import TrainConfig, train
 
     checkpoint = context.out / "rrnn-b-sst2"
@@ -350,19 +358,20 @@ def train_and_extract(context: TourContext) -> None:
         f"after {metrics['steps']} steps ({metrics['train_tokens_per_s']:,.0f} tokens/s)",
     )
     _say(context, "kleene extract: one WFSA per hidden unit over the vocabulary, checked against the layer's states")
-    status = kleene_main(["extract", str(checkpoint), "--sentences", "50"])
-    context.results["trained"] = {"metrics": metrics, "extract_status": status}
+    extracted = extract_checkpoint(checkpoint, sentences=50).extraction
+    _say(context, f"{extracted.model}: {_extraction_line(extracted)}")
+    context.results["trained"] = {"metrics": metrics, "extraction": extracted.summary()}
 
 
 @section("SoPa on SST-2: learned patterns, their automata, and a report")
 def sopa_report(context: TourContext) -> None:
     from collections import Counter
 
-    from kleene.cli import main as kleene_main
     from kleene.data import load_classification
+    from kleene.extract.checkpoint import extract_checkpoint
     from kleene.nn import load_checkpoint
     from kleene.nn.training import TrainConfig, train
-    from kleene.viz import explain, hard_patterns
+    from kleene.viz import explain, hard_patterns, write_report
 
     checkpoint = context.out / "sopa-sst2"
     steps = context.steps(400)
@@ -371,7 +380,8 @@ def sopa_report(context: TourContext) -> None:
     metrics = result.metrics
     _say(context, f"dev accuracy {metrics['dev_accuracy']:.3f}, test accuracy {metrics['test_accuracy']:.3f}")
     _say(context, "kleene extract: one WFSA per pattern scoring whole documents, checked against the model")
-    extract_status = kleene_main(["extract", str(checkpoint), "--sentences", "30"])
+    extracted = extract_checkpoint(checkpoint, sentences=30).extraction
+    _say(context, f"{extracted.model}: {_extraction_line(extracted)}")
     loaded = load_checkpoint(checkpoint)
     assert loaded.vocab is not None  # a classifier's checkpoint keeps its vocabulary
     sentence = ["a", "gorgeous", ",", "witty", ",", "seductive", "movie"]
@@ -389,11 +399,10 @@ def sopa_report(context: TourContext) -> None:
         _say(context, f"  pattern {contribution.pattern}, hard (frequent words): {described}")
     report = context.out / "sopa-report.html"
     _say(context, f"kleene report {checkpoint} -o {report}")
-    report_status = kleene_main(["report", str(checkpoint), "-o", str(report), "--no-progress"])
+    write_report(report, loaded, source=checkpoint)
     context.files.append(report)
     context.results["sopa"] = {
         "metrics": metrics,
-        "extract_status": extract_status,
-        "report_status": report_status,
+        "extraction": extracted.summary(),
         "explanation": explanation,
     }

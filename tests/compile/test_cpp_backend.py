@@ -10,9 +10,9 @@ import torch
 
 from kleene.automata.examples import paper_automaton_f
 from kleene.compile import Options, Template, compile, dense_template, lower
-from kleene.compile.codegen_cpp import generate_cpp
+from kleene.compile.codegen.cpp import generate_cpp
 from kleene.compile.reference import run_reference, static_params
-from kleene.compile.runtime import build, compiler
+from kleene.compile.runtime.cpu import build, compiler
 
 from .oracle import SEMIRINGS, random_slots, random_template, set_constants
 
@@ -150,7 +150,7 @@ def test_reference_runner_is_not_the_kernel() -> None:
 def test_backward_across_checkpoint_chunks(output: str) -> None:
     """Sequences longer than a checkpoint chunk (the backward recomputes chunk by chunk), ragged lengths
     ending inside and on chunk borders, both directions."""
-    from kleene.compile.codegen_cpp import checkpoint_chunk
+    from kleene.compile.codegen.cpp import checkpoint_chunk
 
     gen = torch.Generator().manual_seed(15)
     template = Template.from_wfsa(paper_automaton_f("log"))

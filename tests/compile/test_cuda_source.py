@@ -20,10 +20,10 @@ import torch
 
 from kleene.automata.examples import paper_automaton_f
 from kleene.compile import Options, Plan, Template, dense_template, lower, sopa_pattern
-from kleene.compile.codegen_cuda import NVCC_FLAGS, THREADS, generate_cuda, generate_cuda_bindings
-from kleene.compile.gpu import Kernels, gpu_runner
+from kleene.compile.codegen.cuda import NVCC_FLAGS, THREADS, generate_cuda, generate_cuda_bindings
 from kleene.compile.reference import check_inputs, run_reference, static_params
-from kleene.compile.runtime import build, compiler
+from kleene.compile.runtime.cpu import build, compiler
+from kleene.compile.runtime.gpu import Kernels, gpu_runner
 
 from .oracle import random_slots, random_template
 

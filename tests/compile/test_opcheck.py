@@ -7,7 +7,7 @@ import torch
 
 from kleene.automata.examples import paper_automaton_f
 from kleene.compile import Template, compile
-from kleene.compile.runtime import compiler, custom_ops
+from kleene.compile.runtime.cpu import compiler, custom_ops
 
 from .oracle import random_slots, set_constants
 

@@ -22,7 +22,7 @@ from .oracle import SEMIRINGS, oracle_outputs, random_slots, random_template, se
 
 pytest.importorskip("triton", reason="the optional triton package (pip install 'kleene[gpu]') is not installed")
 
-from kleene.compile import gpu
+from kleene.compile.runtime import gpu
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from kleene.automata.errors import FormatError
 from kleene.data import (
     VENDOR_DIR,
     DatasetNotFoundError,
@@ -29,6 +28,7 @@ from kleene.data import (
     pad_sequences,
     read_classification_file,
 )
+from kleene.errors import FormatError
 
 
 def shared_file(relative: str) -> Path:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLayer
-from kleene.nn.rrnn import RecurrenceError
+from kleene.nn.rrnn import LayerError
 
 from .helpers import sst2_loss_ratio
 
@@ -135,9 +135,9 @@ def test_gradcheck_and_errors() -> None:
     layer = QRNNLayer(3, 2, window=2, pooling="ifo").double()
     x = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda v: layer(v, torch.tensor([4, 2]))[0], (x,))
-    with pytest.raises(RecurrenceError, match="window must be >= 1"):
+    with pytest.raises(LayerError, match="window must be >= 1"):
         QRNNLayer(3, 2, window=0)
-    with pytest.raises(RecurrenceError, match="unknown QRNN pooling 'fx'"):
+    with pytest.raises(LayerError, match="unknown QRNN pooling 'fx'"):
         QRNNLayer(3, 2, pooling="fx")
 
 

@@ -7,7 +7,7 @@ import torch
 
 from kleene.nn.isan import ISANClassifier, ISANLayer
 from kleene.nn.rcnn import RCNNClassifier, RCNNLayer
-from kleene.nn.rrnn import RecurrenceError
+from kleene.nn.rrnn import LayerError
 from kleene.nn.sru import SRUClassifier, SRULayer
 
 from .helpers import sst2_loss_ratio
@@ -101,7 +101,7 @@ def test_gradcheck(make) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_rcnn_order_error() -> None:
-    with pytest.raises(RecurrenceError, match=r"order .* must be >= 1, got 0"):
+    with pytest.raises(LayerError, match=r"order .* must be >= 1, got 0"):
         RCNNLayer(3, 2, order=0)
 
 

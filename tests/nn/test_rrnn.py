@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kleene.nn.rrnn import RecurrenceError, RRNNClassifier, RRNNLanguageModel, RRNNLayer, rrnn_template
+from kleene.nn.rrnn import LayerError, RRNNClassifier, RRNNLanguageModel, RRNNLayer, rrnn_template
 
 
 def equations(layer: RRNNLayer, x: torch.Tensor, kind: str, hidden: int) -> torch.Tensor:
@@ -132,7 +132,7 @@ def test_variational_dropout_shares_its_mask_over_time() -> None:
 
 
 def test_unknown_kind() -> None:
-    with pytest.raises(RecurrenceError, match="unknown RRNN kind 'D'"):
+    with pytest.raises(LayerError, match="unknown RRNN kind 'D'"):
         rrnn_template("D")
 
 
@@ -187,9 +187,9 @@ def test_language_model_trains_on_tiny_shakespeare() -> None:
 def test_stack_options_a_layer_lacks_are_refused_by_name() -> None:
     from kleene.nn import build_model
 
-    with pytest.raises(RecurrenceError, match="ISANLayer layers have no option bidirectional"):
+    with pytest.raises(LayerError, match="ISANLayer layers have no option bidirectional"):
         build_model("isan", vocab_size=10, num_classes=2, bidirectional=True)
-    with pytest.raises(RecurrenceError, match="QRNNLayer layers have no option bidirectional"):
+    with pytest.raises(LayerError, match="QRNNLayer layers have no option bidirectional"):
         build_model("qrnn", vocab_size=10, num_classes=2, bidirectional=True)
     bidirectional = build_model("rcnn", vocab_size=10, num_classes=2, bidirectional=True, hidden_size=4)
     assert bidirectional.stack.output_size == 8  # RCNN takes the option: both directions' units

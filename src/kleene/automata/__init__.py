@@ -3,7 +3,7 @@
 Knows nothing of neural networks; torch appears only as a batched array backend.
 """
 
-from .algorithms import (
+from kleene.automata.algorithms import (
     SpanScores,
     Step,
     ViterbiPath,
@@ -14,11 +14,29 @@ from .algorithms import (
     score_symbolic,
     viterbi,
 )
-from .att import read_att, read_symbols, write_att, write_symbols
-from .batched import DenseWFSA, batched_forward
-from .draw import to_dot
-from .equivalence import Counterexample, EquivalenceResult, equivalent
-from .errors import (
+from kleene.automata.att import read_att, read_symbols, write_att, write_symbols
+from kleene.automata.batched import DenseWFSA, batched_forward
+from kleene.automata.draw import to_dot
+from kleene.automata.equivalence import Counterexample, EquivalenceResult, equivalent
+from kleene.automata.jsonio import from_json, to_json
+from kleene.automata.labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
+from kleene.automata.nxio import from_networkx, to_networkx
+from kleene.automata.ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
+from kleene.automata.regex import regex, to_regex
+from kleene.automata.semiring import (
+    BOOLEAN,
+    LOG,
+    MAX_PLUS,
+    MAX_TIMES,
+    MIN_PLUS,
+    REAL,
+    SEMIRINGS,
+    Semiring,
+    get_semiring,
+)
+from kleene.automata.weights import ALPHA, parse_weight, sigmoid, weight_functions
+from kleene.automata.wfsa import WFSA, Arc
+from kleene.errors import (
     AlphabetError,
     DivergenceError,
     FormatError,
@@ -27,14 +45,6 @@ from .errors import (
     UnknownStateError,
     WeightError,
 )
-from .jsonio import from_json, to_json
-from .labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
-from .nxio import from_networkx, to_networkx
-from .ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
-from .regex import regex, to_regex
-from .semiring import BOOLEAN, LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, SEMIRINGS, Semiring, get_semiring
-from .weights import ALPHA, parse_weight, sigmoid, weight_functions
-from .wfsa import WFSA, Arc
 
 __all__ = [
     "ALPHA",

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .algorithms import closure_matrix
-from .errors import AlphabetError
-from .labels import SymbolTable
-from .semiring import Semiring, get_semiring
-from .weights import Env
+from kleene.automata.algorithms import closure_matrix
+from kleene.automata.labels import SymbolTable
+from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import Env
+from kleene.errors import AlphabetError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .wfsa import WFSA
+    from kleene.automata.wfsa import WFSA
 
 
 def batched_forward(
@@ -112,7 +112,7 @@ class DenseWFSA:
         if table is None:
             raise AlphabetError("DenseWFSA needs a symbol table: the automaton declares no alphabet")
         s = wfsa.semiring
-        dtype = dtype or (torch.bool if s.name == "boolean" else torch.float64)
+        dtype = dtype or torch.from_numpy(np.zeros(0, dtype=s.numpy_dtype)).dtype
         q = wfsa.num_states
         rows = [s.zeros((q, q))] + [wfsa.transition_matrix(x, env) for x in table]
 

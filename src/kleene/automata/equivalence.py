@@ -20,12 +20,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy
 
-from .errors import AlphabetError, DivergenceError, SemiringError
-from .labels import OneOf, Sym
-from .ops import merged_alphabet, remove_epsilon
-from .semiring import LOG, REAL
-from .weights import Env, Weight, is_symbolic
-from .wfsa import WFSA
+from kleene.automata.labels import OneOf, Sym
+from kleene.automata.ops import merged_alphabet, remove_epsilon
+from kleene.automata.weights import Env, Weight, is_symbolic
+from kleene.automata.wfsa import WFSA
+from kleene.errors import AlphabetError, DivergenceError, SemiringError
 
 
 @dataclass(frozen=True)
@@ -119,13 +118,13 @@ def _linear_form(wfsa: WFSA, symbols: list[Hashable], env: Env | None, side: str
     Raises:
         SemiringError: a semiring other than real or log.
     """
-    if wfsa.semiring not in (REAL, LOG):
+    if not wfsa.semiring.embeds_in_field:
         raise SemiringError(
-            f"equivalent: the {side} automaton is over the {wfsa.semiring.name} semiring; "
-            "only real and log (compared as real after exponentiating) are supported"
+            f"equivalent: the {side} automaton is over the {wfsa.semiring.name} semiring; only semirings that embed "
+            "into the real field (real, log: compared as real after exponentiating) are supported"
         )
     signed = _series(wfsa, symbols, env)
-    if wfsa.semiring is LOG:  # exponentiated log weights are already non-negative
+    if wfsa.semiring.field_image_nonnegative:  # e.g. exponentiated log weights: no cancellation
         return _LinearForm(signed, signed, log_domain=True)
     try:
         magnitude = _series(_absolute(wfsa), symbols, env)
@@ -141,7 +140,7 @@ def _series(wfsa: WFSA, symbols: list[Hashable], env: Env | None) -> _Series:
     plain = remove_epsilon(wfsa, env=env) if wfsa.has_epsilons else wfsa
 
     def real(values: np.ndarray) -> np.ndarray:
-        return np.exp(values) if wfsa.semiring is LOG else np.asarray(values, dtype=float)
+        return np.asarray(wfsa.semiring.to_field(np.asarray(values, dtype=float)), dtype=float)
 
     n = plain.num_states
     matrices = {

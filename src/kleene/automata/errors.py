@@ -1,34 +1,21 @@
-"""The kleene exception hierarchy: every error names what is wrong and where."""
+"""The automata package's exceptions: they live in :mod:`kleene.errors`, re-exported here for convenience."""
 
-from __future__ import annotations
+from kleene.errors import (
+    AlphabetError,
+    DivergenceError,
+    FormatError,
+    KleeneError,
+    SemiringError,
+    UnknownStateError,
+    WeightError,
+)
 
-
-class KleeneError(Exception):
-    """Base class of every error kleene raises on purpose."""
-
-
-class UnknownStateError(KleeneError, KeyError):
-    """A state name or index that the automaton does not have."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
-
-
-class AlphabetError(KleeneError, ValueError):
-    """A symbol outside the automaton's alphabet, or a label that needs one."""
-
-
-class WeightError(KleeneError, ValueError):
-    """A weight outside the semiring's domain (NaN, negative for max-times, ...)."""
-
-
-class DivergenceError(KleeneError, ArithmeticError):
-    """A Kleene star (epsilon closure, pathsum) whose series does not converge."""
-
-
-class FormatError(KleeneError, ValueError):
-    """Malformed AT&T text or JSON; the message names the line."""
-
-
-class SemiringError(KleeneError, ValueError):
-    """An unknown semiring name or an operation the semiring does not support."""
+__all__ = [
+    "AlphabetError",
+    "DivergenceError",
+    "FormatError",
+    "KleeneError",
+    "SemiringError",
+    "UnknownStateError",
+    "WeightError",
+]

@@ -19,10 +19,10 @@ from typing import Any
 
 import sympy
 
-from .labels import ANY, EPSILON
-from .semiring import Semiring
-from .weights import Env, weight_functions
-from .wfsa import WFSA
+from kleene.automata.labels import ANY, EPSILON
+from kleene.automata.semiring import Semiring
+from kleene.automata.weights import Env, weight_functions
+from kleene.automata.wfsa import WFSA
 
 #: A small alphabet for the examples (a sentence of four words).
 DEFAULT_ALPHABET: tuple[str, ...] = ("the", "movie", "was", "great")

@@ -39,11 +39,11 @@ import sympy
 from sympy.core.function import AppliedUndef
 from sympy.printing.str import StrPrinter
 
-from .errors import AlphabetError, FormatError, KleeneError, SemiringError, UnknownStateError, WeightError
-from .labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
-from .semiring import BOOLEAN, Semiring, get_semiring
-from .weights import ALPHA, Weight, is_symbolic, parse_weight
-from .wfsa import WFSA
+from kleene.automata.labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
+from kleene.automata.semiring import BOOLEAN, Semiring, get_semiring
+from kleene.automata.weights import ALPHA, Weight, is_symbolic, parse_weight
+from kleene.automata.wfsa import WFSA
+from kleene.errors import AlphabetError, FormatError, KleeneError, SemiringError, UnknownStateError, WeightError
 
 FORMAT = "kleene.wfsa"
 VERSION = 1
@@ -96,7 +96,7 @@ def _label_json(label: Label, where: str) -> dict[str, Any]:
 def _weight_json(weight: Weight, semiring: Semiring) -> Any:
     if is_symbolic(weight):
         return _ExactFloatPrinter().doprint(weight)
-    if semiring is BOOLEAN:
+    if isinstance(semiring.one, bool):  # truth values stay JSON booleans
         return bool(weight)
     number = float(weight)
     if math.isinf(number):

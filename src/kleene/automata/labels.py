@@ -12,7 +12,7 @@ from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
 
-from .errors import AlphabetError
+from kleene.errors import AlphabetError
 
 
 class Label(ABC):

@@ -13,10 +13,10 @@ from typing import Any
 
 import networkx as nx
 
-from .errors import AlphabetError, FormatError, UnknownStateError, WeightError
-from .labels import SymbolTable
-from .semiring import Semiring
-from .wfsa import WFSA
+from kleene.automata.labels import SymbolTable
+from kleene.automata.semiring import Semiring
+from kleene.automata.wfsa import WFSA
+from kleene.errors import AlphabetError, FormatError, UnknownStateError, WeightError
 
 
 def to_networkx(wfsa: WFSA) -> nx.MultiDiGraph:

@@ -21,12 +21,12 @@ from collections.abc import Collection, Hashable, Iterable, Iterator
 
 import numpy as np
 
-from .algorithms import closure_matrix
-from .errors import AlphabetError, SemiringError
-from .labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
-from .semiring import Semiring, sympy_constant
-from .weights import ALPHA, Env, Weight, is_symbolic
-from .wfsa import WFSA, Arc
+from kleene.automata.algorithms import closure_matrix
+from kleene.automata.labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
+from kleene.automata.semiring import Semiring, sympy_constant
+from kleene.automata.weights import ALPHA, Env, Weight, is_symbolic
+from kleene.automata.wfsa import WFSA, Arc
+from kleene.errors import AlphabetError, SemiringError
 
 # ----------------------------------------------------------------------------------------
 # Weights: constants through the semiring's operations, sympy through its symbolic ones

@@ -51,11 +51,11 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .errors import AlphabetError, DivergenceError, FormatError, WeightError
-from .labels import ANY, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
-from .semiring import Semiring, get_semiring
-from .weights import Weight, is_symbolic
-from .wfsa import WFSA
+from kleene.automata.labels import ANY, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
+from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import Weight, is_symbolic
+from kleene.automata.wfsa import WFSA
+from kleene.errors import AlphabetError, DivergenceError, FormatError, WeightError
 
 #: The characters with a meaning of their own (whitespace separates symbols too).
 SPECIAL = frozenset('()[]|*+?.<>{}"\\')
@@ -499,7 +499,7 @@ def compile_regex(
     Raises:
         DivergenceError: a starred operand whose empty-string weight has no star in the semiring.
     """
-    from .ops import trim
+    from kleene.automata.ops import trim
 
     s = get_semiring(semiring)
     builder = _Glushkov(s)
@@ -786,7 +786,7 @@ def _label_union(x: Label, y: Label, idempotent: bool) -> Label | None:
 
 def to_regex_tree(a: WFSA) -> Expr | None:
     """``a``'s series as an expression tree by state elimination (None: the empty language). See ``to_regex``."""
-    from .ops import remove_epsilon, trim
+    from kleene.automata.ops import remove_epsilon, trim
 
     for where, w in _weights(a):
         if is_symbolic(w):

@@ -33,9 +33,10 @@ from typing import Any, Callable
 import numpy as np
 import sympy
 
-from .errors import DivergenceError, SemiringError, WeightError
+from kleene.errors import DivergenceError, SemiringError, WeightError
 
 Array = Any  # numpy.ndarray | torch.Tensor | a Python scalar
+_LN2 = math.log(2.0)
 
 
 def _is_torch(x: object) -> bool:
@@ -79,10 +80,14 @@ def _logaddexp(a: Array, b: Array) -> Array:
     if _is_torch(a) or _is_torch(b):
         import torch
 
-        a_t = a if _is_torch(a) else torch.as_tensor(a, dtype=b.dtype)
-        b_t = b if _is_torch(b) else torch.as_tensor(b, dtype=a_t.dtype)
-        a_t, b_t = a_t.expand_as(a_t + b_t), b_t.expand_as(a_t + b_t)
-        return _logsumexp(torch.stack([a_t, b_t]), 0)
+        a_t = a if _is_torch(a) else torch.as_tensor(a, dtype=b.dtype, device=b.device)
+        b_t = b if _is_torch(b) else torch.as_tensor(b, dtype=a_t.dtype, device=a_t.device)
+        # max + log1p(exp(min - max)): elementwise, no stacking; where the max is infinite (both -inf: the zero)
+        # the result is the max itself, with zero gradient through the masked difference rather than NaN
+        high, low = torch.maximum(a_t, b_t), torch.minimum(a_t, b_t)
+        infinite = torch.isinf(high)
+        gap = torch.where(infinite, torch.zeros_like(high), low - high)
+        return torch.where(infinite, high.detach(), high + torch.log1p(torch.exp(gap)))
     return np.logaddexp(a, b)
 
 
@@ -127,6 +132,42 @@ def sympy_constant(value: Any) -> sympy.Expr:
     return sympy.sympify(value)
 
 
+# -- OpenFst weight conventions: maps between a file's numbers and a semiring's values ---------------------------------
+def _openfst_identity(x: Any) -> float:
+    return float(x)
+
+
+def _openfst_negate(x: Any) -> float:
+    return -float(x)
+
+
+def _openfst_probability(cost: float) -> float:
+    return math.exp(-cost)
+
+
+def _openfst_cost_of_probability(p: Any) -> float:
+    p = float(p)
+    if p < 0:
+        raise WeightError(f"{p!r} has no OpenFst weight -log(p): it is negative")
+    return math.inf if p == 0 else -math.log(p)
+
+
+def _openfst_support(cost: float) -> bool:
+    return cost != math.inf
+
+
+def _openfst_cost_of_support(value: Any) -> float:
+    return 0.0 if value else math.inf
+
+
+#: (decode a file number into a value, encode a value as a file number)
+OpenFstCodec = tuple[Callable[[float], Any], Callable[[Any], float]]
+_OPENFST_IDENTITY: OpenFstCodec = (_openfst_identity, _openfst_identity)
+_OPENFST_NEGATION: OpenFstCodec = (_openfst_negate, _openfst_negate)
+_OPENFST_PROBABILITY: OpenFstCodec = (_openfst_probability, _openfst_cost_of_probability)
+_OPENFST_SUPPORT: OpenFstCodec = (_openfst_support, _openfst_cost_of_support)
+
+
 class Semiring(ABC):
     """A commutative semiring ``<K, plus, times, zero, one>`` (see the module table).
 
@@ -139,9 +180,34 @@ class Semiring(ABC):
     aliases: tuple[str, ...] = ()
     zero: Any = 0.0
     one: Any = 1.0
+    #: ``a ⊕ a = a`` for every a.
     idempotent: bool = False
+    #: ``a ⊗ b = b ⊗ a`` (every shipped semiring is commutative; the algorithms assume it).
+    commutative: bool = True
+    #: ``"max"`` or ``"min"`` when ⊕ selects the larger/smaller of its terms under a total order (it has an argmax:
+    #: a best single path exists and ⊕'s derivative routes to it); ``""`` otherwise.
+    best: str = ""
+    #: The least k with ``a* = one ⊕ a ⊕ ... ⊕ a^k`` wherever the star converges (0 for the selecting semirings on
+    #: their convergent values, which is what makes Bellman-Ford-style relaxation terminate); None if there is none.
+    k_closed: int | None = None
+    #: Every element but zero has a ⊗-inverse (a semifield): weights can be divided (pushing, determinization).
+    invertible: bool = True
+    #: Only zero and one exist (boolean): weights carry no information, so drawings and listings omit them.
+    weightless: bool = False
+    #: The semiring is itself the real field (additive inverses exist): ranks and solves apply to its values directly.
+    is_field: bool = False
+    #: ``to_field`` maps the semiring homomorphically into the real field (+, ×): Tzeng equivalence, Hankel ranks
+    #: and the linear-algebra reduction work on that image.
+    embeds_in_field: bool = False
+    #: Every image under ``to_field`` is >= 0 (log: exp(x)), so no cancellation can occur in the field.
+    field_image_nonnegative: bool = False
     #: The semiring whose ``plus`` picks the best single path (Viterbi).
     viterbi_name: str = ""
+    #: OpenFst arc type -> the homomorphism between that arc type's weights and this semiring's values.
+    openfst_codecs: tuple[tuple[str, OpenFstCodec], ...] = ()
+    #: The arc type whose weights ARE this semiring's values up to OpenFst's sign convention (tropical for min-plus,
+    #: log for log); AT&T text without an arc type is read in it. None: files hold kleene's own numbers.
+    openfst_native: str | None = None
 
     # -- scalar and array operations ------------------------------------------------
     @abstractmethod
@@ -255,6 +321,60 @@ class Semiring(ABC):
         v = self.viterbi
         return bool(v.plus(a, b) == a and a != b)
 
+    # -- storage form ------------------------------------------------------------------
+    @property
+    def storage(self) -> Semiring:
+        """The semiring whose arithmetic runs on stored values (kernels, layers, extracted numbers).
+
+        Most semirings store their own elements; max-times stores logarithms and computes in max-plus, which keeps
+        long products of probabilities in range. ``to_storage``/``from_storage`` map between the two.
+        """
+        return self
+
+    def to_storage(self, x: Array) -> Array:
+        """An element (scalar, array or tensor) in the storage form (identity unless ``storage`` differs)."""
+        return x
+
+    def from_storage(self, x: Array) -> Array:
+        """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
+        return x
+
+    def to_field(self, x: Array) -> Array:
+        """The image of ``x`` in the real field (see ``embeds_in_field``).
+
+        Raises:
+            SemiringError: the semiring has no such embedding.
+        """
+        raise SemiringError(f"the {self.name} semiring does not embed into the real field")
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        """A random element in the semiring's usual range, finite and away from overflow (for numeric cross-checks
+        of symbolic identities); signed values lie in ±``scale``."""
+        return float(rng.uniform(-2.0, 1.0))
+
+    # -- OpenFst interchange ------------------------------------------------------------
+    @property
+    def openfst_arc_type(self) -> str | None:
+        """The OpenFst arc type that represents this semiring's values (None: no homomorphic image)."""
+        return self.openfst_codecs[0][0] if self.openfst_codecs else None
+
+    def openfst_codec(self, arc_type: str | None) -> OpenFstCodec:
+        """(decode, encode) between the numbers of an AT&T file of ``arc_type`` and this semiring's values;
+        ``arc_type=None``: the native convention (``openfst_native``), or kleene's own numbers.
+
+        Raises:
+            SemiringError: the arc type's weights do not map onto this semiring.
+        """
+        codecs = dict(self.openfst_codecs)
+        if arc_type is None:
+            return codecs[self.openfst_native] if self.openfst_native else _OPENFST_IDENTITY
+        if arc_type not in codecs:
+            fits = sorted(s.name for s in SEMIRINGS if arc_type in dict(s.openfst_codecs))
+            raise SemiringError(
+                f"OpenFst {arc_type} weights do not map onto the {self.name} semiring; they map onto {', '.join(fits)}"
+            )
+        return codecs[arc_type]
+
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -290,6 +410,15 @@ class RealSemiring(Semiring):
     aliases = ("probability", "plus-times", "sum-product")
     zero, one = 0.0, 1.0
     viterbi_name = "max-times"
+    is_field = True
+    embeds_in_field = True
+    openfst_codecs = (("log", _OPENFST_PROBABILITY),)
+
+    def to_field(self, x: Array) -> Array:
+        return x
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return float(rng.uniform(-scale, scale))
 
     def _check_number(self, number: float, where: str) -> None:
         if math.isinf(number):
@@ -335,6 +464,13 @@ class LogSemiring(Semiring):
     aliases = ("log-sum-exp",)
     zero, one = -math.inf, 0.0
     viterbi_name = "max-plus"
+    embeds_in_field = True
+    field_image_nonnegative = True
+    openfst_codecs = (("log", _OPENFST_NEGATION),)
+    openfst_native = "log"
+
+    def to_field(self, x: Array) -> Array:
+        return _apply(x, "exp")
 
     def plus(self, a: Array, b: Array) -> Array:
         return _scalar_result(_logaddexp(a, b), a, b)
@@ -354,7 +490,19 @@ class LogSemiring(Semiring):
         return a >= 0.0
 
     def _star_values(self, a: Array) -> Array:
-        return -_apply(-_apply(a, "exp"), "log1p")
+        # -log(1 - e^a) to a few ulps for every a < 0: log(-expm1(a)) near 0 (where 1 - e^a loses digits),
+        # log1p(-exp(a)) below -log 2 (where log(1 - tiny) would round to 0)
+        if _is_torch(a):
+            import torch
+
+            near = a > -_LN2
+            return -torch.where(near, torch.log(-torch.expm1(a)), torch.log1p(-torch.exp(a)))
+        if _is_scalar(a):
+            v = float(a)
+            return -(math.log(-math.expm1(v)) if v > -_LN2 else math.log1p(-math.exp(v)))
+        x = np.asarray(a, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -np.where(x > -_LN2, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         live = [t for t in terms if t != -sympy.oo]
@@ -377,6 +525,7 @@ class _MaxPlusLike(Semiring):
     """Shared plumbing of the tropical semirings ``<R, max|min, +>``."""
 
     idempotent = True
+    k_closed = 0
     _pick_numpy: Callable[..., Any] = staticmethod(np.maximum)
 
     def times(self, a: Array, b: Array) -> Array:
@@ -400,6 +549,8 @@ class MaxPlusSemiring(_MaxPlusLike):
     name = "max-plus"
     aliases = ("maxplus", "max-sum", "arctic")
     zero, one = -math.inf, 0.0
+    best = "max"
+    openfst_codecs = (("tropical", _OPENFST_NEGATION),)
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -431,6 +582,9 @@ class MinPlusSemiring(_MaxPlusLike):
     name = "min-plus"
     aliases = ("tropical", "minplus", "min-sum")
     zero, one = math.inf, 0.0
+    best = "min"
+    openfst_codecs = (("tropical", _OPENFST_IDENTITY),)
+    openfst_native = "tropical"
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -463,6 +617,28 @@ class MaxTimesSemiring(Semiring):
     aliases = ("max-product", "viterbi", "maxtimes")
     zero, one = 0.0, 1.0
     idempotent = True
+    best = "max"
+    k_closed = 0
+    openfst_codecs = (("tropical", _OPENFST_PROBABILITY),)
+
+    @property
+    def storage(self) -> Semiring:
+        """Max-times values are stored as their logarithms, where the semiring is max-plus."""
+        return MAX_PLUS
+
+    def to_storage(self, x: Array) -> Array:
+        if _is_torch(x):
+            import torch
+
+            return torch.log(x)
+        with np.errstate(divide="ignore"):
+            return _scalar_result(np.log(x), x)
+
+    def from_storage(self, x: Array) -> Array:
+        return _apply(x, "exp")
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return float(rng.uniform(0.0, 1.0))
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
@@ -511,6 +687,13 @@ class BooleanSemiring(Semiring):
     aliases = ("bool",)
     zero, one = False, True
     idempotent = True
+    best = "max"  # False < True
+    k_closed = 0
+    weightless = True
+    openfst_codecs = (("tropical", _OPENFST_SUPPORT), ("log", _OPENFST_SUPPORT))
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return bool(rng.integers(0, 2))
 
     @property
     def numpy_dtype(self) -> type:

@@ -22,8 +22,8 @@ import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
-from .errors import FormatError, WeightError
-from .semiring import Semiring
+from kleene.automata.semiring import Semiring
+from kleene.errors import FormatError, WeightError
 
 #: The consumed symbol inside symbolic weights.
 ALPHA = sympy.Symbol("alpha")

@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import AlphabetError, UnknownStateError, WeightError
-from .labels import Label, LabelLike, SymbolTable, as_label
-from .semiring import Semiring, get_semiring
-from .weights import Env, Weight, evaluate, is_symbolic, normalize_weight
+from kleene.automata.labels import Label, LabelLike, SymbolTable, as_label
+from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import Env, Weight, evaluate, is_symbolic, normalize_weight
+from kleene.errors import AlphabetError, UnknownStateError, WeightError
 
 if TYPE_CHECKING:  # pragma: no cover
     import graphviz
     import networkx
 
-    from .algorithms import ViterbiPath
-    from .equivalence import EquivalenceResult
+    from kleene.automata.algorithms import ViterbiPath
+    from kleene.automata.equivalence import EquivalenceResult
 
 StateRef = int | str
 
@@ -106,7 +106,7 @@ class WFSA:
         except UnknownStateError as exc:
             raise UnknownStateError(f"{where}: {exc}") from None
         if self.alphabet is not None and lab.consumes:
-            from .labels import Sym
+            from kleene.automata.labels import Sym
 
             if isinstance(lab, Sym) and lab.symbol not in self.alphabet:
                 raise AlphabetError(f"{where}: symbol {lab.symbol!r} is not in the alphabet")
@@ -180,7 +180,7 @@ class WFSA:
         the alphabet, and symbols that are not AT&T fields are shown quoted. A symbolic automaton is listed
         in the same layout with every weight as stored (semiring values and sympy expressions).
         """
-        from .att import write_att
+        from kleene.automata.att import write_att
 
         if not self.is_symbolic:
             return write_att(self._displayed())
@@ -188,7 +188,7 @@ class WFSA:
 
     def _displayed(self) -> WFSA:
         """A copy whose labels all have an AT&T text: predicates and awkward symbols become display symbols."""
-        from .labels import Epsilon, Sym
+        from kleene.automata.labels import Epsilon, Sym
 
         epsilon_names = {"0", "<eps>", "<epsilon>", self.alphabet.epsilon if self.alphabet is not None else ""}
 
@@ -236,7 +236,7 @@ class WFSA:
         """
         if not isinstance(other, WFSA):
             return NotImplemented
-        from .ops import union
+        from kleene.automata.ops import union
 
         return union(self, other)
 
@@ -249,7 +249,7 @@ class WFSA:
         """
         if not isinstance(other, WFSA):
             return NotImplemented
-        from .ops import concat
+        from kleene.automata.ops import concat
 
         return concat(self, other)
 
@@ -261,13 +261,13 @@ class WFSA:
         """
         if not isinstance(other, WFSA):
             return NotImplemented
-        from .ops import intersect
+        from kleene.automata.ops import intersect
 
         return intersect(self, other)
 
     def star(self) -> WFSA:
         """The Kleene closure ``ops.kleene_star(a)`` (pynini's ``closure(a)``); see its note on ε-accepting ``a``."""
-        from .ops import kleene_star
+        from kleene.automata.ops import kleene_star
 
         return kleene_star(self)
 
@@ -277,7 +277,7 @@ class WFSA:
         Note:
             A method, not an operator: ``a + b`` is concatenation, as in pynini.
         """
-        from .ops import kleene_plus
+        from kleene.automata.ops import kleene_plus
 
         return kleene_plus(self)
 
@@ -286,7 +286,7 @@ class WFSA:
 
         ``==`` stays identity: value equality is this method, which also names a distinguishing string.
         """
-        from .equivalence import equivalent
+        from kleene.automata.equivalence import equivalent
 
         return equivalent(self, other, env=env, tolerance=tolerance)
 
@@ -304,7 +304,9 @@ class WFSA:
     def check_symbol(self, symbol: Hashable, position: int | None = None) -> None:
         if self.alphabet is not None and symbol not in self.alphabet:
             at = f" at position {position}" if position is not None else ""
-            raise AlphabetError(f"symbol {symbol!r}{at} is not in the alphabet {self.alphabet._preview()}")
+            alike = [s for s in self.alphabet if str(s) == str(symbol)]
+            hint = f" (it has {alike[0]!r}, a {type(alike[0]).__name__})" if alike else ""
+            raise AlphabetError(f"symbol {symbol!r}{at} is not in the alphabet {self.alphabet._preview()}{hint}")
 
     def arc_weight(self, arc_index: int, symbol: Hashable | None, env: Env | None = None) -> Any:
         arc = self.arcs[arc_index]
@@ -334,51 +336,51 @@ class WFSA:
     # -- algorithms (free functions in kleene.automata.algorithms) ----------------------
     def score(self, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
         """The Forward score: the semiring sum over all paths deriving ``symbols``."""
-        from .algorithms import score
+        from kleene.automata.algorithms import score
 
         return score(self, symbols, env=env, epsilon_cap=epsilon_cap)
 
     def viterbi(self, symbols: Sequence[Hashable], env: Env | None = None) -> ViterbiPath:
         """The best single path deriving ``symbols``, with its weight and arcs."""
-        from .algorithms import viterbi
+        from kleene.automata.algorithms import viterbi
 
         return viterbi(self, symbols, env=env)
 
     def pathsum(self, env: Env | None = None, epsilon_cap: int | None = None) -> Any:
         """The semiring sum of the scores of all strings (shortest distance)."""
-        from .algorithms import pathsum
+        from kleene.automata.algorithms import pathsum
 
-        return pathsum(self, env=env)
+        return pathsum(self, env=env, epsilon_cap=epsilon_cap)
 
     def score_symbolic(self, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
         """The score of ``symbols`` as a sympy expression in the weight functions."""
-        from .algorithms import score_symbolic
+        from kleene.automata.algorithms import score_symbolic
 
         return score_symbolic(self, symbols, epsilon_cap=epsilon_cap)
 
     def all_spans(self, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
         """SoPa's search score over all non-empty substrings, and the per-position end scores."""
-        from .algorithms import all_spans
+        from kleene.automata.algorithms import all_spans
 
         return all_spans(self, symbols, env=env, epsilon_cap=epsilon_cap)
 
     def to_att(self, *args: Any, **kwargs: Any) -> str:
-        from .att import write_att
+        from kleene.automata.att import write_att
 
         return write_att(self, *args, **kwargs)
 
     def to_json(self) -> str:
-        from .jsonio import to_json
+        from kleene.automata.jsonio import to_json
 
         return to_json(self)
 
     def to_networkx(self) -> networkx.MultiDiGraph:
-        from .nxio import to_networkx
+        from kleene.automata.nxio import to_networkx
 
         return to_networkx(self)
 
     def to_dot(self, **kwargs: Any) -> graphviz.Digraph:
-        from .draw import to_dot
+        from kleene.automata.draw import to_dot
 
         return to_dot(self, **kwargs)
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from kleene import __version__
-from kleene.automata.errors import KleeneError
+from kleene.errors import KleeneError
 
 #: Modules of ``kleene.cli``, one per subcommand, in the order ``kleene --help`` lists them.
 SUBCOMMANDS: list[str] = [
@@ -24,6 +24,7 @@ SUBCOMMANDS: list[str] = [
     "evaluate",
     "extract",
     "report",
+    "generate",
 ]
 
 

@@ -1,4 +1,4 @@
-"""``kleene bench [--quick] [--json PATH]``: generated kernels against plain PyTorch (``kleene.compile.bench``)."""
+"""``kleene bench [--quick] [--json PATH]``: generated kernels against plain PyTorch (``kleene.bench``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from kleene.compile.bench import run as run_bench
+    from kleene.bench import run as run_bench
 
     run_bench(quick=args.quick, json_path=args.json, backend=args.backend, threads=args.threads)
     return 0

@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if checkpoint.vocab is None:
         raise CheckpointError(f"{args.checkpoint}: the checkpoint holds no vocabulary")
     window = int(metadata.get("training", {}).get("window", 64))
-    config = TrainConfig(batch_size=args.batch_size, window=window, progress=False)
+    carry_state = bool(metadata.get("training", {}).get("carry_state", False))
+    config = TrainConfig(batch_size=args.batch_size, window=window, carry_state=carry_state, progress=False)
     trainer = Trainer(
         checkpoint.model,
         load(data_name, fold),

@@ -35,7 +35,7 @@ _FLAG_PARAMETERS = {
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from kleene.compile.zoo import ZOO
+    from kleene.rational.zoo import ZOO
 
     parser = subparsers.add_parser(
         "prove",
@@ -91,8 +91,8 @@ def _zoo_kwargs(builder: Any, args: argparse.Namespace, name: str) -> dict[str, 
 
 def load_recurrence(target: str, args: argparse.Namespace) -> Any:
     """A zoo entry by name, or the ``recurrence`` / ``build()`` of a Python file."""
-    from kleene.compile.recurrence import Recurrence
-    from kleene.compile.zoo import ZOO
+    from kleene.rational.recurrence import Recurrence
+    from kleene.rational.zoo import ZOO
 
     if target in ZOO:
         return ZOO[target](**_zoo_kwargs(ZOO[target], args, target))
@@ -111,21 +111,21 @@ def load_recurrence(target: str, args: argparse.Namespace) -> Any:
 
 
 def _prove(rec: Any, args: argparse.Namespace) -> Any:
-    from kleene.compile.certificate import Certificate
-    from kleene.compile.prover import prove
+    from kleene.rational.certificate import Certificate
+    from kleene.rational.prover import prove
 
     result = prove(rec, hankel=False)
     if isinstance(result, Certificate) and not args.no_cross_check:
         result.cross_check()
-    if args.hankel and rec.ring.name == "real":
-        from kleene.compile.hankel import hankel_evidence
+    if args.hankel and rec.ring.is_field:
+        from kleene.rational.hankel import hankel_evidence
 
         result.hankel = hankel_evidence(rec, rec.alphabet)
     return result
 
 
 def run(args: argparse.Namespace) -> int:
-    from kleene.automata.errors import KleeneError
+    from kleene.errors import KleeneError
 
     try:
         if args.all:
@@ -158,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _flatten(stacked: Any, args: argparse.Namespace) -> int:
     """Prove the delayed flattening of a proved ``stacked-linear`` and check the delay identity."""
-    from kleene.compile.flatten import check_delay
-    from kleene.compile.zoo import delayed_linear
+    from kleene.rational.flatten import check_delay
+    from kleene.rational.zoo import delayed_linear
 
     if args.target != "stacked-linear":
         print("kleene prove: error: --flatten applies to stacked-linear only", file=sys.stderr)
@@ -175,7 +175,7 @@ def _flatten(stacked: Any, args: argparse.Namespace) -> int:
 
 
 def _run_all(args: argparse.Namespace) -> int:
-    from kleene.compile.zoo import ZOO
+    from kleene.rational.zoo import ZOO
 
     results = [_prove(ZOO[name](), args) for name in ZOO]
     if args.json:
@@ -197,7 +197,7 @@ def _inline_latex(rec: Any) -> str:
 
 def markdown_table(results: list[Any], names: list[str]) -> str:
     """Table 1 of the paper, regenerated from proofs, extended with every zoo entry."""
-    from kleene.compile.zoo import PAPER_AUTOMATON
+    from kleene.rational.zoo import PAPER_AUTOMATON
 
     rows = [
         "| Model | Recurrence (one hidden unit) | WFSA (paper) | Semiring | States | Result | Reason / evidence |",

@@ -38,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--halve-after", type=int, default=10, help="evaluations without improvement before lr /= 2")
     parser.add_argument("--eval-every", type=int, help="evaluate every N steps (default: every epoch)")
     parser.add_argument("--window", type=int, default=64, help="language models: tokens per training window")
+    parser.add_argument(
+        "--carry-state",
+        action="store_true",
+        help="language models: read the stream in order, each window continuing from the last one's state (TBPTT)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fold", type=int, default=0, help="cross-validation fold for subj, cr, mr (0-9)")
     parser.add_argument("--train-size", type=int, help="train on a seeded random subset of this many examples")
@@ -57,7 +62,7 @@ def parse_settings(settings: list[str]) -> dict[str, Any]:
     Raises:
         KleeneError: a setting without ``=``.
     """
-    from kleene.automata.errors import KleeneError
+    from kleene.errors import KleeneError
 
     kwargs: dict[str, Any] = {}
     for setting in settings:
@@ -90,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         eval_every=args.eval_every,
         seed=args.seed,
         window=args.window,
+        carry_state=args.carry_state,
         progress=not args.no_progress,
     )
     out = args.out or Path("runs") / f"{args.model}-{args.data}"

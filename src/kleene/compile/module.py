@@ -15,9 +15,10 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from ..automata.semiring import Semiring
-from .reference import check_inputs, run_reference, static_params
-from .template import CompileError, Options, OutputMode, Plan, Template, lower
+from kleene.automata.semiring import Semiring
+from kleene.compile.reference import check_inputs, run_reference, static_params
+from kleene.compile.template import Options, OutputMode, Plan, Template, lower
+from kleene.errors import CompileError
 
 Tensor = torch.Tensor
 
@@ -33,7 +34,7 @@ def _torch_backend(plan: Plan) -> Runner:
 
 
 def _cpp_backend(plan: Plan) -> Runner:
-    from .runtime import cpp_runner
+    from kleene.compile.runtime.cpu import cpp_runner
 
     return cpp_runner(plan)
 

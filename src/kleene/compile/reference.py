@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from ..automata.algorithms import closure_matrix
-from ..automata.semiring import Semiring
-from .template import CompileError, Factor, Plan
+from kleene.automata.algorithms import closure_matrix
+from kleene.automata.semiring import Semiring
+from kleene.compile.template import Factor, Plan
+from kleene.errors import CompileError
 
 Tensor = torch.Tensor
 

@@ -49,17 +49,13 @@ from typing import Literal
 import sympy
 from sympy.core.function import AppliedUndef
 
-from ..automata.errors import KleeneError, WeightError
-from ..automata.labels import ANY, EPSILON, AnySymbol
-from ..automata.semiring import LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, Semiring, get_semiring
-from ..automata.weights import ALPHA
-from ..automata.wfsa import WFSA
+from kleene.automata.labels import ANY, EPSILON, AnySymbol
+from kleene.automata.semiring import LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, Semiring, get_semiring
+from kleene.automata.weights import ALPHA
+from kleene.automata.wfsa import WFSA
+from kleene.errors import WeightError
 
 OutputMode = Literal["steps", "sum", "last"]
-
-
-class CompileError(KleeneError):
-    """A template, its inputs or a kernel build is unusable (the message says which and why)."""
 
 
 # --------------------------------------------------------------------------------------------

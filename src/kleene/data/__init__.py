@@ -1,8 +1,8 @@
 """kleene.data: dataset loaders (vendored SST-2, tiny-shakespeare, GloVe; subj, CR, MR, PTB from a data root),
 vocabularies, batching and cross-validation folds."""
 
-from .batching import Batch, classification_batches, language_model_batches, pad_sequences
-from .datasets import (
+from kleene.data.batching import Batch, classification_batches, language_model_batches, pad_sequences
+from kleene.data.datasets import (
     CLASSIFICATION,
     LANGUAGE_MODELLING,
     ClassificationData,
@@ -15,9 +15,9 @@ from .datasets import (
     load_language_model,
     read_classification_file,
 )
-from .embeddings import GLOVE_DIM, glove_matrix, load_glove
-from .sources import VENDOR_DIR, DatasetNotFoundError, data_roots, find_file, read_lines, read_text
-from .vocab import PAD, UNK, Vocabulary
+from kleene.data.embeddings import GLOVE_DIM, glove_matrix, load_glove
+from kleene.data.sources import VENDOR_DIR, DatasetNotFoundError, data_roots, find_file, read_lines, read_text
+from kleene.data.vocab import PAD, UNK, Vocabulary
 
 __all__ = [
     "CLASSIFICATION",

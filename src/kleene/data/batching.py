@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .datasets import Example
-from .vocab import Vocabulary
+from kleene.data.datasets import Example
+from kleene.data.vocab import Vocabulary
 
 __all__ = ["Batch", "classification_batches", "language_model_batches", "pad_sequences"]
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..automata.errors import FormatError, KleeneError
-from .sources import find_file, read_lines, read_text
+from kleene.data.sources import find_file, read_lines, read_text
+from kleene.errors import FormatError, UnknownDatasetError
 
 __all__ = [
     "CLASSIFICATION",
@@ -32,13 +32,6 @@ __all__ = [
 
 #: Seed of the shuffle before the cross-validation folds are cut.
 FOLD_SEED = 1234
-
-
-class UnknownDatasetError(KleeneError, KeyError):
-    """A dataset name kleene does not know."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True)

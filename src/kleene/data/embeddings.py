@@ -6,9 +6,9 @@ import gzip
 
 import torch
 
-from ..automata.errors import FormatError
-from .sources import find_file
-from .vocab import Vocabulary
+from kleene.data.sources import find_file
+from kleene.data.vocab import Vocabulary
+from kleene.errors import FormatError
 
 __all__ = ["GLOVE_DIM", "glove_matrix", "load_glove"]
 

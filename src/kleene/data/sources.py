@@ -11,17 +11,13 @@ import gzip
 import os
 from pathlib import Path
 
-from ..automata.errors import KleeneError
+from kleene.errors import DatasetNotFoundError
 
 __all__ = ["VENDOR_DIR", "DatasetNotFoundError", "data_roots", "find_file", "read_lines", "read_text"]
 
 #: The vendored files shipped with the package.
 VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
 _REPOSITORY = Path(__file__).resolve().parents[3]
-
-
-class DatasetNotFoundError(KleeneError, FileNotFoundError):
-    """A dataset file that is neither vendored nor under any data root; the message lists the paths tried."""
 
 
 def data_roots() -> list[Path]:

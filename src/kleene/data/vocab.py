@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from ..automata.errors import FormatError
+from kleene.errors import FormatError
 
 __all__ = ["PAD", "UNK", "Vocabulary"]
 

@@ -1,15 +1,16 @@
 """kleene.nn: trainable layers built from automata, delayed RNNs, and the training utilities."""
 
-from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from .delayed import ConversionError, Delayed, DelayedStack, delayed_from_stacked, delayed_loss_mask
-from .isan import ISANClassifier, ISANLanguageModel, ISANLayer
-from .qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel, QRNNLayer
-from .rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
-from .registry import UnknownModelError, build_model, register_model, registered_models
-from .rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
-from .sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
-from .sru import SRUClassifier, SRULanguageModel, SRULayer
-from .training import TrainConfig, Trainer, TrainingError, TrainResult, prepare, seed_everything, train
+from kleene.nn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from kleene.nn.delayed import ConversionError, Delayed, DelayedStack, delayed_from_stacked, delayed_loss_mask
+from kleene.nn.generate import Generation, generate
+from kleene.nn.isan import ISANClassifier, ISANLanguageModel, ISANLayer
+from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel, QRNNLayer
+from kleene.nn.rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
+from kleene.nn.registry import UnknownModelError, build_model, register_model, registered_models
+from kleene.nn.rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
+from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
+from kleene.nn.sru import SRUClassifier, SRULanguageModel, SRULayer
+from kleene.nn.training import TrainConfig, Trainer, TrainingError, TrainResult, prepare, seed_everything, train
 
 __all__ = [
     "Checkpoint",
@@ -17,6 +18,7 @@ __all__ = [
     "ConversionError",
     "Delayed",
     "DelayedStack",
+    "Generation",
     "TrainConfig",
     "TrainResult",
     "Trainer",
@@ -25,6 +27,7 @@ __all__ = [
     "build_model",
     "delayed_from_stacked",
     "delayed_loss_mask",
+    "generate",
     "load_checkpoint",
     "prepare",
     "register_model",

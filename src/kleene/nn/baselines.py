@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .embedding import word_embedding
-from .registry import register_model
-from .rrnn import RationalClassifier, RationalLayer, last_states
+from kleene.nn.embedding import word_embedding
+from kleene.nn.registry import register_model
+from kleene.nn.rrnn import RationalClassifier, RationalLayer, last_states
 
 __all__ = ["BiLSTMClassifier", "CNNClassifier", "LSTMClassifier", "LSTMLanguageModel", "LSTMLayer", "length_mask"]
 

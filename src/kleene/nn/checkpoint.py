@@ -18,9 +18,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from ..automata.errors import KleeneError
-from ..data.vocab import Vocabulary
-from .registry import build_model
+from kleene.data.vocab import Vocabulary
+from kleene.errors import CheckpointError
+from kleene.nn.registry import build_model
 
 __all__ = [
     "CONFIG_NAME",
@@ -35,10 +35,6 @@ __all__ = [
 FORMAT = "kleene-checkpoint/1"
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-
-
-class CheckpointError(KleeneError, ValueError):
-    """A path that is not a kleene checkpoint, or one whose config or weights are malformed."""
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ..automata.errors import KleeneError
+from kleene.errors import ConversionError
 
 Tensor = torch.Tensor
 Warmup = Literal["auto", "lemma1", "clamp"]
@@ -41,10 +41,6 @@ __all__ = [
     "delayed_from_stacked",
     "delayed_loss_mask",
 ]
-
-
-class ConversionError(KleeneError, ValueError):
-    """A stacked network that cannot be converted, or an initial state that Lemma 1 cannot reach."""
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..compile import Template
-from .registry import register_model
-from .rrnn import (
+from kleene.compile import Template
+from kleene.nn.registry import register_model
+from kleene.nn.rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,

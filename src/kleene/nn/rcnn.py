@@ -17,13 +17,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..compile import Template
-from .registry import register_model
-from .rrnn import (
+from kleene.compile import Template
+from kleene.nn.registry import register_model
+from kleene.nn.rrnn import (
+    LayerError,
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
-    RecurrenceError,
     chain_template,
     compile_layer,
     task_builder,
@@ -38,10 +38,10 @@ def rcnn_template(order: int, adaptive_decay: bool) -> Template:
     """The chain WFSA of an ``order``-gram RCNN (slot or constant ``lam`` on the self-loops).
 
     Raises:
-        RecurrenceError: order < 1.
+        LayerError: order < 1.
     """
     if order < 1:
-        raise RecurrenceError(f"RCNN order (n-gram size) must be >= 1, got {order}")
+        raise LayerError(f"RCNN order (n-gram size) must be >= 1, got {order}")
     states = [f"q{j}" for j in range(order + 1)]
     moves: list[tuple[str, str, list[str]]] = [("q0", "q0", [])]
     for j in range(1, order + 1):

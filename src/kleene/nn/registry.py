@@ -19,19 +19,12 @@ from typing import Any
 
 from torch import nn
 
-from ..automata.errors import KleeneError
+from kleene.errors import UnknownModelError
 
 __all__ = ["ModelBuilder", "UnknownModelError", "build_model", "model_builder", "register_model", "registered_models"]
 
 ModelBuilder = Callable[..., nn.Module]
 _REGISTRY: dict[str, ModelBuilder] = {}
-
-
-class UnknownModelError(KleeneError, KeyError):
-    """A model name nobody registered."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def register_model(name: str, builder: ModelBuilder, *, replace: bool = False) -> None:

@@ -26,26 +26,27 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from ..automata.errors import KleeneError
-from ..compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
-from .embedding import word_embedding
-from .registry import register_model
+from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from kleene.errors import LayerError
+from kleene.nn.embedding import word_embedding
+from kleene.nn.registry import register_model
 
 __all__ = [
     "RRNN_KINDS",
+    "LayerError",
     "RRNNClassifier",
     "RRNNLanguageModel",
     "RationalClassifier",
     "RationalLanguageModel",
     "RationalLayer",
     "RationalStack",
-    "RecurrenceError",
+    "StreamState",
     "chain_template",
     "rrnn_template",
 ]
@@ -58,10 +59,6 @@ RRNN_KINDS = ("B", "B-maxplus", "C", "F")
 MAX_PLUS_FORGET_BIAS = 3.0
 #: ``layer(input_size, hidden_size, **options)`` builds one layer of a stack (a layer class or a partial of one).
 LayerFactory = Callable[..., "RationalLayer"]
-
-
-class RecurrenceError(KleeneError, ValueError):
-    """A rational layer configured in a way it cannot run (the message says which setting)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,7 +109,7 @@ def rrnn_template(kind: str) -> Template:
     """The WFSA of RRNN(``kind``) (B, B-maxplus, C or F) as a compiler template.
 
     Raises:
-        RecurrenceError: an unknown kind.
+        LayerError: an unknown kind.
     """
     if kind in ("B", "B-maxplus"):
         return chain_template(
@@ -144,7 +141,7 @@ def rrnn_template(kind: str) -> Template:
             final=[("q1", "rho1"), ("q2", "rho2")],
             constants=["gamma", "rho1", "rho2"],
         )
-    raise RecurrenceError(f"unknown RRNN kind {kind!r}; use one of {RRNN_KINDS}")
+    raise LayerError(f"unknown RRNN kind {kind!r}; use one of {RRNN_KINDS}")
 
 
 class SigmoidConstants(nn.Module):
@@ -169,6 +166,23 @@ def compile_layer(
 # --------------------------------------------------------------------------------------------
 # Layers
 # --------------------------------------------------------------------------------------------
+def full_lengths(x: Tensor) -> Tensor:
+    """Every sequence of ``x`` (B, T, ...) at its full length T."""
+    return torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device)
+
+
+class StreamState(NamedTuple):
+    """What a layer carries from one chunk of a sequence to the next: its WFSA state (B, Q, D) and, for layers
+    with a convolution window K > 1, the last K-1 inputs (B, K-1, input) (None for the others)."""
+
+    recurrence: Tensor
+    inputs: Tensor | None = None
+
+    def detach(self) -> StreamState:
+        """The same state cut from the graph (truncated backpropagation through time)."""
+        return StreamState(self.recurrence.detach(), None if self.inputs is None else self.inputs.detach())
+
+
 class RationalLayer(nn.Module):
     """One rational recurrent layer: ``forward(x (B, T, in), lengths) -> (h (B, T, out), final state)``.
 
@@ -191,6 +205,23 @@ class RationalLayer(nn.Module):
         h = self.output(c, x, extra)
         valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
         return torch.where(valid, h, torch.zeros_like(h)), final
+
+    def stream(self, x: Tensor, state: Any = None, lengths: Tensor | None = None) -> tuple[Tensor, StreamState]:
+        """``x`` as the continuation of a sequence whose previous chunk left ``state`` (None: a new sequence):
+        consecutive chunks give the outputs of the whole sequence. ``lengths`` as in ``forward`` (default: T);
+        a sequence shorter than T ends inside this chunk and its state is the one at its length.
+
+        Raises:
+            LayerError: a state that is not a ``StreamState``, or a bidirectional layer (its backward direction
+                reads each chunk's end first).
+        """
+        if state is not None and not isinstance(state, StreamState):
+            raise LayerError(f"a stream state is a StreamState, got {type(state).__name__}")
+        if self.recurrence.plan.options.bidirectional:
+            raise LayerError("a bidirectional layer cannot stream: its backward direction reads each chunk's end first")
+        lengths = full_lengths(x) if lengths is None else lengths
+        h, final = self(x, lengths, None if state is None else state.recurrence)
+        return h, StreamState(final)
 
 
 class RRNNLayer(RationalLayer):
@@ -273,7 +304,7 @@ class RationalStack(nn.Module):
     ):
         super().__init__()
         if num_layers < 1:
-            raise RecurrenceError(f"num_layers must be >= 1, got {num_layers}")
+            raise LayerError(f"num_layers must be >= 1, got {num_layers}")
         layers: list[RationalLayer] = []
         size = input_size
         for index in range(num_layers):
@@ -305,7 +336,7 @@ class RationalStack(nn.Module):
         ``backend`` and ``bidirectional`` are passed when the layer takes them (an LSTM layer has no backend).
 
         Raises:
-            RecurrenceError: a non-default ``backend``/``bidirectional`` for a layer without that option.
+            LayerError: a non-default ``backend``/``bidirectional`` for a layer without that option.
         """
         accepted = inspect.signature(layer).parameters
         options: dict[str, Any] = {}
@@ -313,7 +344,7 @@ class RationalStack(nn.Module):
             if name in accepted:
                 options[name] = value
             elif value != default:
-                raise RecurrenceError(f"{_layer_name(layer)} layers have no option {name} (asked for {value!r})")
+                raise LayerError(f"{_layer_name(layer)} layers have no option {name} (asked for {value!r})")
         return cls(
             input_size,
             num_layers,
@@ -330,6 +361,28 @@ class RationalStack(nn.Module):
         keep = 1 - self.recurrent_dropout
         mask = torch.bernoulli(x.new_full((x.shape[0], 1, x.shape[2]), keep)) / keep
         return x * mask
+
+    def stream(
+        self, x: Tensor, states: Sequence[StreamState] | None = None, lengths: Tensor | None = None
+    ) -> tuple[Tensor, list[StreamState]]:
+        """Each layer's ``stream``: ``x`` continues the sequence whose previous chunk left ``states`` (one per layer;
+        None: a new sequence). Returns the last layer's outputs and the states for the next chunk. In training,
+        variational dropout draws its mask per chunk.
+
+        Raises:
+            LayerError: ``states`` of the wrong length.
+        """
+        if states is not None and len(states) != len(self.layers):
+            raise LayerError(f"states must hold one state per layer ({len(self.layers)}); got {len(states)}")
+        new_states = []
+        for index, layer in enumerate(self.layers):
+            if index:
+                x = self.vertical(x)
+            assert isinstance(layer, RationalLayer)
+            h, state = layer.stream(self.variational(x), None if states is None else states[index], lengths)
+            x = torch.cat([x, h], -1) if self.dense else h
+            new_states.append(state)
+        return x, new_states
 
     def forward(
         self, x: Tensor, lengths: Tensor, states: Sequence[Tensor | None] | None = None
@@ -456,6 +509,12 @@ class RationalLanguageModel(nn.Module):
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
         return self.decoder(self.dropout(h))
+
+    def stream(self, tokens: Tensor, states: Sequence[StreamState] | None = None) -> tuple[Tensor, list[StreamState]]:
+        """Logits of ``tokens`` (B, T) continuing the streams whose previous chunk left ``states`` (None: new
+        streams), and the states for the next chunk (``RationalStack.stream``)."""
+        h, new_states = self.stack.stream(self.embedding_dropout(self.embedding(tokens)), states)
+        return self.decoder(self.dropout(h)), new_states
 
 
 class RRNNClassifier(RationalClassifier):

@@ -36,10 +36,10 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from ..automata.errors import KleeneError
-from ..compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
-from .embedding import word_embedding
-from .registry import register_model
+from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
+from kleene.errors import SoPaError
+from kleene.nn.embedding import word_embedding
+from kleene.nn.registry import register_model
 
 __all__ = [
     "MLP",
@@ -61,10 +61,6 @@ REFERENCE_ZERO = -100.0
 DEFAULT_PATTERNS = "3-50_4-50_5-50_6-50"
 #: What the authors' ``from_float`` is in each semiring (reference mode fixes the encoder this way).
 REFERENCE_ENCODER: dict[str, Encoder] = {"max-times": "sigmoid", "max-plus": "identity", "real": "sigmoid"}
-
-
-class SoPaError(KleeneError, ValueError):
-    """A SoPa configuration or a state dict that cannot be used (the message says which)."""
 
 
 def parse_pattern_spec(spec: str | Mapping[int, int] | Sequence[tuple[int, int]]) -> dict[int, int]:

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .registry import register_model
-from .rrnn import (
+from kleene.nn.registry import register_model
+from kleene.nn.rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,

@@ -6,6 +6,11 @@ models) is measured after every epoch (or every ``eval_every`` steps); the learn
 ``halve_after`` evaluations without improvement and training stops after ``patience`` evaluations without
 improvement. The best model on the development set is the one kept, evaluated on the test set and saved.
 
+Language models: by default the stream is cut into independent windows of ``window`` tokens (shuffled, each from
+the initial state). With ``carry_state`` the stream is cut into ``batch_size`` contiguous rows read ``window`` tokens
+at a time in order, and each window continues from the (detached) ``StreamState`` of the one before: truncated
+backpropagation through time over the whole stream, for models with ``stream(tokens, states)`` (the rational LMs).
+
 Distributed: under ``torchrun`` (``WORLD_SIZE`` > 1) ``init_distributed()`` joins a gloo process group; every rank
 trains on its own shard of each epoch's batches, DDP averages the gradients, all ranks evaluate the whole development
 set (so that they take the same schedule decisions), and rank 0 alone writes the checkpoint and shows progress.
@@ -28,8 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..automata.errors import KleeneError
-from ..data import (
+from kleene.data import (
     Batch,
     ClassificationData,
     LanguageModelData,
@@ -40,8 +44,9 @@ from ..data import (
     load,
     load_glove,
 )
-from .checkpoint import save_checkpoint
-from .registry import build_model, model_builder
+from kleene.errors import TrainingError
+from kleene.nn.checkpoint import save_checkpoint
+from kleene.nn.registry import build_model, model_builder
 
 __all__ = [
     "TrainConfig",
@@ -51,12 +56,9 @@ __all__ = [
     "init_distributed",
     "prepare",
     "seed_everything",
+    "stream_batches",
     "train",
 ]
-
-
-class TrainingError(KleeneError, ValueError):
-    """A model and data set that do not fit together, or settings that cannot work."""
 
 
 def seed_everything(seed: int) -> None:
@@ -77,6 +79,27 @@ def init_distributed() -> tuple[int, int]:
     return 0, 1
 
 
+def stream_batches(ids: list[int], batch_size: int, window: int) -> list[Batch]:
+    """The stream cut into ``batch_size`` contiguous rows, read ``window`` inputs at a time: batch k's row i continues
+    batch k-1's row i (the last batch may be narrower). Targets are the next tokens.
+
+    Raises:
+        TrainingError: a stream too short for one token per row, or a batch size or window below 1.
+    """
+    if batch_size < 1 or window < 1:
+        raise TrainingError(f"batch_size and window must be >= 1; got {batch_size} and {window}")
+    stream = torch.as_tensor(ids, dtype=torch.long)
+    row = (len(stream) - 1) // batch_size
+    if row == 0:
+        raise TrainingError(f"a stream of {len(stream)} tokens is too short for {batch_size} rows of one token + 1")
+    inputs = stream[: batch_size * row].view(batch_size, row)
+    targets = stream[1 : batch_size * row + 1].view(batch_size, row)
+    return [
+        Batch(inputs[:, s : s + window], torch.full((batch_size,), min(window, row - s)), targets[:, s : s + window])
+        for s in range(0, row, window)
+    ]
+
+
 @dataclass
 class TrainConfig:
     """Training settings (stored in the checkpoint)."""
@@ -92,6 +115,7 @@ class TrainConfig:
     eval_every: int | None = None
     seed: int = 0
     window: int = 64
+    carry_state: bool = False
     progress: bool = True
 
 
@@ -155,6 +179,13 @@ class Trainer:
         self.metadata = metadata or {}
         self.rank, self.world_size = init_distributed()
         self.is_classifier = expected == "classification"
+        if config.carry_state:
+            if self.is_classifier:
+                raise TrainingError("carry_state is for language models; the data set is a classification one")
+            if not callable(getattr(model, "stream", None)):
+                raise TrainingError(f"carry_state needs a model with stream(tokens, states); {model_name!r} has none")
+            if self.world_size > 1:
+                raise TrainingError(f"carry_state runs on one process (WORLD_SIZE is {self.world_size})")
         self._ids: dict[str, list[int]] = {}
         trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
         self.optimizer = torch.optim.Adam(trainable, lr=config.lr, weight_decay=config.weight_decay)
@@ -181,6 +212,8 @@ class Trainer:
             )
         if split not in self._ids:
             self._ids[split] = self.vocab.encode(self.data.split(split))
+        if self.config.carry_state:
+            return stream_batches(self._ids[split], self.config.batch_size, self.config.window)
         return language_model_batches(
             self._ids[split],
             self.config.batch_size,
@@ -210,8 +243,10 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         meter = _Meter()
+        states = None
         for batch in self.batches(split):
-            loss, correct, count = self._loss(self.model(batch.tokens, batch.lengths), batch)
+            logits, states = self._forward(self.model, batch, states)
+            loss, correct, count = self._loss(logits, batch)
             meter.add(float(loss), count, correct, batch.num_tokens)
         self.model.train(was_training)
         summary = meter.summary()
@@ -225,6 +260,14 @@ class Trainer:
         if best is None:
             return True
         return new["accuracy"] > best["accuracy"] if self.is_classifier else new["loss"] < best["loss"]
+
+    def _forward(self, network: nn.Module, batch: Batch, states: Any) -> tuple[torch.Tensor, Any]:
+        """The logits of ``batch``; with ``carry_state`` it continues from ``states`` (None at an epoch's start) and
+        returns the detached states for the next batch."""
+        if not self.config.carry_state:
+            return network(batch.tokens, batch.lengths), None
+        logits, new_states = self.model.stream(batch.tokens, states)  # type: ignore[operator]
+        return logits, [state.detach() for state in new_states]
 
     # -- training ------------------------------------------------------------------------------------------------------
     def _steps(self) -> Iterator[tuple[int, Batch]]:
@@ -254,8 +297,12 @@ class Trainer:
         tokens_seen = 0
         with _progress(config.progress and self.rank == 0, total, self.model_name, self.data.name) as update:
             self.model.train()
+            states, state_epoch = None, -1
             for epoch, batch in self._steps():
-                loss, correct, count = self._loss(self.network(batch.tokens, batch.lengths), batch)
+                if epoch != state_epoch:  # each epoch reads the stream from its start
+                    states, state_epoch = None, epoch
+                logits, states = self._forward(self.network, batch, states)
+                loss, correct, count = self._loss(logits, batch)
                 self.optimizer.zero_grad()
                 loss.backward()
                 if config.clip > 0:

@@ -4,8 +4,15 @@
 hard (symbolic) patterns; drawing and HTML reports build on it.
 """
 
-from .draw import PatternWords, explanation_html, pattern_svg, pattern_words, phrase_table_html, training_curves_svg
-from .interpret import (
+from kleene.viz.draw import (
+    PatternWords,
+    explanation_html,
+    pattern_svg,
+    pattern_words,
+    phrase_table_html,
+    training_curves_svg,
+)
+from kleene.viz.interpret import (
     END_TOKEN,
     START_TOKEN,
     Explanation,
@@ -22,7 +29,7 @@ from .interpret import (
     removed_value,
     top_phrases,
 )
-from .report import ReportError, ReportOptions, build_report, write_report
+from kleene.viz.report import ReportError, ReportOptions, build_report, write_report
 
 __all__ = [
     "END_TOKEN",

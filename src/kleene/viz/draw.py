@@ -26,10 +26,10 @@ from typing import Any
 import graphviz
 import torch
 
-from ..automata.draw import format_number, format_state_name
-from ..data.vocab import PAD, UNK, Vocabulary
-from ..nn.sopa import PatternGroup, SoPaClassifier, storage_to_float
-from .interpret import END_TOKEN, START_TOKEN, Explanation, InterpretError, PhraseMatch
+from kleene.automata.draw import format_number, format_state_name
+from kleene.data.vocab import PAD, UNK, Vocabulary
+from kleene.nn.sopa import PatternGroup, SoPaClassifier, storage_to_float
+from kleene.viz.interpret import END_TOKEN, START_TOKEN, Explanation, InterpretError, PhraseMatch
 
 __all__ = [
     "FONT_STACK",

@@ -34,12 +34,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..automata.errors import KleeneError
-from ..automata.labels import ANY, EPSILON, Label, OneOf
-from ..automata.semiring import Semiring
-from ..automata.wfsa import WFSA
-from ..data.vocab import Vocabulary
-from ..nn.sopa import REFERENCE_ZERO, PatternGroup, SoPaClassifier, storage_to_float
+from kleene.automata.labels import ANY, EPSILON, Label, OneOf
+from kleene.automata.semiring import Semiring
+from kleene.automata.wfsa import WFSA
+from kleene.data.vocab import Vocabulary
+from kleene.errors import InterpretError
+from kleene.nn.sopa import REFERENCE_ZERO, PatternGroup, SoPaClassifier, storage_to_float
 
 __all__ = [
     "END_TOKEN",
@@ -68,10 +68,6 @@ RANKED_WORDS = 10
 
 StepKind = Literal["main", "self-loop", "epsilon"]
 Tensor = torch.Tensor
-
-
-class InterpretError(KleeneError, ValueError):
-    """A model, vocabulary or argument that interpretation cannot use (the message says which)."""
 
 
 @dataclass(frozen=True)

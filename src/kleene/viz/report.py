@@ -27,15 +27,15 @@ from typing import Any, TypeVar
 
 import torch
 
-from .. import __version__
-from ..automata.draw import format_number
-from ..automata.errors import KleeneError
-from ..data.batching import classification_batches
-from ..data.datasets import CLASSIFICATION, Example, load_classification
-from ..data.vocab import Vocabulary
-from ..nn.checkpoint import Checkpoint
-from ..nn.sopa import SoPaClassifier
-from .draw import (
+from kleene import __version__
+from kleene.automata.draw import format_number
+from kleene.data.batching import classification_batches
+from kleene.data.datasets import CLASSIFICATION, Example, load_classification
+from kleene.data.vocab import Vocabulary
+from kleene.errors import ReportError
+from kleene.nn.checkpoint import Checkpoint
+from kleene.nn.sopa import SoPaClassifier
+from kleene.viz.draw import (
     FONT_STACK,
     PALETTE,
     PatternWords,
@@ -46,7 +46,7 @@ from .draw import (
     phrase_table_html,
     training_curves_svg,
 )
-from .interpret import (
+from kleene.viz.interpret import (
     END_TOKEN,
     START_TOKEN,
     HardFidelity,
@@ -74,10 +74,6 @@ CLASS_NAMES: dict[str, tuple[str, ...]] = {
 
 #: Thresholds whose hard-pattern fidelity the report compares (see ``interpret.hard_patterns``).
 HARD_THRESHOLDS = (0.5, 0.7, 0.8, 0.9)
-
-
-class ReportError(KleeneError, ValueError):
-    """A checkpoint or data set the report cannot use (the message says why)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,558 @@
+"""The recurrence benchmark behind ``kleene bench``: generated kernels against plain PyTorch, side by side.
+
+Every ratio in a record is measured in the same run, on the same inputs, one contender right
+after the other:
+
+- ``kernel_ms``: the compiled module (backend ``cpp``; ``torch`` where no compiler works);
+- ``naive_ms``: the best plain PyTorch loop for that automaton: hand-written updates over
+  ``unbind(1)`` views; forward writes each step with ``out=`` into a preallocated output,
+  forward+backward stacks the steps once; SoPa keeps a pattern's states in one tensor;
+- ``floor_ms``: the memory-bandwidth floor: ``torch.add(a, b, out=c)`` on preallocated float32
+  buffers moving exactly the bytes the recurrence must move (``floor_bytes``: forward reads every
+  slot and writes every output; forward+backward also reads the slots and the output gradient and
+  writes the slot gradients);
+- ``lstm_ms``/``gru_ms``: ``nn.LSTM``/``nn.GRU``, hidden size d, on (B, T, d) inputs;
+- ``gemm_ms`` (layer rows): the layer's own projection ``Linear(d, 4d)`` alone;
+- ``sru_ms`` (SRU rows): ``sru.SRUCell`` of the ``sru`` package, where it imports.
+
+Forward passes run under ``no_grad``; forward+backward passes take ``torch.autograd.grad`` of the
+sum of the outputs with respect to the inputs and parameters. Times are the minimum wall time
+over repetitions (after one warm-up call): on a machine shared with other work the minimum is the
+stable estimate of what a call costs, the median mostly measures the neighbours. Before timing
+anything, each kernel's output is checked against its naive loop (a benchmark of two programs
+that disagree would mean nothing).
+
+glibc returns large freed blocks to the kernel (``mmap``/trim), so every big allocation would be
+page-faulted again on each call; ``tune_malloc`` keeps freed memory in the heap for the whole
+process (applied by ``run`` before anything big is allocated), for every contender alike.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from kleene.automata.examples import paper_automaton_b, paper_automaton_c, paper_automaton_f
+from kleene.compile.module import CompiledRecurrence, compile
+from kleene.compile.template import Template, sopa_bank
+
+Tensor = torch.Tensor
+Record = dict[str, Any]
+
+SHAPES = [(32, 256, 512), (1, 4096, 512), (64, 64, 256)]
+AUTOMATA = ["B", "C", "F", "SoPa"]
+FORWARD, BOTH = "forward", "forward+backward"
+
+# glibc mallopt parameters
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
+
+
+def tune_malloc() -> bool:
+    """Keep freed memory in glibc's heap (no mmap for big blocks, no trimming); False if not glibc."""
+    name = ctypes.util.find_library("c")
+    if not sys.platform.startswith("linux") or name is None:
+        return False
+    libc = ctypes.CDLL(name)
+    if not hasattr(libc, "mallopt"):
+        return False
+    settings = ((_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1), (_M_TOP_PAD, 64 << 20))
+    return all(libc.mallopt(option, value) == 1 for option, value in settings)
+
+
+def time_ms(fn: Callable[[], Any], budget_s: float, max_reps: int = 30, min_reps: int = 3) -> float:
+    """Minimum wall time of ``fn`` in ms over ``min_reps`` or more calls (after a warm-up) within about ``budget_s``."""
+    fn()
+    best = math.inf
+    deadline = time.perf_counter() + budget_s
+    reps = 0
+    while reps < min_reps or (reps < max_reps and time.perf_counter() < deadline):
+        start = time.perf_counter()
+        fn()
+        best = min(best, (time.perf_counter() - start) * 1000)
+        reps += 1
+    return best
+
+
+def floor_ms(num_bytes: int, budget_s: float) -> float:
+    """Time of ``torch.add(a, b, out=c)`` on float32 buffers moving ``num_bytes`` (read a, b; write c)."""
+    n = max(1, num_bytes // 12)
+    a, b, c = torch.rand(n), torch.rand(n), torch.empty(n)
+    return time_ms(lambda: torch.add(a, b, out=c), budget_s)
+
+
+# --------------------------------------------------------------------------------------------
+# The plain PyTorch loops (real semiring; SoPa in max-times log space). ``out`` given: forward
+# into that preallocated (B, T, d) buffer; ``out`` None: differentiable, steps stacked once.
+# --------------------------------------------------------------------------------------------
+def _collect(out: Tensor | None, steps: list[Tensor]) -> Tensor:
+    return out if out is not None else torch.stack(steps, 1)
+
+
+def _rows(out: Tensor | None, t: int) -> Sequence[Tensor | None]:
+    return out.unbind(1) if out is not None else [None] * t
+
+
+def naive_b(x: Tensor, out: Tensor | None = None) -> Tensor:
+    """Automaton B (eq. 23c): ``c_t = φ_t c_{t-1} + μ_t`` with slots (μ, φ)."""
+    mu, phi = x.unbind(2)
+    c = x.new_zeros(x.shape[0], x.shape[3])
+    steps = []
+    for m, f, o in zip(mu.unbind(1), phi.unbind(1), _rows(out, x.shape[1])):
+        c = torch.addcmul(m, c, f, out=o) if o is not None else torch.addcmul(m, c, f)
+        steps.append(c)
+    return _collect(out, steps)
+
+
+def naive_c(x: Tensor, out: Tensor | None = None) -> Tensor:
+    """Automaton C (eq. 25c-d): ``c1 = φ1 c1 + μ1``, ``c2 = φ2 c2 + μ2 c1_{t-1}``; output c2."""
+    mu1, phi1, mu2, phi2 = (s.unbind(1) for s in x.unbind(2))
+    c1 = x.new_zeros(x.shape[0], x.shape[3])
+    c2 = torch.zeros_like(c1)
+    steps = []
+    for t, o in enumerate(_rows(out, x.shape[1])):
+        if o is not None:
+            c2 = torch.addcmul(torch.mul(c2, phi2[t], out=o), c1, mu2[t], out=o)
+        else:
+            c2 = torch.addcmul(c2 * phi2[t], c1, mu2[t])
+        c1 = torch.addcmul(mu1[t], c1, phi1[t])
+        steps.append(c2)
+    return _collect(out, steps)
+
+
+def naive_f(x: Tensor, gamma: Tensor, rho1: Tensor, rho2: Tensor, out: Tensor | None = None) -> Tensor:
+    """Automaton F (eq. 26e-g): C plus the shortcut γ into c2 and output ``ρ1 c1 + ρ2 c2``."""
+    mu1, phi1, mu2, phi2 = (s.unbind(1) for s in x.unbind(2))
+    c1 = x.new_zeros(x.shape[0], x.shape[3])
+    c2 = torch.zeros_like(c1)
+    steps = []
+    for t, o in enumerate(_rows(out, x.shape[1])):
+        c2 = torch.addcmul(c2 * phi2[t], c1 + gamma, mu2[t])
+        c1 = torch.addcmul(mu1[t], c1, phi1[t])
+        if o is not None:
+            torch.addcmul(torch.mul(c1, rho1, out=o), c2, rho2, out=o)
+        else:
+            steps.append(torch.addcmul(c1 * rho1, c2, rho2))
+    return _collect(out, steps)
+
+
+def naive_sopa(x: Tensor, eps: Tensor) -> Tensor:
+    """SoPa's document score: max-times in log space, restart every step, at most one epsilon.
+
+    ``x``: (B, T, 2L-1, d), slots mu0, phi0, mu1, phi1, ..., phi{L-1} (``sopa_pattern`` order);
+    ``eps``: (L-1, d). A pattern's L states are one (B, L, d) tensor.
+    """
+    b, _, _, d = x.shape
+    length = eps.shape[0] + 1
+    mu_all = x[:, :, [2 * i for i in range(length - 1)]]
+    phi_all = x[:, :, [2 * i + 1 for i in range(length - 1)] + [2 * length - 2]]
+    never = x.new_full((b, 1, d), -math.inf)
+
+    def epsilon_step(h: Tensor) -> Tensor:
+        return torch.maximum(h, torch.cat([never, h[:, :-1] + eps], 1))
+
+    start = epsilon_step(torch.cat([x.new_zeros((b, 1, d)), never.expand(b, length - 1, d)], 1))
+    h = x.new_full((b, length, d), -math.inf)
+    best = x.new_full((b, d), -math.inf)
+    for mu, phi in zip(mu_all.unbind(1), phi_all.unbind(1)):
+        h = torch.maximum(h, start)
+        h = epsilon_step(torch.maximum(h + phi, torch.cat([never, h[:, :-1] + mu], 1)))
+        best = torch.maximum(best, h[:, -1])
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# Contenders
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Contender:
+    """One automaton at one shape: the kernel modules, their inputs, and the naive loop."""
+
+    name: str
+    modules: list[CompiledRecurrence]
+    slots: list[Tensor]
+    #: naive(slots, out): out is a preallocated output (forward) or None (differentiable)
+    naive: Callable[[list[Tensor], Tensor | None], list[Tensor]]
+    per_step_output: bool
+
+    def kernel(self, slots: list[Tensor]) -> list[Tensor]:
+        return [m(x)[0] for m, x in zip(self.modules, slots)]
+
+    def parameters(self) -> list[Tensor]:
+        return [m.constants for m in self.modules]
+
+
+def paper_templates() -> dict[str, Template]:
+    return {
+        "B": Template.from_wfsa(paper_automaton_b()),
+        "C": Template.from_wfsa(paper_automaton_c()),
+        "F": Template.from_wfsa(paper_automaton_f()),
+    }
+
+
+def make_contender(name: str, shape: tuple[int, int, int], backend: str, gen: torch.Generator) -> Contender:
+    """Automaton ``name`` (B, C, F: real semiring; SoPa: a bank of patterns 2-7 in max-times) at ``shape``."""
+    b, t, d = shape
+    if name == "SoPa":
+        bank = sopa_bank()
+        widths = [d // len(bank) + (1 if i < d % len(bank) else 0) for i in range(len(bank))]
+        modules = [
+            compile(p, "max-times", w, backend, restart=True, output="sum", epsilon_cap=1) for p, w in zip(bank, widths)
+        ]
+        for m in modules:
+            with torch.no_grad():
+                m.constants.copy_(torch.rand(m.constants.shape, generator=gen).log())
+        slots = [torch.rand(b, t, len(p.slots), w, generator=gen).log() for p, w in zip(bank, widths)]
+
+        def naive(xs: list[Tensor], out: Tensor | None) -> list[Tensor]:
+            return [naive_sopa(x, m.constants) for x, m in zip(xs, modules)]
+
+        return Contender(name, modules, slots, naive, per_step_output=False)
+    template = paper_templates()[name]
+    module = compile(template, "real", d, backend)
+    with torch.no_grad():
+        module.constants.copy_(torch.rand(module.constants.shape, generator=gen) * 0.5)
+    slots = [torch.rand(b, t, len(template.slots), d, generator=gen)]
+    constants = dict(zip(template.constants, module.constants))
+
+    def naive_one(xs: list[Tensor], out: Tensor | None) -> list[Tensor]:
+        if name == "B":
+            return [naive_b(xs[0], out)]
+        if name == "C":
+            return [naive_c(xs[0], out)]
+        return [naive_f(xs[0], constants["gamma"], constants["rho1"], constants["rho2"], out)]
+
+    return Contender(name, [module], slots, naive_one, per_step_output=True)
+
+
+def check_agreement(contender: Contender) -> float:
+    """The largest difference between kernel and naive outputs (raises if they disagree)."""
+    with torch.no_grad():
+        got = contender.kernel(contender.slots)
+        expected = contender.naive(contender.slots, None)
+    worst = 0.0
+    for g, e in zip(got, expected):
+        if not torch.allclose(g, e, rtol=1e-4, atol=1e-5):
+            raise AssertionError(f"{contender.name}: the kernel and the naive loop disagree; refusing to time them")
+        worst = max(worst, float((g - e).abs().max()))
+    return worst
+
+
+def _grad_of_sum(outputs: Callable[[], list[Tensor]], wrt: list[Tensor]) -> Callable[[], None]:
+    def run() -> None:
+        loss = torch.stack([o.sum() for o in outputs()]).sum()
+        torch.autograd.grad(loss, wrt, allow_unused=True)
+
+    return run
+
+
+def _outputs(module: Callable[[Tensor], Any], x: Tensor) -> Callable[[], list[Tensor]]:
+    """``module(x)`` as a one-element list (the first element when it returns a tuple, as RNNs do)."""
+
+    def call() -> list[Tensor]:
+        y = module(x)
+        return [y[0] if isinstance(y, tuple) else y]
+
+    return call
+
+
+def _no_grad(fn: Callable[[], Any]) -> Callable[[], None]:
+    def run() -> None:
+        with torch.no_grad():
+            fn()
+
+    return run
+
+
+def _rnn_times(shape: tuple[int, int, int], pass_name: str, budget: float, with_gru: bool) -> dict[str, float]:
+    b, t, d = shape
+    x = torch.randn(b, t, d, generator=torch.Generator().manual_seed(3))
+    times = {}
+    for key, cls in (("lstm_ms", nn.LSTM), ("gru_ms", nn.GRU))[: 2 if with_gru else 1]:
+        rnn = cls(d, d, batch_first=True)
+        if pass_name == FORWARD:
+            fn = _no_grad(_outputs(rnn, x))
+        else:
+            xs = x.clone().requires_grad_()
+            fn = _grad_of_sum(_outputs(rnn, xs), [xs, *rnn.parameters()])
+        times[key] = time_ms(fn, budget, max_reps=5, min_reps=2)
+    return times
+
+
+def recurrence_records(
+    shape: tuple[int, int, int], names: list[str], passes: list[str], backend: str, budget: float, rnns: str
+) -> list[Record]:
+    """Records for automata ``names`` at ``shape``; ``rnns``: "" (none), "lstm" or "lstm+gru"."""
+    gen = torch.Generator().manual_seed(0)
+    b, t, d = shape
+    records = []
+    for pass_name in passes:
+        rnn_times = _rnn_times(shape, pass_name, budget, "gru" in rnns) if rnns else {}
+        for name in names:
+            contender = make_contender(name, shape, backend, gen)
+            difference = check_agreement(contender)
+            slot_values = sum(x.numel() for x in contender.slots)
+            out_values = b * t * d if contender.per_step_output else b * d
+            if pass_name == FORWARD:
+                out = torch.empty(b, t, d) if contender.per_step_output else None
+                kernel = _no_grad(partial(contender.kernel, contender.slots))
+                naive = _no_grad(partial(contender.naive, contender.slots, out))
+                moved = 4 * (slot_values + out_values)
+            else:
+                leaves = [x.clone().requires_grad_() for x in contender.slots]
+                wrt = leaves + contender.parameters()
+                kernel = _grad_of_sum(partial(contender.kernel, leaves), wrt)
+                naive = _grad_of_sum(partial(contender.naive, leaves, None), wrt)
+                moved = 4 * (3 * slot_values + 2 * out_values)
+            record: Record = {
+                "automaton": name,
+                "shape": [b, t, d],
+                "pass": pass_name,
+                "backend": contender.modules[0].backend,
+                "kernel_ms": time_ms(kernel, budget),
+                "naive_ms": time_ms(naive, budget, max_reps=10),
+                "floor_ms": floor_ms(moved, budget),
+                "floor_bytes": moved,
+                "max_abs_difference": difference,
+                **rnn_times,
+            }
+            records.append(record)
+            print(format_row(record), flush=True)
+    return records
+
+
+class RationalLayer(nn.Module):
+    """An RRNN(F) layer (rational-recurrences appendix, eq. 26a-g): one projection GEMM for all four
+    slots, sigmoid forget gates ``f``, inputs ``u = (1 - f) ⊙ W_u v``, then automaton F's kernel."""
+
+    def __init__(self, d: int, backend: str):
+        super().__init__()
+        self.projection = nn.Linear(d, 4 * d)
+        self.recurrence = compile(paper_templates()["F"], "real", d, backend)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, t, d = x.shape
+        pre = self.projection(x).view(b, t, 2, 2, d)  # (automaton path j, [input, forget], d)
+        u_pre, f_pre = pre.unbind(3)
+        f = torch.sigmoid(f_pre)
+        u = torch.addcmul(u_pre, f, u_pre, value=-1.0)
+        slots = torch.stack((u, f), 3).view(b, t, 4, d)  # slot order mu1, phi1, mu2, phi2
+        return self.recurrence(slots)[0]
+
+
+def layer_records(shape: tuple[int, int, int], passes: list[str], backend: str, budget: float) -> list[Record]:
+    """The RRNN(F) layer against its own projection GEMM and nn.LSTM."""
+    b, t, d = shape
+    layer = RationalLayer(d, backend)
+    x = torch.randn(b, t, d, generator=torch.Generator().manual_seed(1))
+    records = []
+    for pass_name in passes:
+        if pass_name == FORWARD:
+            kernel = _no_grad(_outputs(layer, x))
+            gemm = _no_grad(_outputs(layer.projection, x))
+        else:
+            xs = x.clone().requires_grad_()
+            kernel = _grad_of_sum(_outputs(layer, xs), [xs, *layer.parameters()])
+            gemm = _grad_of_sum(_outputs(layer.projection, xs), [xs, *layer.projection.parameters()])
+        record: Record = {
+            "automaton": "layer RRNN(F)",
+            "shape": [b, t, d],
+            "pass": pass_name,
+            "backend": layer.recurrence.backend,
+            "kernel_ms": time_ms(kernel, budget, max_reps=8, min_reps=2),
+            "gemm_ms": time_ms(gemm, budget, max_reps=8, min_reps=2),
+            "naive_ms": None,
+            "floor_ms": None,
+            **_rnn_times(shape, pass_name, budget, with_gru=False),
+        }
+        records.append(record)
+        print(format_row(record), flush=True)
+    return records
+
+
+class SRURecurrence(nn.Module):
+    """SRU's recurrence as analysed in 2017, from a precomputed projection ``u`` (B, T, 3, d) of ``x``:
+    ``f = σ(u_f + b_f)``, ``c_t = f ⊙ c_{t-1} + (1 - f) ⊙ u_x̃`` (automaton B's kernel), highway output
+    ``h = r ⊙ tanh(c) + (1 - r) ⊙ x`` with ``r = σ(u_r + b_r)``."""
+
+    def __init__(self, d: int, backend: str):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(2, d))
+        self.recurrence = compile(paper_templates()["B"], "real", d, backend)
+
+    def forward(self, u: Tensor, x: Tensor) -> Tensor:
+        x_tilde, f_pre, r_pre = u.unbind(2)
+        f = torch.sigmoid(f_pre + self.bias[0])
+        slots = torch.stack((torch.addcmul(x_tilde, f, x_tilde, value=-1.0), f), 2)
+        c = self.recurrence(slots)[0]
+        return torch.lerp(x, torch.tanh(c), torch.sigmoid(r_pre + self.bias[1]))
+
+
+def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, budget: float) -> list[Record]:
+    """kleene's SRU recurrence against the ``sru`` package's on the same projection: forward against its C++
+    CPU operator (``elementwise_recurrence_inference``), forward+backward against its CPU training path (a
+    Python loop, ``elementwise_recurrence_naive``). Its v2 gates also read ``v ⊙ c_{t-1}``, a little more work."""
+    try:
+        import sru  # type: ignore[import-not-found, import-untyped, unused-ignore]
+        from sru.ops import (  # type: ignore[import-not-found, import-untyped, unused-ignore]
+            elementwise_recurrence_inference,
+            elementwise_recurrence_naive,
+        )
+    except Exception as exc:  # noqa: BLE001 - any import failure means: no sru rows
+        print(f"# sru rows skipped: the sru package is unavailable ({type(exc).__name__}: {exc})", flush=True)
+        return []
+    b, t, d = shape
+    cell = sru.SRUCell(d, d)
+    ours = SRURecurrence(d, backend)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(b, t, d, generator=gen)
+    u = torch.randn(b, t, 3, d, generator=gen)
+    x_time_major = x.transpose(0, 1).contiguous()
+    c0 = torch.zeros(b, d)
+    with torch.no_grad():
+        u_theirs, v_theirs = cell.compute_UV(x_time_major, c0, None)
+    args = (cell.activation_type, cell.hidden_size, cell.bidirectional, cell.has_skip_term, None, None, None)
+    records = []
+    for pass_name in passes:
+        if pass_name == FORWARD:
+            kernel = _no_grad(partial(ours, u, x))
+            theirs = _no_grad(
+                partial(elementwise_recurrence_inference, u_theirs, x_time_major, v_theirs, cell.bias, c0, *args)
+            )
+        else:
+            us, xs = u.clone().requires_grad_(), x.clone().requires_grad_()
+            ut, xt = u_theirs.clone().requires_grad_(), x_time_major.clone().requires_grad_()
+
+            def our_outputs(us: Tensor = us, xs: Tensor = xs) -> list[Tensor]:
+                return [ours(us, xs)]
+
+            def their_outputs(ut: Tensor = ut, xt: Tensor = xt) -> list[Tensor]:
+                return [elementwise_recurrence_naive(ut, xt, v_theirs, cell.bias, c0, *args)[0]]
+
+            kernel = _grad_of_sum(our_outputs, [us, xs, *ours.parameters()])
+            theirs = _grad_of_sum(their_outputs, [ut, xt, cell.bias])
+        record: Record = {
+            "automaton": "SRU recurrence",
+            "shape": [b, t, d],
+            "pass": pass_name,
+            "backend": ours.recurrence.backend,
+            "kernel_ms": time_ms(kernel, budget),
+            "sru_ms": time_ms(theirs, budget, max_reps=8, min_reps=2),
+            "naive_ms": None,
+            "floor_ms": None,
+        }
+        records.append(record)
+        print(format_row(record), flush=True)
+    return records
+
+
+# --------------------------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------------------------
+HEADER = (
+    f"{'automaton':14} {'shape':12} {'pass':16} {'kernel ms':>9} {'naive/k':>7} {'k/floor':>7} "
+    f"{'lstm/k':>7} {'gru/k':>7} {'k/gemm':>7} {'sru/k':>7}"
+)
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return "-" if a is None or b is None else f"{a / b:.2f}"
+
+
+def format_row(r: Record) -> str:
+    shape = "x".join(str(s) for s in r["shape"])
+    ratios = [
+        _ratio(r.get("naive_ms"), r["kernel_ms"]),
+        _ratio(r["kernel_ms"], r.get("floor_ms")),
+        _ratio(r.get("lstm_ms"), r["kernel_ms"]),
+        _ratio(r.get("gru_ms"), r["kernel_ms"]),
+        _ratio(r["kernel_ms"], r.get("gemm_ms")),
+        _ratio(r.get("sru_ms"), r["kernel_ms"]),
+    ]
+    return f"{r['automaton']:14} {shape:12} {r['pass']:16} {r['kernel_ms']:9.2f} " + " ".join(f"{x:>7}" for x in ratios)
+
+
+def build_seconds() -> tuple[float, float]:
+    """(first build of automaton F's kernel into an empty cache, cached load of it), in seconds.
+
+    Raises:
+        CompileError: no C++ compiler.
+    """
+    import os
+    import tempfile
+
+    from kleene.compile.codegen.cpp import generate_cpp
+    from kleene.compile.runtime.cpu import build
+    from kleene.compile.template import lower
+
+    source = generate_cpp(lower(paper_templates()["F"], "real"))
+    saved = os.environ.get("KLEENE_CACHE")
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["KLEENE_CACHE"] = cache
+        try:
+            start = time.perf_counter()
+            build(source)
+            first = time.perf_counter() - start
+            start = time.perf_counter()
+            path, built = build(source)
+            ctypes.CDLL(str(path))
+            cached = time.perf_counter() - start
+        finally:
+            if saved is None:
+                del os.environ["KLEENE_CACHE"]
+            else:
+                os.environ["KLEENE_CACHE"] = saved
+    assert not built
+    return first, cached
+
+
+def run(
+    quick: bool = False, json_path: Path | None = None, backend: str = "cpp", threads: int | None = None
+) -> list[Record]:
+    """Run the benchmark (``quick``: the (32, 256, 512) rows and B at (1, 4096, 512)); print the table.
+
+    ``threads``: torch's (and so the kernels') thread count; default: torch's default (the core count).
+    """
+    tuned = tune_malloc()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    started = time.perf_counter()
+    build = "F kernel: no C++ compiler"
+    if backend == "cpp":
+        first, cached = build_seconds()
+        build = f"F kernel: first build {first:.2f} s, cached load {cached:.3f} s"
+    print(
+        f"# torch {torch.__version__}, {torch.get_num_threads()} threads, malloc tuned: {tuned}; {build}; "
+        "times are minima over repetitions",
+        flush=True,
+    )
+    print(HEADER, flush=True)
+    budget = 0.4 if quick else 1.5
+    both = [FORWARD, BOTH]
+    big, long, small = SHAPES
+    records: list[Record] = []
+    records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru")
+    records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru")
+    records += layer_records(big, both, backend, budget)
+    if not quick:
+        records += recurrence_records(long, ["C", "F", "SoPa"], [BOTH], backend, budget, "")
+        records += recurrence_records(long, AUTOMATA, [FORWARD], backend, budget, "lstm+gru")
+        records += recurrence_records(small, AUTOMATA, both, backend, budget, "lstm+gru")
+        records += sru_records(big, both, backend, budget)
+    elapsed = time.perf_counter() - started
+    print(f"# {len(records)} records in {elapsed:.1f} s", flush=True)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records

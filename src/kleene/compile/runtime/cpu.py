@@ -1,0 +1,319 @@
+"""Kernel runtime: build generated C++ once, cache it on disk, and expose it as torch custom ops.
+
+Generated sources are plain C++ with an ``extern "C"`` interface (no torch headers), compiled
+with the system compiler (``$CXX``, default ``g++``) into a shared library and called through
+ctypes. That keeps a first build around a second instead of the ~20 s a ``torch/extension.h``
+build costs here, and the cached kernels do not depend on torch's C++ ABI, so a torch upgrade
+cannot break them. The cache lives in ``$KLEENE_CACHE`` (default ``~/.cache/kleene``), keyed by
+a hash of the source, the compiler, its flags, and the CPU; each library is compiled in a
+private temporary file and renamed into place atomically, so concurrent builds are safe.
+
+Each plan becomes two ``torch.library`` custom ops (``kleene::fwd_<key>``, ``kleene::bwd_<key>``)
+with fake (meta) implementations and autograd registered, so ``torch.library.opcheck`` passes
+and compiled modules work under ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kleene.compile.codegen.cpp import checkpoint_chunk, generate_cpp
+from kleene.compile.template import Plan
+from kleene.errors import CompileError
+
+Tensor = torch.Tensor
+
+CXX_FLAGS: tuple[str, ...] = (
+    "-O3",
+    "-march=native",
+    "-fopenmp-simd",
+    "-pthread",
+    "-fPIC",
+    "-shared",
+    "-std=c++17",
+    "-fno-math-errno",
+)
+
+
+def cache_dir() -> Path:
+    """Where built kernels live: ``$KLEENE_CACHE`` or ``~/.cache/kleene``."""
+    root = os.environ.get("KLEENE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kleene")
+    return Path(root) / "kernels"
+
+
+def compiler() -> str:
+    """The C++ compiler to use.
+
+    Raises:
+        CompileError: no compiler is found.
+    """
+    name = os.environ.get("CXX", "g++")
+    path = shutil.which(name)
+    if path is None:
+        raise CompileError(f"no C++ compiler: {name!r} is not on PATH (set $CXX or install g++)")
+    return path
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith(("model name", "flags")):
+                    return line.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _compiler_version(cxx: str) -> str:
+    result = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+    return result.stdout.splitlines()[0] if result.stdout else cxx
+
+
+def source_key(source: str, cxx: str) -> str:
+    """The cache key of a source: hash of source, compiler, flags and CPU."""
+    material = "\n".join([source, _compiler_version(cxx), " ".join(CXX_FLAGS), _cpu_model(), platform.machine()])
+    return hashlib.sha256(material.encode()).hexdigest()[:24]
+
+
+def build(source: str) -> tuple[Path, bool]:
+    """Compile ``source`` into the cache (if not there yet); returns (library path, whether it was built).
+
+    Raises:
+        CompileError: the compiler failed (its output is in the message).
+    """
+    cxx = compiler()
+    key = source_key(source, cxx)
+    directory = cache_dir()
+    library = directory / f"kleene_{key}.so"
+    if library.exists():
+        return library, False
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as tmp:
+        src = Path(tmp) / "kernel.cpp"
+        src.write_text(source, encoding="utf-8")
+        out = Path(tmp) / "kernel.so"
+        result = subprocess.run(
+            [cxx, *CXX_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0:
+            raise CompileError(f"{cxx} failed on a generated kernel:\n{result.stderr[-4000:]}")
+        os.replace(src, directory / f"kleene_{key}.cpp")
+        os.replace(out, library)
+    return library, True
+
+
+@dataclass
+class _Kernel:
+    library: Any
+    forward: dict[torch.dtype, Any]
+    backward: dict[torch.dtype, Any]
+
+
+_LOADED: dict[str, _Kernel] = {}
+_OPS: dict[str, tuple[Any, Any]] = {}
+
+
+def load_kernel(plan: Plan) -> tuple[str, _Kernel]:
+    """Build (or fetch from the cache) and load ``plan``'s kernel; returns (key, kernel)."""
+    source = generate_cpp(plan)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if key not in _LOADED:
+        path, _ = build(source)
+        lib = ctypes.CDLL(str(path))
+        ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+        forward, backward = {}, {}
+        for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
+            f = getattr(lib, f"kleene_forward_{suffix}")
+            f.argtypes = [ptr] * 7 + [i64] * 4 + [c_int]
+            f.restype = None
+            g = getattr(lib, f"kleene_backward_{suffix}")
+            g.argtypes = [ptr] * 8 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
+            g.restype = None
+            forward[dtype], backward[dtype] = f, g
+        _LOADED[key] = _Kernel(lib, forward, backward)
+    return key, _LOADED[key]
+
+
+def _ptr(t: Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def _output_shape(plan: Plan, b: int, t: int, d: int) -> tuple[int, ...]:
+    return (b, t, d) if plan.options.output == "steps" else (b, d)
+
+
+def _checkpoint_shape(plan: Plan, slots: Tensor) -> tuple[int, int, int, int]:
+    """(B, chunks, Q, D): the states the forward keeps for the backward's recomputation."""
+    b, t, _, d = slots.shape
+    chunk = checkpoint_chunk(plan, slots.element_size())
+    return (b, (t + chunk - 1) // chunk, plan.num_states, d)
+
+
+def _check_cpu(*tensors: Tensor | None) -> None:
+    for x in tensors:
+        if x is not None and x.device.type != "cpu":
+            raise CompileError(f"the cpp backend runs on CPU tensors; got one on {x.device}")
+
+
+def _rows_or_broadcast(grad: Tensor) -> Tensor:
+    """``grad`` itself when its last axis is contiguous or broadcast (stride 0), else a contiguous copy."""
+    return grad if grad.stride(-1) in (0, 1) or grad.shape[-1] <= 1 else grad.contiguous()
+
+
+def custom_ops(plan: Plan) -> tuple[Any, Any]:
+    """The (forward, backward) custom ops of ``plan``, registering them on first use.
+
+    The forward returns (output, final state, checkpoints); checkpoints (see
+    ``kleene.compile.codegen.cpp``) are empty unless ``need_checkpoints``.
+    """
+    key, kernel = load_kernel(plan)
+    if key in _OPS:
+        return _OPS[key]
+    q, k = plan.num_states, plan.num_params
+    fwd_name, bwd_name = f"kleene::fwd_{key}", f"kleene::bwd_{key}"
+
+    @torch.library.custom_op(fwd_name, mutates_args=())
+    def forward(
+        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        _check_cpu(slots, params, lengths, h0)
+        slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
+        h0 = None if h0 is None else h0.contiguous()
+        b, t, _, d = slots.shape
+        out = slots.new_empty(_output_shape(plan, b, t, d))
+        final = slots.new_empty((b, q, d))
+        checkpoints = slots.new_empty(_checkpoint_shape(plan, slots) if need_checkpoints else (0,))
+        kernel.forward[slots.dtype](
+            _ptr(slots),
+            _ptr(params),
+            _ptr(lengths),
+            _ptr(h0),
+            _ptr(out),
+            _ptr(final),
+            _ptr(checkpoints) if need_checkpoints else None,
+            b,
+            t,
+            d,
+            checkpoint_chunk(plan, slots.element_size()),
+            torch.get_num_threads(),
+        )
+        return out, final, checkpoints
+
+    @forward.register_fake
+    def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool) -> Any:
+        b, t, _, d = slots.shape
+        return (
+            slots.new_empty(_output_shape(plan, b, t, d)),
+            slots.new_empty((b, q, d)),
+            slots.new_empty(_checkpoint_shape(plan, slots) if need_checkpoints else (0,)),
+        )
+
+    @torch.library.custom_op(bwd_name, mutates_args=())
+    def backward(
+        slots: Tensor,
+        params: Tensor,
+        lengths: Tensor,
+        h0: Tensor | None,
+        checkpoints: Tensor,
+        final: Tensor,
+        out: Tensor,
+        grad_out: Tensor,
+        grad_final: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        _check_cpu(slots, params, lengths, h0, checkpoints, final, out, grad_out, grad_final)
+        b, t, _, d = slots.shape
+        if tuple(checkpoints.shape) != _checkpoint_shape(plan, slots):
+            raise CompileError(
+                "backward through a kleene kernel whose forward ran without saving checkpoints "
+                "(call it with gradients enabled)"
+            )
+        args = [x.contiguous() for x in (slots, params, lengths, checkpoints, final, out, grad_final)]
+        slots, params, lengths, checkpoints, final, out, grad_final = args
+        grad_out = _rows_or_broadcast(grad_out)
+        h0 = None if h0 is None else h0.contiguous()
+        grad_slots = torch.empty_like(slots)
+        grad_params = slots.new_empty((b, k, d))
+        grad_h0 = slots.new_empty((b, q, d))
+        strides = grad_out.stride()
+        kernel.backward[slots.dtype](
+            _ptr(slots),
+            _ptr(params),
+            _ptr(lengths),
+            _ptr(h0),
+            _ptr(checkpoints),
+            _ptr(final),
+            _ptr(out),
+            _ptr(grad_out),
+            strides[0],
+            strides[1] if grad_out.dim() == 3 else 0,
+            strides[-1] if grad_out.shape[-1] > 1 else 1,
+            _ptr(grad_final),
+            _ptr(grad_slots),
+            _ptr(grad_params),
+            _ptr(grad_h0),
+            b,
+            t,
+            d,
+            checkpoint_chunk(plan, slots.element_size()),
+            torch.get_num_threads(),
+        )
+        return grad_slots, grad_params.sum(0), grad_h0
+
+    @backward.register_fake
+    def _(
+        slots: Tensor,
+        params: Tensor,
+        lengths: Tensor,
+        h0: Tensor | None,
+        checkpoints: Tensor,
+        final: Tensor,
+        out: Tensor,
+        grad_out: Tensor,
+        grad_final: Tensor,
+    ) -> Any:
+        b, _, _, d = slots.shape
+        return torch.empty_like(slots), slots.new_empty((k, d)), slots.new_empty((b, q, d))
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+        slots, params, lengths, h0, _ = inputs
+        out, final, checkpoints = output
+        ctx.has_h0 = h0 is not None
+        saved_h0 = h0 if h0 is not None else slots.new_empty(0)
+        ctx.save_for_backward(slots, params, lengths, saved_h0, checkpoints, final, out)
+
+    def grad_fn(ctx: Any, grad_out: Tensor | None, grad_final: Tensor | None, _: Any) -> tuple[Any, ...]:
+        slots, params, lengths, h0, checkpoints, final, out = ctx.saved_tensors
+        grad_out = torch.zeros_like(out) if grad_out is None else grad_out
+        grad_final = torch.zeros_like(final) if grad_final is None else grad_final
+        g_slots, g_params, g_h0 = backward(
+            slots, params, lengths, h0 if ctx.has_h0 else None, checkpoints, final, out, grad_out, grad_final
+        )
+        return g_slots, g_params, None, g_h0 if ctx.has_h0 else None, None
+
+    forward.register_autograd(grad_fn, setup_context=setup_context)
+    _OPS[key] = (forward, backward)
+    return _OPS[key]
+
+
+def cpp_runner(plan: Plan) -> Any:
+    """A runner (see ``kleene.compile.module``) calling ``plan``'s generated C++ kernel."""
+    forward, _ = custom_ops(plan)
+
+    def run(plan_: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
+        need = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (slots, params, h0))
+        out, final, _ = forward(slots, params, lengths, h0, need)
+        return out, final
+
+    return run

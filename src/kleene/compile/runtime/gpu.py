@@ -1,0 +1,429 @@
+"""GPU backends: runners for the generated Triton and CUDA kernels, registered with ``kleene.compile``.
+
+``triton``: ``kleene.compile.codegen.triton`` writes a Python module per plan into the kernel
+cache (``kleene.compile.runtime.cpu.cache_dir``) and imports it; the kernels run on CUDA tensors,
+or on CPU tensors when ``TRITON_INTERPRET=1`` was set before the module was loaded (Triton's
+interpreter -- how the tests run them here, thousands of times slower than a GPU).
+
+``cuda``: ``kleene.compile.codegen.cuda`` writes CUDA C++ (kernels plus a launcher taking raw
+pointers), built with ``torch.utils.cpp_extension.load_inline`` when torch is a CUDA build and
+a GPU is present. No GPU exists where kleene's tests run: the CUDA backend is compiled
+(``nvcc -ptx``) but never run in CI.
+
+Both share one autograd function: forward saves the closed state after each step, backward
+runs the generated reverse kernel; per-sequence parameter gradients are summed here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from kleene.compile.codegen.cuda import NVCC_FLAGS, generate_cuda, generate_cuda_bindings
+from kleene.compile.codegen.triton import generate_triton
+from kleene.compile.runtime.cpu import cache_dir
+from kleene.compile.template import Plan
+from kleene.errors import CompileError
+
+Tensor = torch.Tensor
+
+#: Dimensions per Triton program on a GPU (the interpreter uses the next power of two of D, up to this).
+TRITON_BLOCK = 128
+#: Threads per CUDA block (one thread per (sequence, dimension)).
+CUDA_THREADS = 128
+
+
+def triton_interpreting() -> bool:
+    """Whether Triton kernels loaded now run in the interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def _write_atomically(path: os.PathLike[str] | str, text: str) -> None:
+    """Write ``text`` to ``path`` unless it exists, through a private temporary file (safe across processes)."""
+    target = os.fspath(path)
+    if os.path.exists(target):
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, target)
+
+
+# --------------------------------------------------------------------------------------------
+# Launch contract shared by both backends
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Kernels:
+    """A plan's forward and backward kernel launchers (argument order of ``codegen_triton``'s docstring).
+
+    ``forward(slots, params, lengths, h0, out, final_state, states)`` and ``backward(slots, params,
+    lengths, h0, states, out, grad_out, grad_final, grad_slots, grad_params, grad_h0)`` take
+    contiguous tensors of one dtype and device (``h0`` may be None; ``states`` may be empty when
+    not saved) and fill the output tensors.
+    """
+
+    plan: Plan
+    forward: Callable[..., None]
+    backward: Callable[..., None]
+
+
+def _storage_zero(plan: Plan) -> float:
+    return float(plan.algebra.storage.zero)
+
+
+class _GpuRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, kernels: Kernels, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        plan = kernels.plan
+        slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
+        h0 = None if h0 is None else h0.contiguous()
+        b, t, _, d = slots.shape
+        q = plan.num_states
+        shape = (b, t, d) if plan.options.output == "steps" else (b, d)
+        out = slots.new_full(shape, _storage_zero(plan))
+        final = slots.new_empty((b, q, d))
+        save = any(ctx.needs_input_grad[1:])
+        states = slots.new_empty((b, t, q, d) if save else (0,))
+        kernels.forward(slots, params, lengths, h0, out, final, states)
+        ctx.kernels = kernels
+        ctx.has_h0 = h0 is not None
+        ctx.save_for_backward(slots, params, lengths, h0 if h0 is not None else slots.new_empty(0), states, out)
+        return out, final
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor | None, grad_final: Tensor | None) -> tuple[Any, ...]:  # type: ignore[override]
+        kernels: Kernels = ctx.kernels
+        slots, params, lengths, h0, states, out = ctx.saved_tensors
+        b, _, _, d = slots.shape
+        q, k = kernels.plan.num_states, kernels.plan.num_params
+        grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
+        grad_final = slots.new_zeros((b, q, d)) if grad_final is None else grad_final.contiguous()
+        grad_slots = torch.zeros_like(slots)
+        grad_params = slots.new_zeros((b, k, d))
+        grad_h0 = slots.new_zeros((b, q, d))
+        kernels.backward(
+            slots,
+            params,
+            lengths,
+            h0 if ctx.has_h0 else None,
+            states,
+            out,
+            grad_out,
+            grad_final,
+            grad_slots,
+            grad_params,
+            grad_h0,
+        )
+        return None, grad_slots, grad_params.sum(0), None, grad_h0 if ctx.has_h0 else None
+
+
+def gpu_runner(kernels: Kernels, accepts: Callable[[Tensor], bool], where: str) -> Callable[..., tuple[Tensor, Tensor]]:
+    """A runner (see ``kleene.compile.module``) launching ``kernels`` on tensors ``accepts`` admits.
+
+    Raises (when run):
+        CompileError: the tensors are on a device the kernels cannot run on (``where`` says which).
+    """
+
+    def run(plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
+        if not accepts(slots):
+            raise CompileError(f"{where}; got tensors on {slots.device}")
+        out, final = _GpuRecurrence.apply(kernels, slots, params, lengths.to(slots.device), h0)
+        return out, final
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Triton
+# --------------------------------------------------------------------------------------------
+_TRITON_MODULES: dict[tuple[str, bool], ModuleType] = {}
+
+
+def load_triton_module(plan: Plan) -> ModuleType:
+    """Import ``plan``'s generated Triton module (written once into the kernel cache).
+
+    Note:
+        The kernels are interpreted when ``TRITON_INTERPRET=1`` at the first load in this
+        process of this plan in that mode (Triton decides at decoration time).
+
+    Raises:
+        CompileError: triton is not installed.
+    """
+    try:
+        import triton  # noqa: F401
+    except ImportError as exc:
+        raise CompileError("the triton backend needs the triton package (pip install 'kleene[gpu]')") from exc
+    source = generate_triton(plan)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    interpret = triton_interpreting()
+    if (key, interpret) not in _TRITON_MODULES:
+        path = cache_dir() / "triton" / f"kleene_triton_{key}.py"
+        _write_atomically(path, source)
+        name = f"kleene_triton_{key}_{'interpreted' if interpret else 'compiled'}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _TRITON_MODULES[(key, interpret)] = module
+    return _TRITON_MODULES[(key, interpret)]
+
+
+def triton_block(d: int) -> int:
+    """Dimensions per program: a power of two, at most ``TRITON_BLOCK``."""
+    block = 1
+    while block < min(d, TRITON_BLOCK):
+        block *= 2
+    return block
+
+
+def triton_kernels(plan: Plan) -> Kernels:
+    """Launchers of ``plan``'s Triton kernels."""
+    module = load_triton_module(plan)
+
+    def geometry(slots: Tensor) -> tuple[int, int, int, int, tuple[int, int]]:
+        b, t, _, d = slots.shape
+        half = d // 2 if plan.options.bidirectional else d
+        block = triton_block(d)
+        blocks = -(-half // block) + -(-(d - half) // block)
+        return t, d, half, block, (b, blocks)
+
+    def forward(
+        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, out: Tensor, final: Tensor, states: Tensor
+    ) -> None:
+        t, d, half, block, grid = geometry(slots)
+        if grid[0] * grid[1] == 0:
+            return
+        module.kleene_forward[grid](
+            slots,
+            params,
+            lengths,
+            h0 if h0 is not None else slots,
+            out,
+            final,
+            states if states.numel() else out,
+            t,
+            d,
+            half,
+            HAS_H0=h0 is not None,
+            SAVE_STATES=states.numel() > 0,
+            BLOCK=block,
+        )
+
+    def backward(
+        slots: Tensor,
+        params: Tensor,
+        lengths: Tensor,
+        h0: Tensor | None,
+        states: Tensor,
+        out: Tensor,
+        grad_out: Tensor,
+        grad_final: Tensor,
+        grad_slots: Tensor,
+        grad_params: Tensor,
+        grad_h0: Tensor,
+    ) -> None:
+        t, d, half, block, grid = geometry(slots)
+        if grid[0] * grid[1] == 0:
+            return
+        if states.numel() == 0 and t > 0:
+            raise CompileError("backward through a triton kernel whose forward saved no states")
+        module.kleene_backward[grid](
+            slots,
+            params,
+            lengths,
+            h0 if h0 is not None else slots,
+            states if states.numel() else out,
+            out,
+            grad_out,
+            grad_final,
+            grad_slots,
+            grad_params,
+            grad_h0,
+            t,
+            d,
+            half,
+            HAS_H0=h0 is not None,
+            BLOCK=block,
+        )
+
+    return Kernels(plan, forward, backward)
+
+
+_TRITON_TYPES = {torch.float32: "fp32", torch.float64: "fp64"}
+
+
+def triton_ptx(
+    plan: Plan, dtype: torch.dtype = torch.float32, capability: int = 80, block: int = TRITON_BLOCK
+) -> dict[str, str]:
+    """Compile ``plan``'s Triton kernels ahead of time for ``sm_<capability>``: {kernel name: PTX text}.
+
+    Needs no GPU (Triton's compiler and ptxas run on the host). ``HAS_H0`` is compiled as false
+    and ``SAVE_STATES`` as true, the variant training runs.
+
+    Raises:
+        CompileError: triton is missing, the dtype is not float32/float64, or the kernels are
+            currently loaded in interpreter mode (unset ``TRITON_INTERPRET``).
+    """
+    if dtype not in _TRITON_TYPES:
+        raise CompileError(f"triton kernels are compiled for float32 or float64, not {dtype}")
+    if triton_interpreting():
+        raise CompileError("ahead-of-time compilation needs TRITON_INTERPRET unset (it is set)")
+    module = load_triton_module(plan)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    value = "*" + _TRITON_TYPES[dtype]
+    sizes = {"T": "i32", "D": "i32", "HALF": "i32"}
+    forward = dict.fromkeys(("slots", "params", "h0", "out", "final_state", "states"), value)
+    backward = dict.fromkeys(("slots", "params", "h0", "states", "out", "grad_out", "grad_final", "grad_slots",
+                              "grad_params", "grad_h0"), value)
+    signatures = {
+        "kleene_forward": ({**forward, "lengths": "*i64", **sizes}, {"HAS_H0": False, "SAVE_STATES": True}),
+        "kleene_backward": ({**backward, "lengths": "*i64", **sizes}, {"HAS_H0": False}),
+    }
+    target = GPUTarget("cuda", capability, 32)
+    out = {}
+    for name, (types, flags) in signatures.items():
+        fn = getattr(module, name)
+        constexprs = {**flags, "BLOCK": block}
+        signature = {arg: ("constexpr" if arg in constexprs else types[arg]) for arg in fn.arg_names}
+        compiled = triton.compile(ASTSource(fn, signature, constexprs), target=target,
+                                  options={"enable_fp_fusion": True})
+        out[name] = compiled.asm["ptx"]
+    return out
+
+
+def triton_runner(plan: Plan) -> Callable[..., tuple[Tensor, Tensor]]:
+    """The ``triton`` backend: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``.
+
+    Raises:
+        CompileError: triton is not installed, or neither a GPU nor the interpreter is available.
+    """
+    interpret = triton_interpreting()
+    if not interpret and not torch.cuda.is_available():
+        raise CompileError("the triton backend needs a CUDA device (or TRITON_INTERPRET=1 for the CPU interpreter)")
+    kernels = triton_kernels(plan)
+
+    def accepts(x: Tensor) -> bool:
+        return x.is_cuda or (interpret and x.device.type == "cpu")
+
+    where = "the triton backend runs on CUDA tensors" + (" or CPU tensors (interpreter)" if interpret else "")
+    return gpu_runner(kernels, accepts, where)
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA
+# --------------------------------------------------------------------------------------------
+_CUDA_EXTENSIONS: dict[str, Any] = {}
+
+
+def cuda_kernels(plan: Plan) -> Kernels:
+    """Build (``load_inline``, cached by torch under a name hashing the source) ``plan``'s CUDA kernels.
+
+    Raises:
+        CompileError: torch is not a CUDA build or no GPU is present.
+    """
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        raise CompileError("the cuda backend needs a CUDA build of torch and a GPU (it is compiled, not run, in CI)")
+    from torch.utils.cpp_extension import load_inline
+
+    source = generate_cuda(plan)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if key not in _CUDA_EXTENSIONS:
+        declarations, functions = generate_cuda_bindings()
+        _CUDA_EXTENSIONS[key] = load_inline(
+            name=f"kleene_cuda_{key}",
+            cpp_sources=[declarations],
+            cuda_sources=[source],
+            functions=functions,
+            extra_cuda_cflags=["-O3", *NVCC_FLAGS],
+        )
+    ext = _CUDA_EXTENSIONS[key]
+
+    def ptr(x: Tensor | None) -> int:
+        return 0 if x is None or x.numel() == 0 else int(x.data_ptr())
+
+    def launch_args(slots: Tensor) -> tuple[bool, int, int, int, int]:
+        b, t, _, d = slots.shape
+        return slots.dtype == torch.float64, b, t, d, int(torch.cuda.current_stream(slots.device).cuda_stream)
+
+    def forward(
+        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, out: Tensor, final: Tensor, states: Tensor
+    ) -> None:
+        f64, b, t, d, stream = launch_args(slots)
+        ext.kleene_forward_launch(
+            f64, ptr(slots), ptr(params), ptr(lengths), ptr(h0), ptr(out), ptr(final), ptr(states), b, t, d, stream
+        )
+
+    def backward(
+        slots: Tensor,
+        params: Tensor,
+        lengths: Tensor,
+        h0: Tensor | None,
+        states: Tensor,
+        out: Tensor,
+        grad_out: Tensor,
+        grad_final: Tensor,
+        grad_slots: Tensor,
+        grad_params: Tensor,
+        grad_h0: Tensor,
+    ) -> None:
+        f64, b, t, d, stream = launch_args(slots)
+        ext.kleene_backward_launch(
+            f64,
+            ptr(slots),
+            ptr(params),
+            ptr(lengths),
+            ptr(h0),
+            ptr(states),
+            ptr(out),
+            ptr(grad_out),
+            ptr(grad_final),
+            ptr(grad_slots),
+            ptr(grad_params),
+            ptr(grad_h0),
+            b,
+            t,
+            d,
+            stream,
+        )
+
+    return Kernels(plan, forward, backward)
+
+
+def cuda_runner(plan: Plan) -> Callable[..., tuple[Tensor, Tensor]]:
+    """The ``cuda`` backend (CUDA tensors only)."""
+    return gpu_runner(cuda_kernels(plan), lambda x: x.is_cuda, "the cuda backend runs on CUDA tensors")
+
+
+def register_gpu_backends() -> None:
+    """Register "triton" (when triton is installed) and "cuda" (when torch is a CUDA build) with
+    ``kleene.compile``; ``auto`` tries them first only when a GPU is present. Runs when this
+    module is imported (``kleene.compile`` imports it).
+
+    Building is deferred to the factories (called by ``compile``), which raise ``CompileError``
+    when a prerequisite is missing.
+    """
+    from kleene.compile.module import register_backend
+
+    gpu = torch.cuda.is_available()
+    if importlib.util.find_spec("triton") is not None:
+        register_backend("triton", triton_runner, auto_priority=0 if gpu else None)
+    if torch.version.cuda is not None:
+        register_backend("cuda", cuda_runner, auto_priority=1 if gpu else None)
+
+
+register_gpu_backends()

@@ -1,0 +1,246 @@
+"""Adapters for kleene's own rational layers, read by duck typing (``kleene.compile`` never imports ``kleene.nn``).
+
+Each reads the first layer of a stack, whose input is the word vectors, and yields one automaton per hidden unit
+whose prefix scores are the layer's *cell state* c (before any output nonlinearity or gate):
+
+- ``RRNNLayer`` (B, B-maxplus, C, F) and ``SRULayer``: the zoo's ``rrnn-*`` and ``sru`` entries;
+- ``QRNNLayer``: f- and fo-pooling are the zoo's ``qrnn`` (``c_t = f ⊙ c_{t−1} + (1 − f) ⊙ z``), ifo-pooling the
+  recurrence ``c_t = f ⊙ c_{t−1} + i ⊙ z`` proved here; a window of 2 keeps the previous word in the states
+  (Appendix A), so such automata are built over a short word list. The output gate of fo/ifo pooling,
+  ``h_t = o_t ⊙ c_t``, multiplies the automaton's value outside it: ``qrnn_layer_output_gate`` computes o_t;
+- ``RCNNLayer``: the zoo's ``rcnn`` (input-dependent or constant decay λ); its output is ``tanh(c + b)``;
+- ``ISANLayer``: the zoo's ``isan``: all d units share one run, unit i reads final state q_i (as the linear
+  Elman network); ``h_t = c_t``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kleene.extract.core import (
+    AffineInput,
+    Extraction,
+    ExtractionError,
+    Unit,
+    proved_automata,
+    to_numpy,
+    vocabulary_rows,
+)
+from kleene.extract.foreign import windowed_sigmoid
+from kleene.rational import zoo
+
+
+def _rows(linear: Any, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start .. start+count`` of a ``nn.Linear``'s weight and bias (zeros without bias)."""
+    weight = to_numpy(linear.weight)[start : start + count]
+    bias = to_numpy(linear.bias)[start : start + count] if linear.bias is not None else np.zeros(count)
+    return weight, bias
+
+
+def _affine(activation: str, weight: np.ndarray, bias: np.ndarray) -> list[AffineInput]:
+    return [AffineInput(activation, weight[i][None, :], float(bias[i])) for i in range(len(weight))]
+
+
+# -- RRNN and SRU -------------------------------------------------------------------------------
+
+
+def _rrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
+    d, kind = layer.dim, layer.kind
+    if kind in ("B", "B-maxplus"):
+        maxplus = kind == "B-maxplus"
+        proof = proved_automata(zoo.rrnn_b_maxplus() if maxplus else zoo.rrnn_b())[0]
+        forget = _affine("logsigmoid" if maxplus else "sigmoid", *_rows(layer.forget, 0, d))
+        update = _affine("identity", *_rows(layer.update, 0, d))
+        value = "u" if maxplus else "w"
+        return [Unit(f"c{i + 1}", proof, {"f": forget[i], value: update[i]}) for i in range(d)]
+    proof = proved_automata(zoo.rrnn_c() if kind == "C" else zoo.rrnn_f())[0]
+    f1, f2 = (_affine("sigmoid", *_rows(layer.forget, j * d, d)) for j in (0, 1))
+    w1, w2 = (_affine("identity", *_rows(layer.update, j * d, d)) for j in (0, 1))
+    constants: list[dict[str, float]] = [{} for _ in range(d)]
+    if kind == "F":
+        values = to_numpy(layer.recurrence.constants)  # [gamma, rho1, rho2] x d, already σ(raw)
+        names = list(layer.recurrence.template.constants)
+        mapping = {"gamma": "r", "rho1": "p1", "rho2": "p2"}
+        constants = [{mapping[n]: float(values[k, i]) for k, n in enumerate(names)} for i in range(d)]
+    return [
+        Unit(f"c{i + 1}", proof, {"f1": f1[i], "f2": f2[i], "w1": w1[i], "w2": w2[i]}, constants[i]) for i in range(d)
+    ]
+
+
+def _sru_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
+    d = layer.dim
+    proof = proved_automata(zoo.sru())[0]
+    forget = _affine("sigmoid", *_rows(layer.gates, 0, d))
+    value = _affine("identity", *_rows(layer.transform, 0, d))
+    return [Unit(f"c{i + 1}", proof, {"f": forget[i], "g": value[i]}) for i in range(d)]
+
+
+# -- QRNN ---------------------------------------------------------------------------------------
+
+
+def _qrnn_gate_rows(layer: Any, gate: str) -> tuple[np.ndarray, np.ndarray]:
+    """One gate's convolution as ``[d, K, n]`` rows (row k reads the word K−1−k steps back) and ``[d]`` biases."""
+    d = layer.hidden_size
+    block = list(layer.gates).index(gate)
+    weight = to_numpy(layer.convolution.weight)[block * d : (block + 1) * d]  # [d, n, K]
+    bias = layer.convolution.bias
+    biases = to_numpy(bias)[block * d : (block + 1) * d] if bias is not None else np.zeros(d)
+    return weight.transpose(0, 2, 1), biases
+
+
+def _qrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
+    if layer.context is not None:
+        raise ExtractionError("QRNNLayer: a decoder layer adds an encoder context to its gates; it is not extracted")
+    window = layer.window
+    if window > 2:
+        raise ExtractionError(
+            f"QRNNLayer: window {window} would track the last {window - 1} words in the states "
+            f"(|V|^{window - 1} histories); exact extraction supports windows 1 and 2"
+        )
+    alphabet = list(words) if window > 1 else zoo.DEFAULT_ALPHABET
+    rec = zoo.qrnn(window, alphabet=alphabet, pooling=layer.pooling)
+    proof = proved_automata(rec, alphabet if window > 1 else None)[0]
+    activation = {"z": "tanh", "f": "sigmoid", "i": "sigmoid"}
+    inputs = {}
+    for gate in (g for g in layer.gates if g in activation):
+        rows, biases = _qrnn_gate_rows(layer, gate)
+        inputs[gate] = [AffineInput(activation[gate], rows[u], float(biases[u])) for u in range(layer.hidden_size)]
+    return [Unit(f"c{u + 1}", proof, {g: spec[u] for g, spec in inputs.items()}) for u in range(layer.hidden_size)]
+
+
+def qrnn_layer_output_gate(layer: Any, vectors: np.ndarray) -> np.ndarray:
+    """A kleene ``QRNNLayer``'s output gate ``o_t`` ``[T, d]`` for a sentence's vectors ``[T, n]`` (fo/ifo pooling):
+    its output is ``h_t = o_t ⊙ c_t`` with c_t the automata's value.
+
+    Raises:
+        ExtractionError: f-pooling (no output gate).
+    """
+    if "o" not in layer.gates:
+        raise ExtractionError(f"QRNNLayer with {layer.pooling}-pooling has no output gate")
+    rows, biases = _qrnn_gate_rows(layer, "o")
+    return windowed_sigmoid(rows.reshape(len(rows), -1), biases, vectors, layer.window)
+
+
+# -- RCNN and ISAN ------------------------------------------------------------------------------
+
+
+def _rcnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
+    d, order = layer.dim, layer.order
+    adaptive = layer.decay is not None
+    proof = proved_automata(zoo.rcnn(order, constant_lambda=not adaptive))[0]
+    updates = [_affine("identity", *_rows(layer.inputs, j * d, d)) for j in range(order)]
+    decay = _affine("sigmoid", *_rows(layer.decay, 0, d)) if adaptive else None
+    constant = None if adaptive else to_numpy(layer.recurrence.constants)[0]  # σ(raw) per unit
+    units = []
+    for i in range(d):
+        inputs = {f"u{j + 1}": updates[j][i] for j in range(order)}
+        if decay is not None:
+            inputs["lam"] = decay[i]
+        constants = {} if constant is None else {"lam": float(constant[i])}
+        units.append(Unit(f"c{i + 1}", proof, inputs, constants))
+    return units
+
+
+def _isan_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
+    d = layer.size
+    proofs = proved_automata(zoo.isan(d))
+    matrix_weight, matrix_bias = _rows(layer.matrix, 0, d * d)  # row i·d + j: [W_x]_ij, c_i += W_ij c_j
+    inputs = {
+        zoo.matrix_entry("W", i + 1, j + 1, d): AffineInput(
+            "identity", matrix_weight[i * d + j][None, :], float(matrix_bias[i * d + j])
+        )
+        for i in range(d)
+        for j in range(d)
+    }
+    offsets = _affine("identity", *_rows(layer.offset, 0, d))
+    inputs.update({f"b{i + 1}": offsets[i] for i in range(d)})
+    return [Unit(f"c{i + 1}", proofs[i], inputs) for i in range(d)]
+
+
+# -- the registry -------------------------------------------------------------------------------
+
+
+def _compiled_states(layer: Any, vectors: Any, lengths: Any) -> Any:
+    slots, _ = layer.slots(vectors)
+    states, _ = layer.recurrence(slots, lengths)
+    return states
+
+
+@dataclass(frozen=True)
+class LayerAdapter:
+    """How to extract one kind of kleene layer: its units, and the cell states ``[B, T, d]`` it computes."""
+
+    units: Callable[[Any, Sequence[Hashable]], list[Unit]]
+    states: Callable[[Any, Any, Any], Any]
+    describe: Callable[[Any], str]
+
+
+#: kleene layer class name -> adapter
+KLEENE_LAYERS: dict[str, LayerAdapter] = {
+    "RRNNLayer": LayerAdapter(_rrnn_units, _compiled_states, lambda layer: f"RRNNLayer({layer.kind})"),
+    "SRULayer": LayerAdapter(_sru_units, _compiled_states, lambda layer: "SRULayer"),
+    "QRNNLayer": LayerAdapter(
+        _qrnn_units,
+        lambda layer, vectors, lengths: layer.run(vectors, lengths)[0],
+        lambda layer: f"QRNNLayer({layer.pooling}-pooling, window {layer.window})",
+    ),
+    "RCNNLayer": LayerAdapter(
+        _rcnn_units,
+        _compiled_states,
+        lambda layer: f"RCNNLayer({layer.order}-gram, {'adaptive' if layer.decay is not None else 'constant'} λ)",
+    ),
+    "ISANLayer": LayerAdapter(
+        _isan_units,
+        lambda layer, vectors, lengths: layer(vectors, lengths)[0],
+        lambda layer: f"ISANLayer({layer.size})",
+    ),
+}
+
+
+def _adapter(layer: Any) -> LayerAdapter:
+    kind = type(layer).__name__
+    if kind not in KLEENE_LAYERS:
+        raise ExtractionError(f"no exact extraction for {kind} (supported: {', '.join(sorted(KLEENE_LAYERS))})")
+    return KLEENE_LAYERS[kind]
+
+
+def check_layer(layer: Any) -> LayerAdapter:
+    """The adapter of ``layer``'s kind.
+
+    Raises:
+        ExtractionError: a layer kind without an extraction here, or a bidirectional layer.
+    """
+    adapter = _adapter(layer)
+    if layer.recurrence.plan.options.bidirectional:
+        kind = type(layer).__name__
+        raise ExtractionError(f"{kind}: bidirectional layers are not extracted (the backward half reads reversed text)")
+    return adapter
+
+
+def history_window(layer: Any) -> int:
+    """How many words a layer's input functions read (its convolution window; 1 for recurrent layers). Above 1
+    the automata keep the previous word in their states and grow with the word list: extract over a short one."""
+    return int(getattr(layer, "window", 1))
+
+
+def from_kleene_layer(layer: Any, embedding: Any, words: Sequence[Hashable] | None = None) -> Extraction:
+    """The cell states of a kleene rational layer reading word vectors (the first layer of a stack).
+
+    ``embedding`` is the ``[V, n]`` matrix (or a module with ``.weight``) of the ``words``' vectors.
+
+    Raises:
+        ExtractionError: a layer kind without an extraction here, a bidirectional layer, or a layer
+            configuration outside the construction (named).
+    """
+    adapter = check_layer(layer)
+    names, table = vocabulary_rows(embedding, words)
+    return Extraction(adapter.describe(layer), adapter.units(layer, names), names, table)
+
+
+def kleene_layer_states(layer: Any, vectors: Any, lengths: Any) -> Any:
+    """The cell states c ``[B, T, d]`` a kleene rational layer computes (what its automata's prefix scores equal)."""
+    return _adapter(layer).states(layer, vectors, lengths)

@@ -1,0 +1,473 @@
+"""The zoo: recurrences from the papers, written in the recurrence language (no automata here).
+
+Every entry is a function returning a ``Recurrence``; ``prove`` builds the automata.
+``ZOO`` maps the command-line names to them, ``REFUSED`` lists the entries that
+must be refused. Input functions stand for one hidden unit's input-dependent
+quantities (``f(x_t)`` is ``[f_t]_i``); their ``meaning`` records the paper's formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import sympy
+
+from kleene.rational.recurrence import Recurrence, RecurrenceError, sigmoid
+
+DEFAULT_ALPHABET = ("a", "b", "c")
+
+
+def _gated_unit(name: str, doc: str, meaning_u: str, with_nonlinearity: bool = False) -> Recurrence:
+    """c_t = f_t ⊙ c_{t−1} + (1 − f_t) ⊙ g_t: Example 6 and its relatives (automaton B)."""
+    rec = Recurrence(name, "real", dims="d", doc=doc)
+    c = rec.state("c", init=0)
+    f = rec.input("f", meaning="σ(W_f v_t + b_f)_i")
+    g = rec.input("g", meaning=meaning_u)
+    rec.update(c, f * c + (1 - f) * g)
+    rec.output("c", c)
+    return rec
+
+
+def example6() -> Recurrence:
+    return _gated_unit("example-6", "Example 6 (rational-recurrences §3.1, Eq. 5)", "g(W_u v_t + b_u)_i")
+
+
+def sru() -> Recurrence:
+    return _gated_unit("sru", "SRU as analysed in the paper (Lei et al. 2017b): c_t = f⊙c + (1−f)⊙W x_t", "(W x_t)_i")
+
+
+def t_rnn() -> Recurrence:
+    return _gated_unit("t-rnn", "T-RNN (Balduzzi & Ghifary 2016): h_t = f⊙h + (1−f)⊙z_t", "(W_z x_t)_i")
+
+
+def scrn() -> Recurrence:
+    """SCRN's slow context units (Mikolov et al. 2014): s_t = (1 − a) B x_t + a s_{t−1}."""
+    rec = Recurrence("scrn", "real", dims="d", doc="SCRN context units: s_t = (1−a)·B x_t + a·s_{t−1}, a constant")
+    s = rec.state("s", init=0)
+    b = rec.input("b", meaning="(B x_t)_i")
+    a = rec.constant("a")
+    rec.update(s, a * s + (1 - a) * b)
+    rec.output("s", s)
+    return rec
+
+
+def rrnn_b(semiring: str = "real") -> Recurrence:
+    """RRNN(B) (Appendix D, Eq. 23); in max-plus it is Example 15 (Eq. 21/24)."""
+    if semiring in ("max-plus", "maxplus"):
+        return rrnn_b_maxplus()
+    if semiring != "real":
+        raise RecurrenceError(f"rrnn-b is defined for the real and max-plus semirings, not {semiring}")
+    rec = Recurrence("rrnn-b", "real", dims="d", doc="RRNN(B), Appendix D Eq. 23a-c")
+    c = rec.state("c", init=0)
+    f = rec.input("f", meaning="σ(W_f v_t + b_f)_i")
+    w = rec.input("w", meaning="(W_u v_t)_i")
+    rec.update(c, f * c + (1 - f) * w)
+    rec.output("c", c)
+    return rec
+
+
+def rrnn_b_maxplus() -> Recurrence:
+    rec = Recurrence("rrnn-b-maxplus", "max-plus", dims="d", doc="RRNN(B)_m+, Example 15 / Eq. 24a-c")
+    c = rec.state("c")  # max-plus zero: -inf
+    f = rec.input("f", meaning="log σ(W_f v_t + b_f)_i")
+    u = rec.input("u", meaning="(W_u v_t)_i")
+    rec.update(c, sympy.Max(f + c, u))
+    rec.output("c", c)
+    return rec
+
+
+def rrnn_c() -> Recurrence:
+    rec = Recurrence("rrnn-c", "real", dims="d", doc="RRNN(C), Appendix D Eq. 25a-d (§4.2, Fig. 2)")
+    c1, c2 = rec.states("c1 c2", init=0)
+    f1, f2 = rec.input("f1", meaning="σ(W_f1 v_t + b_f1)_i"), rec.input("f2", meaning="σ(W_f2 v_t + b_f2)_i")
+    w1, w2 = rec.input("w1", meaning="(W_u1 v_t)_i"), rec.input("w2", meaning="(W_u2 v_t)_i")
+    rec.update(c1, c1 * f1 + (1 - f1) * w1)
+    rec.update(c2, c2 * f2 + c1 * (1 - f2) * w2)
+    rec.output("c", c2)
+    return rec
+
+
+def rrnn_f() -> Recurrence:
+    """RRNN(F) (§5.1 Eq. 19; Eq. 26g's ``p1 ⊙ c^(2)`` is a typo for ``p1 ⊙ c^(1)``, as Eq. 19c shows)."""
+    rec = Recurrence("rrnn-f", "real", dims="d", doc="RRNN(F), §5.1 Eq. 19-20 / Appendix D Eq. 26 (Fig. 4)")
+    c1, c2 = rec.states("c1 c2", init=0)
+    f1, f2 = rec.input("f1", meaning="σ(W_f1 v_t + b_f1)_i"), rec.input("f2", meaning="σ(W_f2 v_t + b_f2)_i")
+    w1, w2 = rec.input("w1", meaning="(W_u1 v_t)_i"), rec.input("w2", meaning="(W_u2 v_t)_i")
+    r, p1, p2 = rec.constants("r p1 p2")
+    u1, u2 = (1 - f1) * w1, (1 - f2) * w2
+    rec.update(c1, c1 * f1 + u1)
+    rec.update(c2, c2 * f2 + (c1 + r) * u2)
+    rec.output("c", p1 * c1 + p2 * c2)
+    return rec
+
+
+def rcnn(order: int = 2, constant_lambda: bool = False) -> Recurrence:
+    """n-gram RCNN (Lei et al. 2016; §4.2 Eq. 14, Appendix B): n + 1 states."""
+    if order < 1:
+        raise RecurrenceError(f"rcnn needs order >= 1, got {order}")
+    kind = "constant" if constant_lambda else "input-only"
+    rec = Recurrence(f"rcnn-{order}", "real", dims="d", doc=f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B)")
+    cs = rec.states(" ".join(f"c{j}" for j in range(1, order + 1)), init=0)
+    lam = rec.constant("lam") if constant_lambda else rec.input("lam", meaning="σ(W_λ v_t + b_λ)_i")
+    us = [rec.input(f"u{j}", meaning=f"(u_t^({j}))_i") for j in range(1, order + 1)]
+    previous: Any = 1
+    for c, u in zip(cs, us):
+        rec.update(c, c * lam + previous * u)
+        previous = c
+    rec.output("c", cs[-1])
+    return rec
+
+
+def _indices(d: int, *indices: int) -> str:
+    """Indices up to ``d`` run together while d < 10 (``12``) and are separated beyond (``1_12``): names stay unique."""
+    return ("" if d < 10 else "_").join(map(str, indices))
+
+
+def matrix_entry(prefix: str, i: int, j: int, d: int) -> str:
+    """The name of entry (i, j) of a d x d matrix: ``W12`` while d < 10, ``W1_12`` beyond."""
+    return f"{prefix}{_indices(d, i, j)}"
+
+
+def isan(d: int = 2) -> Recurrence:
+    """ISAN (Foerster et al. 2017; §4.3 Eq. 16-18, Appendix C): c_t = W_{x_t} c_{t−1} + b_{x_t}."""
+    rec = Recurrence(f"isan-{d}", "real", doc=f"ISAN of hidden size {d} (Eq. 16, Appendix C)")
+    cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
+    for i in range(1, d + 1):
+        terms = [rec.input(matrix_entry("W", i, j, d), meaning=f"[W_x_t]_{i}{j}") * cs[j - 1] for j in range(1, d + 1)]
+        rec.update(cs[i - 1], sympy.Add(*terms) + rec.input(f"b{i}", meaning=f"[b_x_t]_{i}"))
+    for i in range(1, d + 1):
+        rec.output(f"c{i}", cs[i - 1])
+    return rec
+
+
+def elman_linear(d: int = 2) -> Recurrence:
+    """The Elman network without nonlinearity (Corollary 14): c_t = W_c c_{t−1} + W_v v_t + b."""
+    rec = Recurrence(f"elman-linear-{d}", "real", doc=f"linear Elman network of size {d} (Corollary 14)")
+    cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
+    for i in range(1, d + 1):
+        terms = [rec.constant(matrix_entry("w", i, j, d)) * cs[j - 1] for j in range(1, d + 1)]
+        rec.update(cs[i - 1], sympy.Add(*terms) + rec.input(f"u{i}", meaning=f"[W_v v_t + b]_{i}"))
+    for i in range(1, d + 1):
+        rec.output(f"c{i}", cs[i - 1])
+    return rec
+
+
+def stack_name(kind: str, layer: int, d: int, *indices: int) -> str:
+    """The name of a stack's state or parameter: ``h2`` (d = 1, the paper's h^(2)) or ``h2_1``, ``w2_11`` (d > 1)."""
+    return f"{kind}{layer}" if d == 1 else f"{kind}{layer}_{_indices(d, *indices)}"
+
+
+def _stacked_names(layers: int, d: int) -> list[list[str]]:
+    """State names of a stack, one list per layer (1-based, top layer last)."""
+    if layers < 1 or d < 1:
+        raise RecurrenceError(f"a stack needs layers >= 1 and d >= 1, got layers={layers}, d={d}")
+    return [[stack_name("h", layer, d, i) for i in range(1, d + 1)] for layer in range(1, layers + 1)]
+
+
+def _stack_update(rec: Recurrence, blocks: list[list[sympy.Symbol]], below_now: bool) -> None:
+    """``h^(l) = W^(l) h^(l) + A^(l) (block below, current or previous) + b^(l)``; layer 1 reads ``u(x_t)``."""
+    d = len(blocks[0])
+    for layer, block in enumerate(blocks, start=1):
+        for i, h in enumerate(block, start=1):
+            terms = [rec.constant(stack_name("w", layer, d, i, j)) * block[j - 1] for j in range(1, d + 1)]
+            if layer == 1:
+                terms.append(rec.input(stack_name("u", 1, d, i), meaning=f"[W_x x_t + b]_{i}"))
+            else:
+                lower = [rec.now(g) if below_now else g for g in blocks[layer - 2]]
+                terms += [rec.constant(stack_name("a", layer, d, i, j)) * lower[j - 1] for j in range(1, d + 1)]
+                terms.append(rec.constant(stack_name("b", layer, d, i)))
+            rec.update(h, sympy.Add(*terms))
+    for i, h in enumerate(blocks[-1], start=1):
+        rec.output(f"y{i}", h)
+
+
+def stacked_linear(layers: int = 2, d: int = 1) -> Recurrence:
+    """A stack of linear Elman layers (delayed-rnn.md Eq. 3-5 with identity activations), zero initial states.
+
+    ``h^(1)_t = W^(1) h^(1)_{t-1} + [W_x x_t + b]`` and, for l ≥ 2, ``h^(l)_t = W^(l) h^(l)_{t-1} + A^(l) h^(l-1)_t
+    + b^(l)``: layer l reads layer l−1's *current* state, a current-step reference (an epsilon arc).
+    """
+    rec = Recurrence(f"stacked-linear-{layers}x{d}", "real", doc=f"{layers} stacked linear Elman layers of size {d}")
+    blocks = [list(rec.states(" ".join(block), init=0)) for block in _stacked_names(layers, d)]
+    _stack_update(rec, blocks, below_now=True)
+    return rec
+
+
+def delayed_linear(layers: int = 2, d: int = 1) -> Recurrence:
+    """The stack of ``stacked_linear`` flattened into one layer with delay k−1 (delayed-rnn.md Theorem 1).
+
+    The state is the blocks ``ĥ^{l}``; block l reads block l−1's *previous* value (block-bidiagonal
+    recurrent weights, no current-step references): ``ĥ^{l}_t = W^(l) ĥ^{l}_{t-1} + A^(l) ĥ^{l-1}_{t-1} + b^(l)``.
+    The initial state is Lemma 1's: with identity activations it solves ``ĥ^{l}_{l-1} = h^(l)_0 = 0``,
+    a linear system in ``ĥ^{l}_0`` (so it exists when the W^(l) are invertible). Then the output at
+    time t + k − 1 equals the stack's at time t, for every input.
+    """
+    doc = f"{layers} linear Elman layers flattened (delay {layers - 1})"
+    rec = Recurrence(f"delayed-linear-{layers}x{d}", "real", doc=doc)
+    names = _stacked_names(layers, d)
+    unknowns = [[sympy.Symbol(f"init_{n}") for n in block] for block in names]
+    initial = _lemma1_initial_state(layers, d, unknowns)
+    blocks = [[rec.state(n, init=initial[u]) for n, u in zip(block, row)] for block, row in zip(names, unknowns)]
+    _stack_update(rec, blocks, below_now=False)
+    return rec
+
+
+def _lemma1_initial_state(layers: int, d: int, unknowns: list[list[sympy.Symbol]]) -> dict[sympy.Symbol, sympy.Expr]:
+    """Lemma 1 for identity activations: ``ĥ_0`` with ``ĥ^{l}_{l-1} = 0`` for every block (stack starts at zero).
+
+    Runs the input-free part of the flattened recurrence symbolically: block l at step l−1 reads blocks
+    below it only at steps < l−1, where block 1 still holds its initial zero, so no input enters.
+    """
+
+    def matrix(kind: str, layer: int) -> sympy.Matrix:
+        rows = range(1, d + 1)
+        return sympy.Matrix([[sympy.Symbol(stack_name(kind, layer, d, i, j)) for j in rows] for i in rows])
+
+    solved: dict[sympy.Symbol, sympy.Expr] = {u: sympy.Integer(0) for u in unknowns[0]}
+    history = [[sympy.zeros(d, 1)]]  # history[l-1][t] = ĥ^{l}_t (block 1 stays at zero until an input arrives)
+    for layer in range(2, layers + 1):
+        bias = sympy.Matrix([sympy.Symbol(stack_name("b", layer, d, i)) for i in range(1, d + 1)])
+        states = [sympy.Matrix(unknowns[layer - 1])]
+        for t in range(1, layer):
+            states.append(matrix("w", layer) * states[-1] + matrix("a", layer) * history[-1][t - 1] + bias)
+        solution = sympy.solve(list(states[layer - 1]), unknowns[layer - 1], dict=True)
+        if not solution:
+            raise RecurrenceError(f"delayed-linear: Lemma 1 has no initial state for block {layer}")
+        values = {u: sympy.simplify(solution[0][u]) for u in unknowns[layer - 1]}
+        solved.update(values)
+        history.append([s.xreplace(values) for s in states])
+    return solved
+
+
+def stacked_gated_linear() -> Recurrence:
+    """Two stacked RRNN(B)-style units whose upper gate reads the lower state through an identity activation.
+
+    ``c1_t = f(x_t) c1_{t-1} + u(x_t)``; ``c2_t = (a c1_t) c2_{t-1} + v(x_t)``: the upper gate multiplies a
+    state by a state. Not rational: with ``c1_t = t`` (f = u = 1) and a = 1, v = 0, c2 = 1 it computes t!.
+    """
+    rec = Recurrence("stacked-gated-linear", "real", doc="stacked gated units, upper gate = identity of lower state")
+    c1, c2 = rec.states("c1 c2", init=0)
+    f, u, v = rec.inputs("f u v")
+    a = rec.constant("a")
+    rec.update(c1, f * c1 + u)
+    rec.update(c2, a * rec.now(c1) * c2 + v)
+    rec.output("c", c2)
+    return rec
+
+
+def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET, pooling: str = "f") -> Recurrence:
+    """QRNN pooling with a K-window convolution (Bradbury et al. 2017; Appendix A; qrnn-notes.md).
+
+    ``pooling="f"`` (and fo, whose output gate lies outside the recurrence): ``c_t = f ⊙ c_{t−1} + (1 − f) ⊙ z``;
+    ``"ifo"``: ``c_t = f ⊙ c_{t−1} + i ⊙ z`` with an independent input gate.
+    """
+    if window < 1:
+        raise RecurrenceError(f"qrnn needs window >= 1, got {window}")
+    if pooling not in ("f", "fo", "ifo"):
+        raise RecurrenceError(f"qrnn pooling must be f, fo or ifo, got {pooling!r}")
+    ifo = pooling == "ifo"
+    rec = Recurrence(
+        f"qrnn-{'ifo-' if ifo else ''}k{window}",
+        "real",
+        dims="d",
+        alphabet=alphabet,
+        doc=f"QRNN {pooling}-pooling, window K={window}: the gates read x_(t-K+1..t) (Appendix A)",
+    )
+    c = rec.state("c", init=0)
+    f = rec.input("f", lags=window - 1, meaning="σ(conv_K(W_f, v))_i")
+    i = rec.input("i", lags=window - 1, meaning="σ(conv_K(W_i, v))_i") if ifo else None
+    z = rec.input("z", lags=window - 1, meaning="tanh(conv_K(W_z, v))_i")
+    rec.update(c, f * c + (i if i is not None else 1 - f) * z)
+    rec.output("c", c)
+    return rec
+
+
+def t_lstm(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
+    """T-LSTM (Balduzzi & Ghifary 2016): gates read x_{t−1} and x_t (Eq. 10)."""
+    rec = Recurrence(
+        "t-lstm", "real", dims="d", alphabet=alphabet, doc="T-LSTM: c_t = f⊙c + i⊙z, f and i read x_(t-1), x_t"
+    )
+    c = rec.state("c", init=0)
+    f = rec.input("f", lags=1, meaning="σ(V_f v_(t-1) + W_f v_t + b_f)_i")
+    i = rec.input("i", lags=1, meaning="σ(V_i v_(t-1) + W_i v_t + b_i)_i")
+    z = rec.input("z", meaning="(W_z v_t)_i")
+    rec.update(c, f * c + i * z)
+    rec.output("c", c)
+    return rec
+
+
+def t_gru(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
+    """T-GRU (Balduzzi & Ghifary 2016): h_t = f⊙h + (1 − f)⊙z with f reading x_{t−1}, x_t."""
+    rec = Recurrence(
+        "t-gru", "real", dims="d", alphabet=alphabet, doc="T-GRU: h_t = f⊙h + (1−f)⊙z, f reads x_(t-1), x_t"
+    )
+    h = rec.state("h", init=0)
+    f = rec.input("f", lags=1, meaning="σ(V_f v_(t-1) + W_f v_t + b_f)_i")
+    z = rec.input("z", meaning="(W_z v_t)_i")
+    rec.update(h, f * h + (1 - f) * z)
+    rec.output("h", h)
+    return rec
+
+
+def sopa(
+    length: int = 3, semiring: str = "max-times", self_loops: bool = True, epsilons: bool = True, aggregate: bool = True
+) -> Recurrence:
+    """One SoPa pattern with ``length`` main-path transitions (SoPa §3, Eq. 3-8).
+
+    States h_0 (START, restarted every token: the bias) .. h_length (END). Each h_j takes
+    a self-loop s_j(x_t), a main-path arc m_j(x_t) from h_{j−1}, and an epsilon e_j from
+    the *current* h_{j−1}. With ``aggregate``, a component ``doc`` ⊕-accumulates the END
+    score over time: the document score of Eq. 8 (max-times/max-plus: best span; real:
+    expected count).
+    """
+    rec = Recurrence(
+        f"sopa-{length}-{semiring}",
+        semiring,
+        dims="k",
+        doc=f"SoPa pattern of length {length} ({semiring}); self-loops={self_loops}, epsilons={epsilons}",
+    )
+    eps = [rec.constant(f"e{j}") for j in range(1, length + 1)] if epsilons else []
+    hs = rec.states(" ".join(f"h{j}" for j in range(1, length + 1)))
+    previous: Any = None
+    for j, h in enumerate(hs, start=1):
+        m = rec.input(f"m{j}", meaning=f"E(w_{j - 1}·v_x + b_{j - 1})")
+        terms = [m if previous is None else rec.times(previous, m)]
+        if self_loops:
+            terms.append(rec.times(h, rec.input(f"s{j}", meaning=f"E(u_{j}·v_x + a_{j})")))
+        if epsilons:
+            start = rec.one_now if previous is None else rec.now(previous)
+            terms.append(rec.times(start, eps[j - 1]))
+        rec.update(h, rec.plus(*terms))
+        previous = h
+    if aggregate:
+        doc = rec.state("doc")
+        rec.update(doc, rec.plus(doc, rec.now(hs[-1])))
+        rec.output("doc", doc)
+    else:
+        rec.output("end", hs[-1])
+    return rec
+
+
+def cnn(width: int = 3) -> Recurrence:
+    """A one-layer max-pooled CNN filter as SoPa without self-loops and epsilons (SoPa §4, Eq. 9-10)."""
+    rec = sopa(width, "max-plus", self_loops=False, epsilons=False, aggregate=True)
+    rec.name = f"cnn-{width}"
+    rec.doc = f"one-layer CNN filter of width {width}, max-pooled: linear-chain max-plus WFSA (SoPa Eq. 9-10)"
+    return rec
+
+
+# -- refused ------------------------------------------------------------------------------------
+
+
+def lstm() -> Recurrence:
+    rec = Recurrence("lstm", "real", dims="d", doc="LSTM (Hochreiter & Schmidhuber 1997), one hidden unit")
+    c, h = rec.states("c h", init=0)
+    ai, af, ao, ag = rec.inputs("a_i a_f a_o a_g")
+    wi, wf, wo, wg = rec.constants("w_i w_f w_o w_g")
+    i, f, o = sigmoid(wi * h + ai), sigmoid(wf * h + af), sigmoid(wo * h + ao)
+    g = sympy.tanh(wg * h + ag)
+    rec.update(c, f * c + i * g)
+    rec.update(h, o * sympy.tanh(rec.now(c)))
+    rec.output("h", h)
+    return rec
+
+
+def gru() -> Recurrence:
+    rec = Recurrence("gru", "real", dims="d", doc="GRU (Cho et al. 2014), one hidden unit")
+    h = rec.state("h", init=0)
+    az, ar, an = rec.inputs("a_z a_r a_n")
+    wz, wr, wn = rec.constants("w_z w_r w_n")
+    z, r = sigmoid(wz * h + az), sigmoid(wr * h + ar)
+    n = sympy.tanh(an + r * wn * h)
+    rec.update(h, (1 - z) * n + z * h)
+    rec.output("h", h)
+    return rec
+
+
+def elman() -> Recurrence:
+    rec = Recurrence("elman", "real", dims="d", doc="Elman network with tanh, one hidden unit")
+    h = rec.state("h", init=0)
+    u = rec.input("u", meaning="(W_v v_t + b)_i")
+    w = rec.constant("w")
+    rec.update(h, sympy.tanh(w * h + u))
+    rec.output("h", h)
+    return rec
+
+
+def sru_v2() -> Recurrence:
+    rec = Recurrence("sru-v2", "real", dims="d", doc="SRU as released (v2): v ⊙ c_{t-1} inside the forget gate")
+    c = rec.state("c", init=0)
+    a, x = rec.inputs("a x")
+    v = rec.constant("v")
+    f = sigmoid(a + v * c)
+    rec.update(c, f * c + (1 - f) * x)
+    rec.output("c", c)
+    return rec
+
+
+def rcnn_gated() -> Recurrence:
+    rec = Recurrence("rcnn-gated", "real", dims="d", doc="bigram RCNN with λ_t = σ(W_c c_{t-1} + W_λ v_t + b)")
+    c1, c2 = rec.states("c1 c2", init=0)
+    a, u1, u2 = rec.inputs("a u1 u2")
+    w = rec.constant("w_c")
+    lam = sigmoid(w * c2 + a)
+    rec.update(c1, c1 * lam + u1)
+    rec.update(c2, c2 * lam + c1 * u2)
+    rec.output("c", c2)
+    return rec
+
+
+Builder = Callable[..., Recurrence]
+
+ZOO: dict[str, Builder] = {
+    "example-6": example6,
+    "sru": sru,
+    "t-rnn": t_rnn,
+    "scrn": scrn,
+    "rrnn-b": rrnn_b,
+    "rrnn-b-maxplus": rrnn_b_maxplus,
+    "rrnn-c": rrnn_c,
+    "rrnn-f": rrnn_f,
+    "rcnn": rcnn,
+    "isan": isan,
+    "elman-linear": elman_linear,
+    "stacked-linear": stacked_linear,
+    "delayed-linear": delayed_linear,
+    "qrnn": qrnn,
+    "t-lstm": t_lstm,
+    "t-gru": t_gru,
+    "sopa": sopa,
+    "cnn": cnn,
+    "lstm": lstm,
+    "gru": gru,
+    "elman": elman,
+    "sru-v2": sru_v2,
+    "rcnn-gated": rcnn_gated,
+    "stacked-gated-linear": stacked_gated_linear,
+}
+
+#: Entries the prover must refuse.
+REFUSED = ("lstm", "gru", "elman", "sru-v2", "rcnn-gated", "stacked-gated-linear")
+
+#: The automaton of the paper each proved entry corresponds to (for the table).
+PAPER_AUTOMATON = {
+    "example-6": "B (Fig. 1)",
+    "sru": "B",
+    "t-rnn": "B",
+    "scrn": "B",
+    "rrnn-b": "B",
+    "rrnn-b-maxplus": "B (max-plus)",
+    "rrnn-c": "C (Fig. 2)",
+    "rrnn-f": "F (Fig. 4)",
+    "rcnn": "Appendix B (n+1 states)",
+    "isan": "D_1, D_2 (Fig. 3)",
+    "elman-linear": "like D (Cor. 14)",
+    "stacked-linear": "like D, epsilon arcs between layers",
+    "delayed-linear": "like D, block-bidiagonal (delay k-1)",
+    "qrnn": "Appendix A",
+    "t-lstm": "Appendix A",
+    "t-gru": "Appendix A",
+    "sopa": "SoPa pattern",
+    "cnn": "linear chain (SoPa §4)",
+}
