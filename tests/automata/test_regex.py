@@ -280,3 +280,11 @@ def test_tropical_regexes_score_as_pynini_builds_them(tree: Node) -> None:
     a = regex(show(tree), "min-plus", SIGMA, unit="char")
     for w in WORDS:
         assert a.score(list(w)) == pynini_score(machine, w), (show(tree), w)
+
+
+def test_to_regex_of_a_union_of_phrases_gives_the_phrases_back() -> None:
+    text = " | ".join(f"w{i} w{i + 1} w{i + 2}" for i in range(0, 600, 3))
+    a = regex(text)
+    assert a.num_states == 601 and to_regex(a) == text
+    shared = regex("not good | not great | never good")
+    assert to_regex(shared) == "not [good great] | never good"
