@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import networkx
 
     from kleene.automata.algorithms import ViterbiPath
+    from kleene.automata.equivalence import EquivalenceResult
 
 StateRef = int | str
 
@@ -157,7 +158,9 @@ class WFSA:
         return any(not a.label.consumes for a in self.arcs)
 
     def copy(self) -> WFSA:
-        out = WFSA(self.semiring, self.alphabet, self.name)
+        """An independent copy (states, arcs, weights and a fresh alphabet table; labels and weights are immutable)."""
+        table = None if self.alphabet is None else SymbolTable(self.alphabet, epsilon=self.alphabet.epsilon)
+        out = WFSA(self.semiring, table, self.name)
         out._names = list(self._names)
         out._index = dict(self._index)
         out.arcs = list(self.arcs)
@@ -168,6 +171,124 @@ class WFSA:
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.name else ""
         return f"<WFSA{name} over {self.semiring.name}: {self.num_states} states, {len(self.arcs)} arcs>"
+
+    def __str__(self) -> str:
+        """The AT&T listing: arc lines ``src dst label [weight]`` (start state first), then final lines.
+
+        A numeric automaton is written by ``write_att`` (weights in its convention, e.g. ``-log p`` for log),
+        except that predicate labels are shown as labels (``∀α``, ``{a,b}``, ``Σ∖{a}``), never expanded over
+        the alphabet, and symbols that are not AT&T fields are shown quoted. A symbolic automaton is listed
+        in the same layout with every weight as stored (semiring values and sympy expressions).
+        """
+        from kleene.automata.att import write_att
+
+        if not self.is_symbolic:
+            return write_att(self._displayed())
+        return self._symbolic_listing()
+
+    def _displayed(self) -> WFSA:
+        """A copy whose labels all have an AT&T text: predicates and awkward symbols become display symbols."""
+        from kleene.automata.labels import Epsilon, Sym
+
+        epsilon_names = {"0", "<eps>", "<epsilon>", self.alphabet.epsilon if self.alphabet is not None else ""}
+
+        def field(text: str) -> str:  # whitespace would split the AT&T field
+            return "".join(f"\\u{ord(c):04x}" if c.isspace() else c for c in text)
+
+        def shown(label: Label) -> Label:
+            if isinstance(label, Epsilon):
+                return label
+            if isinstance(label, Sym):
+                text = str(label.symbol)
+                fits = text and not any(c.isspace() for c in text) and text not in epsilon_names
+                return label if fits else Sym(field(repr(text)))
+            return Sym(field(str(label)))
+
+        out = self.copy()
+        out.arcs = [replace(arc, label=shown(arc.label)) for arc in self.arcs]
+        return out
+
+    def _symbolic_listing(self) -> str:
+        one = self.semiring.one
+        weights = list(self.initial.values())
+        if len(weights) == 1 and not is_symbolic(weights[0]) and weights[0] == one:
+            start, lines = next(iter(self.initial)), []
+        else:  # as write_att: a fresh start state with epsilon arcs carrying the initial weights
+            start = self.num_states
+            lines = [f"{start}\t{q}\t<eps>\t{w}" for q, w in self.initial.items()]
+        arcs = sorted(self.arcs, key=lambda arc: arc.src != start)
+        for arc in arcs:
+            label = "<eps>" if not arc.label.consumes else str(arc.label)
+            shown = "" if not is_symbolic(arc.weight) and arc.weight == one else f"\t{arc.weight}"
+            lines.append(f"{arc.src}\t{arc.dst}\t{label}{shown}")
+        for q in sorted(self.final):
+            w = self.final[q]
+            lines.append(str(q) if not is_symbolic(w) and w == one else f"{q}\t{w}")
+        return "".join(line + "\n" for line in lines)
+
+    # -- operators in pynini's spirit (free functions in kleene.automata.ops) -----------
+    def __or__(self, other: WFSA) -> WFSA:
+        """``a | b``: the union ``ops.union(a, b)`` (scores ⊕-added).
+
+        Raises:
+            SemiringError: the operands are over different semirings (naming both).
+            AlphabetError: their alphabets cannot be merged (``ops.union`` merges them otherwise).
+        """
+        if not isinstance(other, WFSA):
+            return NotImplemented
+        from kleene.automata.ops import union
+
+        return union(self, other)
+
+    def __add__(self, other: WFSA) -> WFSA:
+        """``a + b``: the concatenation ``ops.concat(a, b)``, as in pynini.
+
+        Raises:
+            SemiringError: the operands are over different semirings (naming both).
+            AlphabetError: their alphabets cannot be merged.
+        """
+        if not isinstance(other, WFSA):
+            return NotImplemented
+        from kleene.automata.ops import concat
+
+        return concat(self, other)
+
+    def __and__(self, other: WFSA) -> WFSA:
+        """``a & b``: the intersection ``ops.intersect(a, b)`` (scores ⊗-multiplied, over the common alphabet).
+
+        Raises:
+            SemiringError: the operands are over different semirings (naming both).
+        """
+        if not isinstance(other, WFSA):
+            return NotImplemented
+        from kleene.automata.ops import intersect
+
+        return intersect(self, other)
+
+    def star(self) -> WFSA:
+        """The Kleene closure ``ops.kleene_star(a)`` (pynini's ``closure(a)``); see its note on ε-accepting ``a``."""
+        from kleene.automata.ops import kleene_star
+
+        return kleene_star(self)
+
+    def plus(self) -> WFSA:
+        """The closure without the empty string ``ops.kleene_plus(a)`` (pynini's ``a.plus``).
+
+        Note:
+            A method, not an operator: ``a + b`` is concatenation, as in pynini.
+        """
+        from kleene.automata.ops import kleene_plus
+
+        return kleene_plus(self)
+
+    def equivalent(self, other: WFSA, env: Env | None = None, tolerance: float = 1e-9) -> EquivalenceResult:
+        """Whether both automata score every string the same (``equivalence.equivalent``; real and log only).
+
+        ``==`` stays identity: value equality is this method, which also names a distinguishing string.
+        """
+        from kleene.automata.equivalence import equivalent
+
+        return equivalent(self, other, env=env, tolerance=tolerance)
 
     # -- numeric weights --------------------------------------------------------------
     def numeric(self, weight: Weight, symbol: Hashable | None, env: Env | None, where: str) -> Any:
