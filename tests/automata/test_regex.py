@@ -22,7 +22,7 @@ from kleene.automata import (
     regex,
     to_regex,
 )
-from kleene.automata.regex import format_regex, parse_regex, to_regex_tree
+from kleene.automata.regexp import format_regex, parse_regex, to_regex_tree
 
 from .oracle import brute_force_score
 from .regex_trees import EIGHTHS, SIGMA, Node, evaluator, pynini_score, same, show, to_pynini, trees

@@ -22,7 +22,7 @@ from kleene.automata.jsonio import from_json, to_json
 from kleene.automata.labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
 from kleene.automata.nxio import from_networkx, to_networkx
 from kleene.automata.ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
-from kleene.automata.regex import regex, to_regex
+from kleene.automata.regexp import regex, to_regex
 from kleene.automata.semiring import (
     BOOLEAN,
     LOG,
