@@ -16,10 +16,13 @@ from .algorithms import (
 )
 from .att import read_att, read_symbols, write_att, write_symbols
 from .batched import DenseWFSA, batched_forward
+from .determinize import determinize, is_deterministic
 from .draw import to_dot
 from .equivalence import Counterexample, EquivalenceResult, equivalent
 from .errors import (
     AlphabetError,
+    ArgumentError,
+    BudgetExceededError,
     DivergenceError,
     FormatError,
     KleeneError,
@@ -29,8 +32,12 @@ from .errors import (
 )
 from .jsonio import from_json, to_json
 from .labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
+from .minimize import minimize, reduce
+from .minterms import Minterms, minterms
 from .nxio import from_networkx, to_networkx
 from .ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
+from .paths import random_paths, shortest_path_automaton, shortest_paths
+from .push import push, state_distances
 from .semiring import BOOLEAN, LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, SEMIRINGS, Semiring, get_semiring
 from .weights import ALPHA, parse_weight, sigmoid, weight_functions
 from .wfsa import WFSA, Arc
@@ -50,6 +57,8 @@ __all__ = [
     "AlphabetError",
     "AnySymbol",
     "Arc",
+    "ArgumentError",
+    "BudgetExceededError",
     "Counterexample",
     "DenseWFSA",
     "DivergenceError",
@@ -58,6 +67,7 @@ __all__ = [
     "FormatError",
     "KleeneError",
     "Label",
+    "Minterms",
     "NoneOf",
     "OneOf",
     "Semiring",
@@ -74,22 +84,32 @@ __all__ = [
     "bind",
     "closure_matrix",
     "concat",
+    "determinize",
     "equivalent",
     "from_json",
     "from_networkx",
     "get_semiring",
     "intersect",
+    "is_deterministic",
     "kleene_plus",
     "kleene_star",
+    "minimize",
+    "minterms",
     "parse_weight",
     "pathsum",
+    "push",
+    "random_paths",
     "read_att",
     "read_symbols",
+    "reduce",
     "remove_epsilon",
     "reverse",
     "score",
     "score_symbolic",
+    "shortest_path_automaton",
+    "shortest_paths",
     "sigmoid",
+    "state_distances",
     "to_dot",
     "to_json",
     "to_networkx",

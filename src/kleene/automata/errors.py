@@ -32,3 +32,12 @@ class FormatError(KleeneError, ValueError):
 
 class SemiringError(KleeneError, ValueError):
     """An unknown semiring name or an operation the semiring does not support."""
+
+
+class BudgetExceededError(KleeneError, RuntimeError):
+    """An operation that would build more states than its budget allows (e.g. determinizing without the twins
+    property, which never terminates)."""
+
+
+class ArgumentError(KleeneError, ValueError):
+    """An argument outside its documented range (a negative count, an unknown option, ...)."""

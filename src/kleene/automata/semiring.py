@@ -255,6 +255,44 @@ class Semiring(ABC):
         v = self.viterbi
         return bool(v.plus(a, b) == a and a != b)
 
+    # -- division and the reals (determinize, push, reduce, sampling) -----------------
+    #: Whether a sum of non-zero weights is never zero (weighted determinization needs it: real weights cancel).
+    zero_sum_free: bool = True
+
+    def divide(self, a: Any, b: Any) -> Any:
+        """The weight ``c`` with ``b ⊗ c = a`` (the residual of weight pushing and determinization).
+
+        Raises:
+            WeightError: ``b`` is the semiring zero.
+            SemiringError: the semiring has no division.
+        """
+        if self.is_zero(b):
+            raise WeightError(f"the {self.name} semiring cannot divide {a!r} by its zero {b!r}")
+        return self._divide(a, b)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        raise SemiringError(f"the {self.name} semiring has no division")
+
+    def to_real(self, value: Any) -> float:
+        """``value`` as a real number under the homomorphism onto ``<R, +, *>`` (real: itself, log: exp).
+
+        Raises:
+            SemiringError: the semiring's ⊕ is not an image of + (idempotent semirings pick one path).
+        """
+        raise SemiringError(self._no_real_image())
+
+    def _no_real_image(self) -> str:
+        return f"the {self.name} semiring has no homomorphism onto the real numbers (its ⊕ does not add weights)"
+
+    def from_real(self, value: float) -> Any:
+        """The inverse of ``to_real``.
+
+        Raises:
+            SemiringError: as ``to_real``.
+            WeightError: a real number outside the image (a negative one for log).
+        """
+        raise SemiringError(self._no_real_image())
+
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -318,6 +356,17 @@ class RealSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return 1.0 / (1.0 - a)
 
+    zero_sum_free = False
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a / b
+
+    def to_real(self, value: Any) -> float:
+        return float(value)
+
+    def from_real(self, value: float) -> Any:
+        return float(value)
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Add(*terms)
 
@@ -356,6 +405,17 @@ class LogSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return -_apply(-_apply(a, "exp"), "log1p")
 
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a - b
+
+    def to_real(self, value: Any) -> float:
+        return math.exp(float(value))
+
+    def from_real(self, value: float) -> Any:
+        if value < 0:
+            raise WeightError(f"{value!r} is negative: it has no logarithm in the log semiring")
+        return math.log(value) if value > 0 else -math.inf
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         live = [t for t in terms if t != -sympy.oo]
         if not live:
@@ -378,6 +438,9 @@ class _MaxPlusLike(Semiring):
 
     idempotent = True
     _pick_numpy: Callable[..., Any] = staticmethod(np.maximum)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a - b
 
     def times(self, a: Array, b: Array) -> Array:
         return _scalar_result(a + b, a, b)
@@ -494,6 +557,9 @@ class MaxTimesSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return 1.0 if _is_scalar(a) else _apply(a, "ones_like")
 
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a / b
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Max(*terms) if terms else self.sym_zero
 
@@ -551,6 +617,9 @@ class BooleanSemiring(Semiring):
 
             return torch.ones_like(a, dtype=torch.bool)
         return np.ones(np.shape(a), dtype=bool)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Or(*terms)
