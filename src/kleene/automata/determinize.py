@@ -12,28 +12,19 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Hashable
 from typing import Any
 
 from .errors import ArgumentError, BudgetExceededError, SemiringError, WeightError
 from .labels import Label
 from .minterms import minterms
-from .ops import bind, remove_epsilon, trim
+from .ops import _fresh_name, bind, remove_epsilon, trim
 from .weights import Env, Weight
 from .wfsa import WFSA
 
 #: The default bound on the number of states a construction may build before giving up.
 DEFAULT_MAX_STATES = 1_000_000
-#: OpenFst's quantisation step for comparing weights (``kDelta``).
-DEFAULT_DELTA = 1.0 / 1024
-
-
-def quantize(value: Any, delta: float) -> Hashable:
-    """The key under which weights within one cell of the ``delta`` grid compare equal (infinities kept)."""
-    number = float(value)
-    if math.isinf(number):
-        return number
-    return round(number / delta)
+#: The quantisation step for comparing weights (pywrapfst's default for determinize and minimize).
+DEFAULT_DELTA = 1e-6
 
 
 def numeric_epsilon_free(a: WFSA, env: Env | None, operation: str) -> WFSA:
@@ -88,18 +79,21 @@ def determinize(
     for i, arc in enumerate(a.arcs):
         outgoing[arc.src].append(i)
     Subset = tuple[tuple[int, Any], ...]
-    index: dict[tuple[tuple[int, Hashable], ...], int] = {}
+    index: dict[tuple[tuple[int, Any], ...], int] = {}
+    names: set[str] = set()
     pending: deque[tuple[int, Subset]] = deque()
 
     def state_of(subset: Subset) -> int:
-        key = tuple((q, quantize(v, delta)) for q, v in subset)
+        key = tuple((q, s.quantize(v, delta)) for q, v in subset)
         if key not in index:
             if len(index) >= max_states:
                 raise BudgetExceededError(
                     f"determinize: more than max_states={max_states} subsets; the automaton may lack the twins "
                     "property (then no finite deterministic equivalent exists)"
                 )
-            index[key] = out.add_state("{" + ",".join(a.state_name(q) for q, _ in subset) + "}")
+            name = _fresh_name("{" + ",".join(a.state_name(q) for q, _ in subset) + "}", names)
+            names.add(name)
+            index[key] = out.add_state(name)
             pending.append((index[key], subset))
         return index[key]
 

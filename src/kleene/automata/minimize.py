@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
 from typing import Any, Literal
 
 import numpy as np
@@ -22,7 +21,6 @@ from .determinize import (
     determinize,
     is_deterministic,
     numeric_epsilon_free,
-    quantize,
 )
 from .equivalence import _adds_direction
 from .errors import ArgumentError, SemiringError
@@ -81,16 +79,16 @@ def _merge_equivalent_states(a: WFSA, delta: float) -> WFSA:
     if n == 0:
         return out
     parts = minterms([arc.label for arc in a.arcs], a.alphabet)
-    letters: dict[tuple[int, Hashable], int] = {}
+    letters: dict[tuple[int, Any], int] = {}
     inverse: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # dst -> (letter, src)
     for arc, cover in zip(a.arcs, parts.covers):
-        key = quantize(arc.weight, delta)
+        key = s.quantize(arc.weight, delta)
         for m in cover:
             letter = letters.setdefault((m, key), len(letters))
             inverse[arc.dst].append((letter, arc.src))
-    finals: dict[Hashable, list[int]] = {}
+    finals: dict[Any, list[int]] = {}
     for q in range(n):
-        finals.setdefault(quantize(a.final[q], delta) if q in a.final else None, []).append(q)
+        finals.setdefault(s.quantize(a.final[q], delta) if q in a.final else None, []).append(q)
     block_of = _hopcroft(n, list(finals.values()), inverse)
     return _quotient(a, block_of, parts)
 

@@ -273,6 +273,18 @@ class Semiring(ABC):
     def _divide(self, a: Any, b: Any) -> Any:
         raise SemiringError(f"the {self.name} semiring has no division")
 
+    def quantize(self, value: Any, delta: float) -> Any:
+        """A key equal for weights in the same cell of a ``delta`` grid (OpenFst's ``Quantize``), so that
+        rounding does not tell equal weights apart; infinities are their own keys.
+
+        Additive weights (log, tropical) are quantised as they are; multiplicative ones (real, max-times) on the
+        scale of their logarithm, so that the grid is relative and small weights are not collapsed to zero.
+        """
+        number = float(value)
+        if math.isinf(number):
+            return number
+        return round(number / delta)
+
     def to_real(self, value: Any) -> float:
         """``value`` as a real number under the homomorphism onto ``<R, +, *>`` (real: itself, log: exp).
 
@@ -357,6 +369,12 @@ class RealSemiring(Semiring):
         return 1.0 / (1.0 - a)
 
     zero_sum_free = False
+
+    def quantize(self, value: Any, delta: float) -> Any:
+        number = float(value)
+        if number == 0.0 or math.isinf(number):
+            return number
+        return (number > 0, round(math.log(abs(number)) / delta))
 
     def _divide(self, a: Any, b: Any) -> Any:
         return a / b
@@ -556,6 +574,12 @@ class MaxTimesSemiring(Semiring):
 
     def _star_values(self, a: Array) -> Array:
         return 1.0 if _is_scalar(a) else _apply(a, "ones_like")
+
+    def quantize(self, value: Any, delta: float) -> Any:
+        number = float(value)
+        if number == 0.0 or math.isinf(number):
+            return number
+        return (number > 0, round(math.log(abs(number)) / delta))
 
     def _divide(self, a: Any, b: Any) -> Any:
         return a / b
