@@ -23,7 +23,7 @@ from .determinize import (
     numeric_epsilon_free,
 )
 from .equivalence import _adds_direction
-from .errors import ArgumentError, SemiringError
+from .errors import ArgumentError, SemiringError, WeightError
 from .minterms import Minterms, minterms
 from .push import push
 from .weights import Env
@@ -203,13 +203,27 @@ def reduce(a: WFSA, *, tolerance: float = 1e-9, env: Env | None = None) -> WFSA:
         final[q] = s.to_real(w)
     # forward: the span of the rows alpha M(w); then backward: the span of the columns M(w) eta, as rows of the
     # transposed automaton
-    basis = _spanning_basis(initial, matrices, tolerance)
-    initial, final = initial @ basis.T, basis @ final
-    matrices = [basis @ m @ basis.T for m in matrices]
-    basis = _spanning_basis(final, [m.T for m in matrices], tolerance)
-    initial, final = initial @ basis.T, basis @ final
-    matrices = [basis @ m @ basis.T for m in matrices]
-    return _from_matrices(a, parts, initial, matrices, final, tolerance)
+    # transposed automaton; a pass whose span is the whole space changes nothing and is skipped (so that an
+    # automaton that is already minimal comes back with its own weights)
+    reduced = False
+    for transpose in (False, True):
+        if transpose:
+            basis = _spanning_basis(final, [m.T for m in matrices], tolerance)
+        else:
+            basis = _spanning_basis(initial, matrices, tolerance)
+        if basis.shape[0] < initial.shape[0]:
+            initial, final = initial @ basis.T, basis @ final
+            matrices = [basis @ m @ basis.T for m in matrices]
+            reduced = True
+    if not reduced:
+        return a
+    try:
+        return _from_matrices(a, parts, initial, matrices, final, tolerance)
+    except WeightError as exc:
+        raise WeightError(
+            f"reduce: the minimal automaton has a weight the {s.name} semiring cannot hold ({exc}); "
+            "reduce the automaton over the real semiring"
+        ) from None
 
 
 def _spanning_basis(start: np.ndarray, matrices: list[np.ndarray], tolerance: float) -> np.ndarray:

@@ -14,11 +14,19 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable, Sequence
 from itertools import count
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from .determinize import DEFAULT_DELTA, DEFAULT_MAX_STATES, determinize
+from .determinize import (
+    DEFAULT_DELTA,
+    DEFAULT_MAX_STATES,
+    Subset,
+    SubsetConstruction,
+    budget_exceeded,
+    check_determinizable,
+    numeric_epsilon_free,
+)
 from .errors import AlphabetError, ArgumentError, SemiringError, WeightError
 from .labels import EPSILON, Label, Sym
 from .ops import bind, trim
@@ -82,6 +90,83 @@ def _symbols_of(label: Label, alphabet: Any, where: str) -> list[Hashable | None
         raise AlphabetError(f"{where}: {exc}") from None
 
 
+class _Graph(Protocol):
+    """What the n-best search walks: start nodes, final weights, arcs (each reading one symbol, or None for an
+    epsilon move) and the best completion weight of every node."""
+
+    def starts(self) -> list[tuple[Hashable, Any]]: ...
+
+    def final(self, node: Hashable) -> Any: ...
+
+    def arcs(self, node: Hashable) -> list[tuple[list[Hashable | None], Any, Hashable]]: ...
+
+    def distance(self, node: Hashable) -> Any: ...
+
+
+class _Paths:
+    """The automaton itself: nodes are states, every path is a path."""
+
+    def __init__(self, a: WFSA):
+        self.a = a
+        self.d = state_distances(a, "final")
+        self.out: list[list[tuple[list[Hashable | None], Any, Hashable]]] = [[] for _ in range(a.num_states)]
+        for i, arc in enumerate(a.arcs):
+            self.out[arc.src].append((_symbols_of(arc.label, a.alphabet, f"arc {i}"), arc.weight, arc.dst))
+
+    def starts(self) -> list[tuple[Hashable, Any]]:
+        return list(self.a.initial.items())
+
+    def final(self, node: Hashable) -> Any:
+        return self.a.final.get(cast(int, node), self.a.semiring.zero)
+
+    def arcs(self, node: Hashable) -> list[tuple[list[Hashable | None], Any, Hashable]]:
+        return self.out[cast(int, node)]
+
+    def distance(self, node: Hashable) -> Any:
+        return self.d[cast(int, node)]
+
+
+class _Strings:
+    """The determinized automaton, built lazily as the search reaches its subsets: every string is one path.
+
+    The best completion of a subset ``{(q, v_q)}`` is ``⊕ v_q ⊗ d(q)`` with ``d`` the distances of the input.
+    """
+
+    def __init__(self, a: WFSA, delta: float, max_states: int):
+        self.a, self.s, self.max_states = a, a.semiring, max_states
+        self.construction = SubsetConstruction(a, delta)
+        self.d = state_distances(a, "final")
+        self.subsets: dict[Hashable, Subset] = {}
+
+    def _node(self, subset: Subset) -> Hashable:
+        key = self.construction.key(subset)
+        if key not in self.subsets:
+            if len(self.subsets) >= self.max_states:
+                raise budget_exceeded("shortest_paths", self.max_states)
+            self.subsets[key] = subset
+        return key
+
+    def starts(self) -> list[tuple[Hashable, Any]]:
+        begin = self.construction.start()
+        return [] if begin is None else [(self._node(begin[1]), begin[0])]
+
+    def final(self, node: Hashable) -> Any:
+        return self.construction.final(self.subsets[node])
+
+    def arcs(self, node: Hashable) -> list[tuple[list[Hashable | None], Any, Hashable]]:
+        return [
+            (_symbols_of(label, self.a.alphabet, "a minterm"), weight, self._node(after))
+            for label, weight, after in self.construction.successors(self.subsets[node])
+        ]
+
+    def distance(self, node: Hashable) -> Any:
+        s = self.s
+        total = s.zero
+        for q, v in self.subsets[node]:
+            total = s.plus(total, s.times(v, self.d[q]))
+        return total
+
+
 def shortest_paths(
     a: WFSA,
     n: int = 1,
@@ -95,63 +180,62 @@ def shortest_paths(
 
     Paths are ranked in the semiring's Viterbi order (``Semiring.viterbi``: max-times for real, max-plus for log,
     the semiring itself when idempotent) and weigh the ⊗-product of their weights (initial and final included).
-    With ``unique=True`` the weight of a string is that of its best path (``a`` is determinized in the Viterbi
-    semiring); with ``unique=False`` a string read by several paths appears once per path. An arc with a
-    predicate label counts as one arc per symbol it reads. Ties come in no particular order.
+    With ``unique=True`` the weight of a string is that of its best path: the search runs on the determinization
+    of ``a`` in the Viterbi semiring, built lazily (only the subsets it reaches), so that automata without a
+    finite deterministic equivalent still have their n best strings. With ``unique=False`` a string read by
+    several paths appears once per path. An arc with a predicate label counts as one arc per symbol it reads.
+    Ties come in no particular order.
 
     Caution:
         The Viterbi semiring's best paths must exist: real weights must be nonnegative, and no cycle may improve
         a path (a negative cycle in min-plus, a positive one in max-plus, one above 1 in max-times).
-        ``unique=True`` determinizes, which may exceed ``max_states`` (no twins property).
 
     Raises:
-        ArgumentError: ``n`` is not a non-negative integer.
+        ArgumentError: ``n`` is not a non-negative integer; a bad ``max_states`` or ``delta``.
         WeightError: a negative real weight; symbolic weights without ``env``.
         DivergenceError: a cycle that improves paths without bound.
-        BudgetExceededError: see ``determinize``.
+        BudgetExceededError: the search reached more than ``max_states`` subsets.
         AlphabetError: a predicate label without an alphabet to enumerate.
     """
     n = _count_argument(n, "shortest_paths")
     v = a.semiring.viterbi
     b = _in_semiring(_numeric(a, env, "shortest_paths"), v, "shortest_paths")
-    b = determinize(b, max_states=max_states, delta=delta) if unique else trim(b)
-    if n == 0 or not b.initial:
+    graph: _Graph
+    if unique:
+        check_determinizable(b, max_states, delta, "shortest_paths")
+        graph = _Strings(numeric_epsilon_free(b, None, "shortest_paths"), delta, max_states)
+    else:
+        graph = _Paths(trim(b))
+    if n == 0:
         return []
     key = _ranking(v)
-    distance = state_distances(b, "final")
-    outgoing: list[list[int]] = [[] for _ in range(b.num_states)]
-    for i, arc in enumerate(b.arcs):
-        outgoing[arc.src].append(i)
-    symbols = [_symbols_of(arc.label, b.alphabet, f"shortest_paths: arc {i}") for i, arc in enumerate(b.arcs)]
-    # heap entries: (priority, tie, state or -1 when complete, weight so far, symbols as a linked list)
+    # heap entries: (priority, tie, complete?, node, weight so far, symbols as a linked list)
     Trail = tuple[Hashable, Any] | None
-    heap: list[tuple[float, int, int, Any, Trail]] = []
+    heap: list[tuple[float, int, bool, Hashable, Any, Trail]] = []
     tie = count()
 
-    def offer(state: int, weight: Any, trail: Trail, complete: bool) -> None:
-        priority = weight if complete else v.times(weight, distance[state])
+    def offer(node: Hashable, weight: Any, trail: Trail, complete: bool) -> None:
+        priority = weight if complete else v.times(weight, graph.distance(node))
         if not v.is_zero(priority):
-            heapq.heappush(heap, (key(priority), next(tie), -1 if complete else state, weight, trail))
+            heapq.heappush(heap, (key(priority), next(tie), complete, node, weight, trail))
 
-    for q, lam in b.initial.items():
-        offer(q, lam, None, complete=False)
-    pops = [0] * b.num_states
+    for node, weight in graph.starts():
+        offer(node, weight, None, complete=False)
+    pops: dict[Hashable, int] = {}
     found: list[Path] = []
     while heap and len(found) < n:
-        _, _, state, weight, trail = heapq.heappop(heap)
-        if state < 0:
+        _, _, complete, node, weight, trail = heapq.heappop(heap)
+        if complete:
             found.append((_unwind(trail), weight))
             continue
-        pops[state] += 1
-        if pops[state] > n:
+        pops[node] = pops.get(node, 0) + 1
+        if pops[node] > n:
             continue
-        if state in b.final:
-            offer(state, v.times(weight, b.final[state]), trail, complete=True)
-        for i in outgoing[state]:
-            arc = b.arcs[i]
-            after = v.times(weight, arc.weight)
-            for symbol in symbols[i]:
-                offer(arc.dst, after, trail if symbol is None else (symbol, trail), complete=False)
+        offer(node, v.times(weight, graph.final(node)), trail, complete=True)
+        for symbols, arc_weight, after in graph.arcs(node):
+            extended = v.times(weight, arc_weight)
+            for symbol in symbols:
+                offer(after, extended, trail if symbol is None else (symbol, trail), complete=False)
     return found
 
 
