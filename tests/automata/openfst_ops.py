@@ -328,26 +328,33 @@ def _openfst_score(machine: Any, word: Sequence[str]) -> float:
 
 Check = Callable[[random.Random, str], bool]
 
+def _size(rng: random.Random) -> dict[str, Any]:
+    """Mostly small automata (where disagreements are readable), some larger, some acyclic."""
+    states = rng.choice([2, 3, 5, 5, 8])
+    return {"max_states": states, "max_arcs": 2 * states, "epsilons": rng.random() < 0.3, "acyclic": rng.random() < 0.2}
+
+
 CHECKS: dict[str, tuple[tuple[str, ...], Check]] = {
     "determinize": (
         ("min-plus", "max-plus", "max-times", "boolean", "log"),
-        lambda rng, s: check_determinize(random_acceptor(rng, s, epsilons=rng.random() < 0.3)),
+        lambda rng, s: check_determinize(random_acceptor(rng, s, **_size(rng))),
     ),
     "minimize": (
         ("min-plus", "max-plus", "max-times", "boolean", "log"),
-        lambda rng, s: check_minimize(random_acceptor(rng, s, epsilons=rng.random() < 0.3)),
+        lambda rng, s: check_minimize(random_acceptor(rng, s, **_size(rng))),
     ),
     "push": (
         ("min-plus", "log"),
-        lambda rng, s: check_push(
-            random_acceptor(rng, s, epsilons=rng.random() < 0.3), rng.choice(["initial", "final"])
-        ),
+        lambda rng, s: check_push(random_acceptor(rng, s, **_size(rng)), rng.choice(["initial", "final"])),
     ),
     "shortest_paths": (
         ("min-plus", "max-plus", "max-times", "log"),
-        lambda rng, s: check_shortest_paths(random_acceptor(rng, s, epsilons=rng.random() < 0.3), rng.randint(1, 6)),
+        lambda rng, s: check_shortest_paths(random_acceptor(rng, s, **_size(rng)), rng.randint(1, 6)),
     ),
-    "rmepsilon": (("min-plus", "log"), lambda rng, s: check_rmepsilon(random_acceptor(rng, s, epsilons=True))),
+    "rmepsilon": (
+        ("min-plus", "log"),
+        lambda rng, s: check_rmepsilon(random_acceptor(rng, s, **{**_size(rng), "epsilons": True})),
+    ),
 }
 
 
