@@ -296,3 +296,16 @@ def test_bad_options_are_named() -> None:
         push(a, "middle")  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="method"):
         minimize(a, "fastest")  # type: ignore[arg-type]
+
+
+def test_minterms_partition_the_alphabet_without_enumerating_it() -> None:
+    from kleene.automata import Sym, SymbolTable, minterms
+
+    labels = [ANY, Sym("a"), OneOf(["a", "b"]), NoneOf(["b"])]
+    parts = minterms(labels, SymbolTable("abcd"))
+    accepted = {str(parts.label(i)): sorted(j for j, cover in enumerate(parts.covers) if i in cover)
+                for i in range(len(parts))}
+    assert accepted == {"a": [0, 1, 2, 3], "b": [0, 2], "Σ∖{a,b}": [0, 3]}
+    assert parts.size(parts.other or 0, SymbolTable("abcd")) == 2
+    assert len(minterms(labels, SymbolTable("ab"))) == 2  # no symbol is left unmentioned
+    assert str(parts.union(range(len(parts)))) == str(ANY)
