@@ -19,6 +19,10 @@ max-times  [0, inf)             max           *             0     1
 boolean    {False, True}        or            and           False True
 ========== ==================== ============= ============= ===== =====
 
+Weighted determinization, pushing, reduction and sampling use ``divide`` (residuals), ``zero_sum_free``,
+``quantize`` (comparing weights up to a delta) and ``to_real``/``from_real`` (the homomorphism of real and log
+onto the reals).
+
 ``log`` holds log-probabilities (larger is more likely); OpenFst's ``log``
 semiring holds their negatives, which the AT&T reader and writer convert.
 ``min-plus`` is OpenFst's ``tropical``.
