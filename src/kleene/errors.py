@@ -42,6 +42,15 @@ class SemiringError(KleeneError, ValueError):
     """An unknown semiring name or an operation the semiring does not support."""
 
 
+class BudgetExceededError(KleeneError, RuntimeError):
+    """An operation that would build more states than its budget allows (e.g. determinizing without the twins
+    property, which never terminates)."""
+
+
+class ArgumentError(KleeneError, ValueError):
+    """An argument outside its documented range (a negative count, an unknown option, ...)."""
+
+
 # -- rational (the recurrence language and the prover) ---------------------------------------------------------------
 class RecurrenceError(KleeneError, ValueError):
     """A malformed recurrence: an undeclared symbol, a missing update, a bad name."""

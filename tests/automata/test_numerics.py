@@ -429,3 +429,17 @@ def test_exact_closure_traces_under_torch_compile(semiring: Any) -> None:
     got, expected = compiled(matrix), total(matrix)
     torch.testing.assert_close(got, expected, rtol=16 * EPS64, atol=0.0)
     torch.testing.assert_close(torch.autograd.grad(got, matrix)[0], torch.autograd.grad(expected, matrix)[0])
+
+
+def test_a_cycle_the_epsilon_cap_cuts_off_does_not_diverge() -> None:
+    """q0 -a/1.5-> q0 and q0 -eps-> q1 (final): with epsilon_cap=0 no path succeeds, so the divergent loop on q0
+    serves nothing (found by the capped-removal property above, for one draw of its strategy)."""
+    a = WFSA("real", alphabet=["a"])
+    q0, q1 = a.add_state(), a.add_state()
+    a.set_initial(q0)
+    a.set_final(q1)
+    a.add_arc(q0, q0, "a", 1.5)
+    a.add_arc(q0, q1, EPSILON, 0.5)
+    assert a.pathsum(epsilon_cap=0) == 0.0 == remove_epsilon(a, cap=0).pathsum()
+    with pytest.raises(DivergenceError):
+        a.pathsum(epsilon_cap=1)

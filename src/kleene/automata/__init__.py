@@ -16,12 +16,17 @@ from kleene.automata.algorithms import (
 )
 from kleene.automata.att import read_att, read_symbols, write_att, write_symbols
 from kleene.automata.batched import DenseWFSA, batched_forward
+from kleene.automata.determinize import determinize, is_deterministic
 from kleene.automata.draw import to_dot
 from kleene.automata.equivalence import Counterexample, EquivalenceResult, equivalent
 from kleene.automata.jsonio import from_json, to_json
 from kleene.automata.labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
+from kleene.automata.minimize import minimize, reduce
+from kleene.automata.minterms import Minterms, minterms
 from kleene.automata.nxio import from_networkx, to_networkx
 from kleene.automata.ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
+from kleene.automata.paths import random_paths, shortest_path_automaton, shortest_paths
+from kleene.automata.push import push, state_distances
 from kleene.automata.regexp import regex, to_regex
 from kleene.automata.semiring import (
     BOOLEAN,
@@ -38,6 +43,8 @@ from kleene.automata.weights import ALPHA, parse_weight, sigmoid, weight_functio
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import (
     AlphabetError,
+    ArgumentError,
+    BudgetExceededError,
     DivergenceError,
     FormatError,
     KleeneError,
@@ -61,6 +68,8 @@ __all__ = [
     "AlphabetError",
     "AnySymbol",
     "Arc",
+    "ArgumentError",
+    "BudgetExceededError",
     "Counterexample",
     "DenseWFSA",
     "DivergenceError",
@@ -69,6 +78,7 @@ __all__ = [
     "FormatError",
     "KleeneError",
     "Label",
+    "Minterms",
     "NoneOf",
     "OneOf",
     "Semiring",
@@ -85,23 +95,33 @@ __all__ = [
     "bind",
     "closure_matrix",
     "concat",
+    "determinize",
     "equivalent",
     "from_json",
     "from_networkx",
     "get_semiring",
     "intersect",
+    "is_deterministic",
     "kleene_plus",
     "kleene_star",
+    "minimize",
+    "minterms",
     "parse_weight",
     "pathsum",
+    "push",
+    "random_paths",
     "read_att",
     "read_symbols",
+    "reduce",
     "regex",
     "remove_epsilon",
     "reverse",
     "score",
     "score_symbolic",
+    "shortest_path_automaton",
+    "shortest_paths",
     "sigmoid",
+    "state_distances",
     "to_dot",
     "to_json",
     "to_networkx",

@@ -404,19 +404,25 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
     moves = s.zeros((wfsa.num_states, wfsa.num_states))
     for symbol in _consumable_symbols(wfsa):
         moves = s.plus(moves, wfsa.transition_matrix(symbol, env))
-    initial = wfsa.vector(wfsa.initial, env)
-
-    def useful() -> np.ndarray:
-        return _useful_states(wfsa, None)
-
+    initial, final = wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env)
     if epsilon_cap is None:
-        star = _closure_where_useful(wfsa, s.plus(wfsa.epsilon_matrix(env), moves), None, useful)
-        start = _vecmat(s, initial, star)
+        step = s.plus(wfsa.epsilon_matrix(env), moves)
     else:
         capped = closure_matrix(wfsa.epsilon_matrix(env), s, epsilon_cap)
-        star = _closure_where_useful(wfsa, s.matmul(moves, capped), None, useful)
-        start = _vecmat(s, _vecmat(s, initial, capped), star)
-    return _plain(s.sum(s.times(start, wfsa.vector(wfsa.final, env)), axis=0))
+        initial, step = _vecmat(s, initial, capped), s.matmul(moves, capped)
+    star = _closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
+    return _plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
+
+
+def _useful_in(semiring: Semiring, step: Any, initial: Any, final: Any) -> np.ndarray:
+    """The (Q,) mask of the states on some path ``initial step* final`` with no zero factor (the states that a
+    pathsum of that form reads; only their cycles can make it diverge)."""
+    support = np.asarray(step) != semiring.zero
+    reach = _reachability(support)
+    starts, ends = np.asarray(initial) != semiring.zero, np.asarray(final) != semiring.zero
+    reached = np.any(reach & starts[:, None], axis=0)
+    coreached = np.any(reach & ends[None, :], axis=1)
+    return np.asarray(reached & coreached, dtype=bool)
 
 
 # ----------------------------------------------------------------------------------------

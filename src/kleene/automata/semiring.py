@@ -19,6 +19,10 @@ max-times  [0, inf)             max           *             0     1
 boolean    {False, True}        or            and           False True
 ========== ==================== ============= ============= ===== =====
 
+Weighted determinization, pushing, reduction and sampling use ``divide`` (residuals), ``zero_sum_free``,
+``quantize`` (comparing weights up to a delta) and ``to_real``/``from_real`` (the homomorphism of real and log
+onto the reals).
+
 ``log`` holds log-probabilities (larger is more likely); OpenFst's ``log``
 semiring holds their negatives, which the AT&T reader and writer convert.
 ``min-plus`` is OpenFst's ``tropical``.
@@ -196,11 +200,11 @@ class Semiring(ABC):
     weightless: bool = False
     #: The semiring is itself the real field (additive inverses exist): ranks and solves apply to its values directly.
     is_field: bool = False
-    #: ``to_field`` maps the semiring homomorphically into the real field (+, ×): Tzeng equivalence, Hankel ranks
-    #: and the linear-algebra reduction work on that image.
-    embeds_in_field: bool = False
-    #: Every image under ``to_field`` is >= 0 (log: exp(x)), so no cancellation can occur in the field.
-    field_image_nonnegative: bool = False
+    #: ``to_real``/``from_real`` map the semiring homomorphically into the real field (+, ×): Tzeng equivalence,
+    #: Hankel ranks, the linear-algebra reduction and sampling work on that image.
+    has_real_image: bool = False
+    #: Every image under ``to_real`` is >= 0 (log: exp(x)), so no cancellation can occur in the field.
+    real_image_nonnegative: bool = False
     #: The semiring whose ``plus`` picks the best single path (Viterbi).
     viterbi_name: str = ""
     #: OpenFst arc type -> the homomorphism between that arc type's weights and this semiring's values.
@@ -339,14 +343,6 @@ class Semiring(ABC):
         """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
         return x
 
-    def to_field(self, x: Array) -> Array:
-        """The image of ``x`` in the real field (see ``embeds_in_field``).
-
-        Raises:
-            SemiringError: the semiring has no such embedding.
-        """
-        raise SemiringError(f"the {self.name} semiring does not embed into the real field")
-
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         """A random element in the semiring's usual range, finite and away from overflow (for numeric cross-checks
         of symbolic identities); signed values lie in ±``scale``."""
@@ -374,6 +370,57 @@ class Semiring(ABC):
                 f"OpenFst {arc_type} weights do not map onto the {self.name} semiring; they map onto {', '.join(fits)}"
             )
         return codecs[arc_type]
+
+    # -- division and the reals (determinize, push, reduce, sampling) -----------------
+    #: Whether a sum of non-zero weights is never zero (weighted determinization needs it: real weights cancel).
+    zero_sum_free: bool = True
+
+    def divide(self, a: Any, b: Any) -> Any:
+        """The weight ``c`` with ``b ⊗ c = a`` (the residual of weight pushing and determinization).
+
+        Raises:
+            WeightError: ``b`` is the semiring zero.
+            SemiringError: the semiring has no division.
+        """
+        if self.is_zero(b):
+            raise WeightError(f"the {self.name} semiring cannot divide {a!r} by its zero {b!r}")
+        return self._divide(a, b)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        raise SemiringError(f"the {self.name} semiring has no division")
+
+    def quantize(self, value: Any, delta: float) -> Any:
+        """A key equal for weights in the same cell of a ``delta`` grid (OpenFst's ``Quantize``), so that
+        rounding does not tell equal weights apart; infinities are their own keys.
+
+        Additive weights (log, tropical) are quantised as they are; multiplicative ones (real, max-times) on the
+        scale of their logarithm, so that the grid is relative and small weights are not collapsed to zero.
+        """
+        number = float(value)
+        if math.isinf(number):
+            return number
+        return round(number / delta)
+
+    def to_real(self, value: Array) -> Array:
+        """``value`` (a scalar, array or tensor) as real numbers under the homomorphism onto ``<R, +, *>`` (real:
+        itself, log: exp); see ``has_real_image``.
+
+        Raises:
+            SemiringError: the semiring's ⊕ is not an image of + (idempotent semirings pick one path).
+        """
+        raise SemiringError(self._no_real_image())
+
+    def _no_real_image(self) -> str:
+        return f"the {self.name} semiring has no homomorphism onto the real numbers (its ⊕ does not add weights)"
+
+    def from_real(self, value: float) -> Any:
+        """The inverse of ``to_real``.
+
+        Raises:
+            SemiringError: as ``to_real``.
+            WeightError: a real number outside the image (a negative one for log).
+        """
+        raise SemiringError(self._no_real_image())
 
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
@@ -411,11 +458,9 @@ class RealSemiring(Semiring):
     zero, one = 0.0, 1.0
     viterbi_name = "max-times"
     is_field = True
-    embeds_in_field = True
+    has_real_image = True
     openfst_codecs = (("log", _OPENFST_PROBABILITY),)
 
-    def to_field(self, x: Array) -> Array:
-        return x
 
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         return float(rng.uniform(-scale, scale))
@@ -447,6 +492,23 @@ class RealSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return 1.0 / (1.0 - a)
 
+    zero_sum_free = False
+
+    def quantize(self, value: Any, delta: float) -> Any:
+        number = float(value)
+        if number == 0.0 or math.isinf(number):
+            return number
+        return (number > 0, round(math.log(abs(number)) / delta))
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a / b
+
+    def to_real(self, value: Array) -> Array:
+        return float(value) if _is_scalar(value) else value
+
+    def from_real(self, value: float) -> Any:
+        return float(value)
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Add(*terms)
 
@@ -464,13 +526,11 @@ class LogSemiring(Semiring):
     aliases = ("log-sum-exp",)
     zero, one = -math.inf, 0.0
     viterbi_name = "max-plus"
-    embeds_in_field = True
-    field_image_nonnegative = True
+    has_real_image = True
+    real_image_nonnegative = True
     openfst_codecs = (("log", _OPENFST_NEGATION),)
     openfst_native = "log"
 
-    def to_field(self, x: Array) -> Array:
-        return _apply(x, "exp")
 
     def plus(self, a: Array, b: Array) -> Array:
         return _scalar_result(_logaddexp(a, b), a, b)
@@ -504,6 +564,17 @@ class LogSemiring(Semiring):
         with np.errstate(divide="ignore", invalid="ignore"):
             return -np.where(x > -_LN2, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a - b
+
+    def to_real(self, value: Array) -> Array:
+        return _apply(value, "exp")
+
+    def from_real(self, value: float) -> Any:
+        if value < 0:
+            raise WeightError(f"{value!r} is negative: it has no logarithm in the log semiring")
+        return math.log(value) if value > 0 else -math.inf
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         live = [t for t in terms if t != -sympy.oo]
         if not live:
@@ -527,6 +598,9 @@ class _MaxPlusLike(Semiring):
     idempotent = True
     k_closed = 0
     _pick_numpy: Callable[..., Any] = staticmethod(np.maximum)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a - b
 
     def times(self, a: Array, b: Array) -> Array:
         return _scalar_result(a + b, a, b)
@@ -670,6 +744,15 @@ class MaxTimesSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return 1.0 if _is_scalar(a) else _apply(a, "ones_like")
 
+    def quantize(self, value: Any, delta: float) -> Any:
+        number = float(value)
+        if number == 0.0 or math.isinf(number):
+            return number
+        return (number > 0, round(math.log(abs(number)) / delta))
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a / b
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Max(*terms) if terms else self.sym_zero
 
@@ -734,6 +817,9 @@ class BooleanSemiring(Semiring):
 
             return torch.ones_like(a, dtype=torch.bool)
         return np.ones(np.shape(a), dtype=bool)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Or(*terms)
