@@ -34,7 +34,7 @@ gradients once and the slot gradients once -- the bytes an elementwise op would 
 from __future__ import annotations
 
 import functools
-import math
+from typing import ClassVar
 
 from kleene.compile.codegen.writer import Dialect, LaneWriter
 from kleene.compile.template import Plan
@@ -162,41 +162,29 @@ template <typename T> {qualifier} T kleene_logaddexp(T a, T b) {{
 
 
 class CDialect(Dialect):
-    """C++ scalars of type ``T`` (one lane), conditionals as ``?:``; the CPU kernels and CUDA's."""
+    """C++ scalars of type ``T`` (one lane), conditionals as ``?:``; the CPU kernels and CUDA's (whose lane is the
+    dimension ``d`` of the thread's sequence ``b``)."""
 
     name = "c"
     fzero = "T(0)"
-    #: The namespace of the math functions (CUDA device code calls them unqualified).
-    math_ns = "std::"
+    inf, neg_inf, finite = "INFINITY", "-INFINITY", "{value}"
+    let_forms: ClassVar[dict[str, str]] = {
+        "float": "const T {name} = {expr};",
+        "int": "const int64_t {name} = {expr};",
+        "bool": "const bool {name} = {expr};",
+    }
+    var_form, assign_form = "T {name} = {expr};", "{name} = {expr};"
+    where_form, exp_form = "(({cond}) ? ({a}) : ({b}))", "std::exp({x})"
+    load_form = "{pointer}[{offset} + d]"
+    load_if_form = "(({cond}) ? {pointer}[{offset} + d] : {fallback})"
+    store_form = "{pointer}[{offset} + d] = {value};"
+    for_form, if_form, close_form = "for (int64_t {var} = 0; {var} < {stop}; ++{var}) {{", "if ({cond}) {{", "}"
+    has_h0, no_h0, save_states = "h0", "!h0", "states"
 
     def __init__(self, plan: Plan):
         super().__init__(plan)
         self.zero = f"T({self.number(float(plan.storage.zero))})"
         self.one = f"T({self.number(float(plan.storage.one))})"
-
-    def number(self, value: float) -> str:
-        if math.isinf(value):
-            return "INFINITY" if value > 0 else "-INFINITY"
-        return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-    def let(self, name: str, expr: str, kind: str = "float") -> str:
-        ctype = {"float": "T", "int": "int64_t", "bool": "bool"}[kind]
-        return f"const {ctype} {name} = {expr};"
-
-    def var(self, name: str, expr: str) -> str:
-        return f"T {name} = {expr};"
-
-    def assign(self, name: str, expr: str) -> str:
-        return f"{name} = {expr};"
-
-    def where(self, cond: str, a: str, b: str) -> str:
-        return f"(({cond}) ? ({a}) : ({b}))"
-
-    def exp(self, x: str) -> str:
-        return f"{self.math_ns}exp({x})"
-
-    def close(self) -> str | None:
-        return "}"
 
 
 class _Code(LaneWriter):
@@ -531,7 +519,7 @@ def _reverse_loop(code: _Code, body: list[str], bound: str) -> None:
 
 def generate_cpp(plan: Plan) -> str:
     """The C++ source of ``plan``'s forward and backward kernels (see the module docstring)."""
-    parts = [_PRELUDE, c_helpers("static inline", CDialect.math_ns), f"static constexpr int64_t LANES = {LANES};", ""]
+    parts = [_PRELUDE, c_helpers("static inline", "std::"), f"static constexpr int64_t LANES = {LANES};", ""]
     parts += [*_forward(plan), "", *_backward(plan), ""]
     for suffix, ctype in (("f32", "float"), ("f64", "double")):
         parts += [

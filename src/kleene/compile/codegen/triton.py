@@ -22,7 +22,6 @@ in the Triton dialect: every value a vector of BLOCK lanes, conditionals ``tl.wh
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from kleene.compile.codegen.writer import Dialect, LaneWriter, lane_backward, lane_forward, param
@@ -33,44 +32,19 @@ class TritonDialect(Dialect):
     """Triton: every value is a vector of BLOCK lanes (``d``, masked by ``mask``); conditionals are ``tl.where``."""
 
     name = "triton"
-    has_h0 = "HAS_H0"
-    no_h0 = "not HAS_H0"
-    save_states = "SAVE_STATES"
-
-    def number(self, value: float) -> str:
-        return f'float("{value}")' if math.isinf(value) else repr(float(value))
-
-    def let(self, name: str, expr: str, kind: str = "float") -> str:
-        return f"{name} = {expr}"
-
-    def var(self, name: str, expr: str) -> str:
-        return f"{name} = {expr}"
-
-    def assign(self, name: str, expr: str) -> str:
-        return f"{name} = {expr}"
-
-    def where(self, cond: str, a: str, b: str) -> str:
-        return f"tl.where({cond}, {a}, {b})"
-
-    def exp(self, x: str) -> str:
-        return f"tl.exp({x})"
-
-    def load(self, pointer: str, offset: str) -> str:
-        return f"tl.load({pointer} + {offset} + d, mask=mask, other=0.0)"
-
-    def load_if(self, cond: str, pointer: str, offset: str, fallback: str) -> str:
-        # (no `&` of masks: the 3.9 interpreter mistypes it)
-        masked = f"tl.load({pointer} + {offset} + d, mask=d < end * ({cond}).to(tl.int32), other=0.0)"
-        return f"tl.where({cond}, {masked}, {fallback})"
-
-    def store(self, pointer: str, offset: str, value: str) -> str:
-        return f"tl.store({pointer} + {offset} + d, {value}, mask=mask)"
-
-    def open_for(self, var: str, stop: str) -> str:
-        return f"for {var} in range(0, {stop}):"
-
-    def open_if(self, cond: str) -> str:
-        return f"if {cond}:"
+    inf, neg_inf, finite = 'float("inf")', 'float("-inf")', "{value}"
+    let_forms = dict.fromkeys(("float", "int", "bool"), "{name} = {expr}")
+    var_form = assign_form = "{name} = {expr}"
+    where_form, exp_form = "tl.where({cond}, {a}, {b})", "tl.exp({x})"
+    load_form = "tl.load({pointer} + {offset} + d, mask=mask, other=0.0)"
+    # (no `&` of masks: the 3.9 interpreter mistypes it)
+    load_if_form = (
+        "tl.where({cond}, tl.load({pointer} + {offset} + d, mask=d < end * ({cond}).to(tl.int32), other=0.0), "
+        "{fallback})"
+    )
+    store_form = "tl.store({pointer} + {offset} + d, {value}, mask=mask)"
+    for_form, if_form = "for {var} in range(0, {stop}):", "if {cond}:"
+    has_h0, no_h0, save_states = "HAS_H0", "not HAS_H0", "SAVE_STATES"
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,12 +57,12 @@ import triton.language as tl
 
 @triton.jit
 def _kleene_max(a, b):
-    return tl.where(a != a, a, tl.where(a > b, a, b))  # NaN in either operand propagates
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)  # NaN in either operand propagates
 
 
 @triton.jit
 def _kleene_min(a, b):
-    return tl.where(a != a, a, tl.where(a < b, a, b))
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit

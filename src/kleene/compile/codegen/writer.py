@@ -16,16 +16,17 @@ first operand equal to the result: the argmax route of max and min).
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kleene.automata.semiring import KernelOp
 from kleene.compile.template import Plan
 
 
-class Dialect(ABC):
-    """Spelling of values, statements and the kernel algebra in one target language.
+class Dialect:
+    """Spelling of values, statements and the kernel algebra in one target language: a table of format
+    strings (class attributes) that a new dialect fills in.
 
     ``zero``/``one`` are the storage semiring's zero and one and ``fzero`` the number 0 of gradients,
     each as an expression of the lane's shape (a vector in Triton).
@@ -39,70 +40,69 @@ class Dialect(ABC):
     zero = "ZERO"
     one = "ONE"
     fzero = "FZERO"
+    #: Numbers: +inf, -inf and a finite ``{value}``.
+    inf = neg_inf = finite = ""
+    #: Statements binding a new name, by kind ("float", "int", "bool"), ``{name}``, ``{expr}``.
+    let_forms: ClassVar[dict[str, str]] = {}
+    #: Declaring and updating a mutable float variable.
+    var_form = assign_form = ""
+    #: Expressions: ``{cond}``, ``{a}``, ``{b}``; ``{x}``.
+    where_form = exp_form = ""
+    #: The one-lane skeleton (CUDA, Triton): the lane's value at ``{pointer}[{offset} + lane]``, the same where
+    #: the scalar ``{cond}`` holds (only then read) else ``{fallback}``, a store of ``{value}``.
+    load_form = load_if_form = store_form = ""
+    #: Blocks: a loop of ``{var}`` over ``0 .. {stop} - 1``, a conditional, and the line closing a block (``""``:
+    #: indentation alone closes it).
+    for_form = if_form = close_form = ""
+    #: Conditions of the skeleton: an initial state is given (and not), states are saved (forward).
+    has_h0 = no_h0 = save_states = ""
 
     def __init__(self, plan: Plan):
         self.plan = plan
         self.kernel = plan.semiring.kernel_algebra()
 
-    # -- the kernel algebra ------------------------------------------------------------------------
     def plus(self, a: str, b: str) -> str:
         return self.kernel.plus.spell(self.name, a, b)
 
     def times(self, a: str, b: str) -> str:
         return self.kernel.times.spell(self.name, a, b)
 
-    @abstractmethod
     def number(self, value: float) -> str:
         """A float literal (``±inf`` included)."""
+        if math.isinf(value):
+            return self.inf if value > 0 else self.neg_inf
+        value = float(value)
+        return self.finite.format(value=int(value) if value.is_integer() else repr(value))
 
-    # -- statements and expressions ----------------------------------------------------------------
-    @abstractmethod
     def let(self, name: str, expr: str, kind: str = "float") -> str:
-        """A statement binding a new name (``kind``: "float", "int" or "bool")."""
+        return self.let_forms[kind].format(name=name, expr=expr)
 
-    @abstractmethod
     def var(self, name: str, expr: str) -> str:
-        """A statement declaring a mutable float variable."""
+        return self.var_form.format(name=name, expr=expr)
 
-    @abstractmethod
     def assign(self, name: str, expr: str) -> str:
-        """A statement updating a mutable float variable."""
+        return self.assign_form.format(name=name, expr=expr)
 
-    @abstractmethod
     def where(self, cond: str, a: str, b: str) -> str:
-        ...
+        return self.where_form.format(cond=cond, a=a, b=b)
 
-    @abstractmethod
     def exp(self, x: str) -> str:
-        ...
+        return self.exp_form.format(x=x)
 
-    # -- one-lane kernel skeleton (CUDA and Triton) ------------------------------------------------
     def load(self, pointer: str, offset: str) -> str:
-        """The lane's value at ``pointer[offset + lane]``."""
-        raise NotImplementedError
+        return self.load_form.format(pointer=pointer, offset=offset)
 
     def load_if(self, cond: str, pointer: str, offset: str, fallback: str) -> str:
-        """``pointer[offset + lane]`` where the scalar ``cond`` holds (only then read), else ``fallback``."""
-        raise NotImplementedError
+        return self.load_if_form.format(cond=cond, pointer=pointer, offset=offset, fallback=fallback)
 
     def store(self, pointer: str, offset: str, value: str) -> str:
-        raise NotImplementedError
+        return self.store_form.format(pointer=pointer, offset=offset, value=value)
 
     def open_for(self, var: str, stop: str) -> str:
-        """A loop of ``var`` over ``0 .. stop - 1`` (closed by ``close``)."""
-        raise NotImplementedError
+        return self.for_form.format(var=var, stop=stop)
 
     def open_if(self, cond: str) -> str:
-        raise NotImplementedError
-
-    def close(self) -> str | None:
-        """The line closing a block (``None``: indentation alone closes it)."""
-        return None
-
-    #: Conditions of the skeleton: an initial state is given, states are saved (forward), and its negation.
-    has_h0 = "h0"
-    no_h0 = "!h0"
-    save_states = "states"
+        return self.if_form.format(cond=cond)
 
 
 def param(k: int) -> str:
@@ -163,9 +163,8 @@ class LaneWriter:
 
     def close(self, tail: str = "") -> None:
         self.depth -= 1
-        end = self.d.close()
-        if end is not None:
-            self(end + tail)
+        if self.d.close_form:
+            self(self.d.close_form + tail)
 
     # -- algebra helpers ----------------------------------------------------------------------
     def product(self, factors: list[str]) -> str:
