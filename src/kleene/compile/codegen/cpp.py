@@ -214,6 +214,7 @@ def _lane_setup(code: _Code, plan: Plan, buffer: str = "") -> None:
     ``buffer``: the size of a per-thread ``std::vector<T>`` named ``buffer`` (none if empty).
     """
     half = "D / 2" if plan.options.bidirectional else "D"
+    code("if (B == 0) return;  // an empty batch: nothing to do (and no work to split)")
     code("const int64_t half = " + half + ";")
     code("// lane blocks: as wide as LANES allows while leaving every thread about two tasks")
     code("const int64_t per_seq = std::max<int64_t>(1, (2 * threads + B - 1) / B);")
