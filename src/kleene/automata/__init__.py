@@ -30,8 +30,11 @@ from kleene.automata.semiring import (
     MIN_PLUS,
     REAL,
     SEMIRINGS,
+    KernelAlgebra,
+    KernelOp,
     Semiring,
     get_semiring,
+    register_semiring,
 )
 from kleene.automata.weights import ALPHA, parse_weight, sigmoid, weight_functions
 from kleene.automata.wfsa import WFSA, Arc
@@ -70,6 +73,8 @@ __all__ = [
     "Label",
     "NoneOf",
     "OneOf",
+    "KernelAlgebra",
+    "KernelOp",
     "Semiring",
     "SemiringError",
     "SpanScores",
@@ -88,6 +93,7 @@ __all__ = [
     "from_json",
     "from_networkx",
     "get_semiring",
+    "register_semiring",
     "intersect",
     "kleene_plus",
     "kleene_star",
