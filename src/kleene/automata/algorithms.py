@@ -219,17 +219,6 @@ class _Stepper:
         return self.semiring.sum(self.semiring.times(vector, final), axis=0)
 
 
-def forward_vectors(
-    wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None
-) -> list[np.ndarray]:
-    """The Forward vectors ``Omega_0 .. Omega_n`` (after each epsilon closure)."""
-    stepper = _Stepper(wfsa, env, epsilon_cap)
-    vectors = [stepper.start()]
-    for i, x in enumerate(symbols):
-        vectors.append(stepper.step(vectors[-1], x, i))
-    return vectors
-
-
 def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The Forward score of ``symbols``: the semiring sum over all paths deriving it.
 
