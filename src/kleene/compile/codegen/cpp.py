@@ -151,11 +151,11 @@ def c_helpers(qualifier: str, math_ns: str) -> str:
     ``__device__ __forceinline__``; ``math_ns``: ``std::`` or empty). max and min propagate NaN from either
     operand (``std::max`` drops a NaN second operand)."""
     return f"""
-template <typename T> {qualifier} T kleene_max(T a, T b) {{ return (a != a || a > b) ? a : b; }}
-template <typename T> {qualifier} T kleene_min(T a, T b) {{ return (a != a || a < b) ? a : b; }}
+template <typename T> {qualifier} T kleene_max(T a, T b) {{ const T m = a < b ? b : a; return b != b ? b : m; }}
+template <typename T> {qualifier} T kleene_min(T a, T b) {{ const T m = b < a ? b : a; return b != b ? b : m; }}
 template <typename T> {qualifier} T kleene_logaddexp(T a, T b) {{
-  const T hi = kleene_max(a, b);
-  if (hi == T(-INFINITY) || hi == T(INFINITY)) return hi;
+  const T hi = a < b ? b : a;  // a NaN in either operand reaches the result through a + b or a - b
+  if (hi == T(-INFINITY) || hi == T(INFINITY)) return a + b;
   return hi + {math_ns}log1p({math_ns}exp(-{math_ns}fabs(a - b)));
 }}
 """
