@@ -19,6 +19,12 @@ max-times  [0, inf)             max           *             0     1
 boolean    {False, True}        or            and           False True
 ========== ==================== ============= ============= ===== =====
 
+A semiring also owns its storage form (``storage``, ``to_storage``, ``from_storage``), the
+sympy node types the prover reads back (``sym_plus_head``/``sym_times_head``) and its kernel
+algebra for generated code (``kernel``: ⊕ and ⊗ as ``KernelOp``s, spelled per dialect, with
+the rule their reverse mode follows). ``register_semiring`` makes a user-defined one known by
+name; docs/semirings.md shows how to write one.
+
 ``log`` holds log-probabilities (larger is more likely); OpenFst's ``log``
 semiring holds their negatives, which the AT&T reader and writer convert.
 ``min-plus`` is OpenFst's ``tropical``.

@@ -29,6 +29,9 @@ max/min: gradient along the first best term, found again rather than stored), wh
 the previous chunk. Forward plus backward therefore moves the slots twice, the outputs and their
 gradients once and the slot gradients once -- the bytes an elementwise op would need -- plus
 ``Q / chunk`` states per step of checkpoints.
+
+The straight-line step and its reverse mode are ``kleene.compile.codegen.writer.LaneWriter``'s, in the C
+dialect (``CDialect``, shared with CUDA) with lane ``i`` reading parameters and slots from memory.
 """
 
 from __future__ import annotations
