@@ -36,8 +36,11 @@ from kleene.automata.semiring import (
     MIN_PLUS,
     REAL,
     SEMIRINGS,
+    KernelAlgebra,
+    KernelOp,
     Semiring,
     get_semiring,
+    register_semiring,
 )
 from kleene.automata.weights import ALPHA, parse_weight, sigmoid, weight_functions
 from kleene.automata.wfsa import WFSA, Arc
@@ -76,6 +79,8 @@ __all__ = [
     "Epsilon",
     "EquivalenceResult",
     "FormatError",
+    "KernelAlgebra",
+    "KernelOp",
     "KleeneError",
     "Label",
     "Minterms",
@@ -114,6 +119,7 @@ __all__ = [
     "read_symbols",
     "reduce",
     "regex",
+    "register_semiring",
     "remove_epsilon",
     "reverse",
     "score",

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from kleene.automata.semiring import REAL, Semiring, _is_torch, sympy_constant
+from kleene.automata.semiring import Semiring, _is_torch, sympy_constant
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import AlphabetError, DivergenceError, WeightError
@@ -185,14 +185,15 @@ def _describe_cycle(matrix: np.ndarray, semiring: Semiring, names: Sequence[str]
         for j in range(n):
             if not semiring.is_zero(matrix[i, j]):
                 graph.add_edge(i, j)
-    worst: tuple[float, list[int]] | None = None
+    worst: tuple[tuple[bool, float], list[int]] | None = None
     for cycle in islice(nx.simple_cycles(graph), 2000):
         weight = semiring.one
         for i, j in zip(cycle, cycle[1:] + cycle[:1]):
             weight = semiring.times(weight, matrix[i, j])
-        badness = abs(float(weight)) if semiring.name == "real" else float(weight)
-        if semiring.name == "min-plus":
-            badness = -badness
+        # a cycle whose own star diverges first; otherwise (real: a spectral radius >= 1 from several cycles) the
+        # one of largest magnitude in the real image, where there is one
+        magnitude = abs(float(semiring.to_real(weight))) if semiring.has_real_image else 0.0
+        badness = (bool(semiring.star_diverges(weight)), magnitude)
         if worst is None or badness > worst[0]:
             worst = (badness, cycle)
     if worst is None:
@@ -311,17 +312,6 @@ class _Stepper:
     def finish(self, vector: np.ndarray) -> Any:
         final = self.wfsa.vector(self.wfsa.final, self.env)
         return self.semiring.sum(self.semiring.times(vector, final), axis=0)
-
-
-def forward_vectors(
-    wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None
-) -> list[np.ndarray]:
-    """The Forward vectors ``Omega_0 .. Omega_n`` (after each epsilon closure)."""
-    stepper = _Stepper(wfsa, env, epsilon_cap)
-    vectors = [stepper.start()]
-    for i, x in enumerate(symbols):
-        vectors.append(stepper.step(vectors[-1], x, i))
-    return vectors
 
 
 def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
@@ -482,9 +472,14 @@ def viterbi(
     s, v = wfsa.semiring, wfsa.semiring.viterbi
 
     def nonnegative(w: Any, where: str) -> Any:
-        if s is REAL and w < 0:
-            raise WeightError(f"{where}: Viterbi in the real semiring ranks paths by max-times and needs "
-                              f"nonnegative weights; got {w}")
+        if v is not s and not is_symbolic(w):
+            try:
+                v.check(w, where)
+            except WeightError:
+                raise WeightError(
+                    f"{where}: Viterbi in the {s.name} semiring ranks paths by {v.name} and needs weights of that "
+                    f"semiring; got {w}"
+                ) from None
         return w
 
     def weight_of(i: int, x: Hashable | None) -> Any:

@@ -23,6 +23,12 @@ Weighted determinization, pushing, reduction and sampling use ``divide`` (residu
 ``quantize`` (comparing weights up to a delta) and ``to_real``/``from_real`` (the homomorphism of real and log
 onto the reals).
 
+A semiring also owns its storage form (``storage``, ``to_storage``, ``from_storage``), the
+sympy node types the prover reads back (``sym_plus_head``/``sym_times_head``) and its kernel
+algebra for generated code (``kernel``: ⊕ and ⊗ as ``KernelOp``s, spelled per dialect, with
+the rule their reverse mode follows). ``register_semiring`` makes a user-defined one known by
+name; docs/semirings.md shows how to write one.
+
 ``log`` holds log-probabilities (larger is more likely); OpenFst's ``log``
 semiring holds their negatives, which the AT&T reader and writer convert.
 ``min-plus`` is OpenFst's ``tropical``.
@@ -32,12 +38,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 import numpy as np
 import sympy
 
-from kleene.errors import DivergenceError, SemiringError, WeightError
+from kleene.errors import CompileError, DivergenceError, SemiringError, WeightError
 
 Array = Any  # numpy.ndarray | torch.Tensor | a Python scalar
 _LN2 = math.log(2.0)
@@ -67,10 +75,10 @@ def _logsumexp(x: Array, axis: int) -> Array:
         peak = torch.amax(x, dim=axis, keepdim=True)
         peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak)).detach()
         total = torch.sum(torch.exp(x - peak), dim=axis)
-        positive = total > 0
-        safe = torch.where(positive, total, torch.ones_like(total))
+        empty = total == 0  # every term -inf (a NaN term makes ``total`` NaN, and the result NaN)
+        safe = torch.where(empty, torch.ones_like(total), total)
         out = torch.log(safe) + peak.squeeze(axis)
-        return torch.where(positive, out, torch.full_like(out, -math.inf))
+        return torch.where(empty, torch.full_like(out, -math.inf), out)
     arr = np.asarray(x, dtype=float)
     if arr.shape[axis] == 0:
         return np.full(np.delete(arr.shape, axis), -np.inf)
@@ -171,6 +179,61 @@ _OPENFST_NEGATION: OpenFstCodec = (_openfst_negate, _openfst_negate)
 _OPENFST_PROBABILITY: OpenFstCodec = (_openfst_probability, _openfst_cost_of_probability)
 _OPENFST_SUPPORT: OpenFstCodec = (_openfst_support, _openfst_cost_of_support)
 
+# ------------------------------------------------------------------------------------------------
+# Kernel algebra: how a semiring's operations are spelled in generated code
+# ------------------------------------------------------------------------------------------------
+#: The code-generation dialects: C++ (the CPU kernels and CUDA) and Triton.
+DIALECTS: tuple[str, ...] = ("c", "triton")
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    """A binary operation of generated kernels: its spelling per dialect and its reverse mode.
+
+    ``spellings[dialect]`` is an expression with the operands ``{a}`` and ``{b}``. ``rule`` says how the
+    gradient of ``a ∘ b ∘ ...`` reaches each operand: ``"sum"`` (all of it, to every operand: ``+``),
+    ``"product"`` (times the product of the other operands: ``*``), ``"softmax"`` (times ``exp(operand -
+    result)``: logaddexp) or ``"select"`` (all of it to the first operand equal to the result, none to the
+    rest: max and min, whose derivative is the argmax route). Every spelling must propagate NaN from
+    either operand (the kernels' ``kleene_max``/``kleene_min`` do; ``std::max`` does not).
+    """
+
+    name: str
+    spellings: Mapping[str, str]
+    rule: Literal["sum", "product", "softmax", "select"]
+
+    def spell(self, dialect: str, a: str, b: str) -> str:
+        """``a ∘ b`` in ``dialect``.
+
+        Raises:
+            CompileError: the operation has no spelling in ``dialect``.
+        """
+        if dialect not in self.spellings:
+            raise CompileError(f"the kernel operation {self.name!r} has no spelling in the {dialect!r} dialect")
+        return self.spellings[dialect].format(a=a, b=b)
+
+
+ADD = KernelOp("add", {"c": "({a} + {b})", "triton": "({a} + {b})"}, "sum")
+MUL = KernelOp("mul", {"c": "({a} * {b})", "triton": "({a} * {b})"}, "product")
+MAX = KernelOp("max", {"c": "kleene_max({a}, {b})", "triton": "_kleene_max({a}, {b})"}, "select")
+MIN = KernelOp("min", {"c": "kleene_min({a}, {b})", "triton": "_kleene_min({a}, {b})"}, "select")
+LOGADDEXP = KernelOp(
+    "logaddexp", {"c": "kleene_logaddexp({a}, {b})", "triton": "_kleene_logaddexp({a}, {b})"}, "softmax"
+)
+
+
+@dataclass(frozen=True)
+class KernelAlgebra:
+    """A (storage) semiring as generated kernels compute it: ⊕ and ⊗ as kernel operations.
+
+    Zero and one are the semiring's own numbers (each dialect spells a number); how the reverse mode of
+    ⊕/⊗ is formed follows from the operations' ``rule``.
+    """
+
+    plus: KernelOp
+    times: KernelOp
+
+
 
 class Semiring(ABC):
     """A commutative semiring ``<K, plus, times, zero, one>`` (see the module table).
@@ -212,6 +275,13 @@ class Semiring(ABC):
     #: The arc type whose weights ARE this semiring's values up to OpenFst's sign convention (tropical for min-plus,
     #: log for log); AT&T text without an arc type is read in it. None: files hold kleene's own numbers.
     openfst_native: str | None = None
+
+    #: How generated kernels compute in this semiring (``None``: it has no kernel realisation). Only the
+    #: storage semiring's algebra is used (see ``kernel_algebra``).
+    kernel: KernelAlgebra | None = None
+    #: The sympy node types of ``sym_plus``/``sym_times`` results (read back by ``sym_plus_args``/``sym_times_args``).
+    sym_plus_head: type[sympy.Basic] | None = None
+    sym_times_head: type[sympy.Basic] | None = None
 
     # -- scalar and array operations ------------------------------------------------
     @abstractmethod
@@ -422,7 +492,48 @@ class Semiring(ABC):
         """
         raise SemiringError(self._no_real_image())
 
+    def from_probability(self, p: float) -> Any:
+        """The element standing for probability ``p`` in (0, 1] (default: ``p`` itself)."""
+        return p
+
+    def kernel_algebra(self) -> KernelAlgebra:
+        """The kernel realisation of this semiring: its storage semiring's ``kernel``.
+
+        Raises:
+            CompileError: the semiring has no kernel realisation (e.g. boolean), naming it.
+        """
+        algebra = self.storage.kernel
+        if algebra is None:
+            raise CompileError(
+                f"the {self.name} semiring has no kernel realisation (its storage semiring {self.storage.name} "
+                "defines no `kernel`), so it cannot be compiled"
+            )
+        return algebra
+
     # -- symbolic realisation ---------------------------------------------------------
+    def sym_plus_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
+        """The terms of ``e`` when it is a ``sym_plus`` node, else ``None``."""
+        head = self.sym_plus_head
+        return tuple(e.args) if head is not None and isinstance(e, head) else None
+
+    def sym_times_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
+        """The factors of ``e`` when it is a ``sym_times`` node (``x**k`` read as k factors for Mul), else ``None``."""
+        head = self.sym_times_head
+        if head is None:
+            return None
+        if isinstance(e, head):
+            return tuple(e.args)
+        if head is sympy.Mul and isinstance(e, sympy.Pow):
+            base, exponent = e.args
+            if exponent.is_Integer and int(exponent) >= 2:
+                return (base,) * int(exponent)
+        return None
+
+    def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
+        """``e`` mapped by an injective homomorphism into the real field (where sympy decides equality), or
+        ``None`` when the semiring has none (then equality is decided on formal polynomials)."""
+        return None
+
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         ...
@@ -464,6 +575,12 @@ class RealSemiring(Semiring):
 
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         return float(rng.uniform(-scale, scale))
+
+    kernel = KernelAlgebra(ADD, MUL)
+    sym_plus_head, sym_times_head = sympy.Add, sympy.Mul
+
+    def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
+        return e
 
     def _check_number(self, number: float, where: str) -> None:
         if math.isinf(number):
@@ -531,6 +648,27 @@ class LogSemiring(Semiring):
     openfst_codecs = (("log", _OPENFST_NEGATION),)
     openfst_native = "log"
 
+    kernel = KernelAlgebra(LOGADDEXP, ADD)
+    sym_times_head = sympy.Add
+
+    def from_probability(self, p: float) -> Any:
+        return math.log(p)
+
+    def sym_plus_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
+        """``log(k1 exp(a1) + k2 exp(a2) + ...)`` as a1 (k1 times), a2 (k2 times), ...; sympy merges equal
+        terms (``log(exp(c) + exp(c))`` is ``log(2 exp(c))``), so small integer counts are read back."""
+        if not isinstance(e, sympy.log):
+            return None
+        out: list[sympy.Basic] = []
+        for part in sympy.Add.make_args(e.args[0]):
+            count, rest = part.as_coeff_Mul()
+            if not isinstance(rest, sympy.exp) or not count.is_Integer or not 1 <= int(count) <= 64:
+                return None
+            out.extend([rest.args[0]] * int(count))
+        return tuple(out)
+
+    def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
+        return sympy.exp(e)  # exp maps the log semiring isomorphically onto (R>=0, +, *)
 
     def plus(self, a: Array, b: Array) -> Array:
         return _scalar_result(_logaddexp(a, b), a, b)
@@ -597,6 +735,7 @@ class _MaxPlusLike(Semiring):
 
     idempotent = True
     k_closed = 0
+    sym_times_head = sympy.Add
     _pick_numpy: Callable[..., Any] = staticmethod(np.maximum)
 
     def _divide(self, a: Any, b: Any) -> Any:
@@ -625,6 +764,12 @@ class MaxPlusSemiring(_MaxPlusLike):
     zero, one = -math.inf, 0.0
     best = "max"
     openfst_codecs = (("tropical", _OPENFST_NEGATION),)
+
+    kernel = KernelAlgebra(MAX, ADD)
+    sym_plus_head = sympy.Max
+
+    def from_probability(self, p: float) -> Any:
+        return math.log(p)
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -660,6 +805,12 @@ class MinPlusSemiring(_MaxPlusLike):
     openfst_codecs = (("tropical", _OPENFST_IDENTITY),)
     openfst_native = "tropical"
 
+    kernel = KernelAlgebra(MIN, ADD)
+    sym_plus_head = sympy.Min
+
+    def from_probability(self, p: float) -> Any:
+        return -math.log(p)
+
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
             import torch
@@ -694,6 +845,8 @@ class MaxTimesSemiring(Semiring):
     best = "max"
     k_closed = 0
     openfst_codecs = (("tropical", _OPENFST_PROBABILITY),)
+
+    sym_plus_head, sym_times_head = sympy.Max, sympy.Mul
 
     @property
     def storage(self) -> Semiring:
@@ -778,6 +931,11 @@ class BooleanSemiring(Semiring):
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         return bool(rng.integers(0, 2))
 
+    sym_plus_head, sym_times_head = sympy.Or, sympy.And
+
+    def from_probability(self, p: float) -> Any:
+        return p > 0
+
     @property
     def numpy_dtype(self) -> type:
         return np.bool_
@@ -849,10 +1007,39 @@ BOOLEAN = BooleanSemiring()
 SEMIRINGS: tuple[Semiring, ...] = (REAL, LOG, MAX_PLUS, MIN_PLUS, MAX_TIMES, BOOLEAN)
 
 _BY_NAME: dict[str, Semiring] = {}
+_REGISTERED: list[Semiring] = []
+
+
+def _keys(semiring: Semiring) -> list[str]:
+    names = [semiring.name, *semiring.aliases]
+    return [k for n in names for k in dict.fromkeys((n.strip().lower(), n.strip().lower().replace("-", "_")))]
+
+
+def register_semiring(semiring: Semiring) -> Semiring:
+    """Make ``get_semiring`` (and so every API taking a semiring name) find ``semiring`` by its name and aliases.
+
+    Registering the same object again is a no-op; returns ``semiring``.
+
+    Raises:
+        SemiringError: ``semiring`` is not a ``Semiring``, has no name, or a name or alias already names another
+            semiring.
+    """
+    if not isinstance(semiring, Semiring):
+        raise SemiringError(f"register_semiring expects a Semiring instance, got {semiring!r}")
+    if not semiring.name:
+        raise SemiringError(f"{semiring!r}: a semiring needs a non-empty `name` to be registered")
+    for key in _keys(semiring):
+        if key in _BY_NAME and _BY_NAME[key] is not semiring:
+            raise SemiringError(f"the name {key!r} already names the {_BY_NAME[key].name} semiring")
+    for key in _keys(semiring):
+        _BY_NAME[key] = semiring
+    if semiring not in _REGISTERED:
+        _REGISTERED.append(semiring)
+    return semiring
+
+
 for _s in SEMIRINGS:
-    for _n in (_s.name, *_s.aliases):
-        _BY_NAME[_n] = _s
-        _BY_NAME[_n.replace("-", "_")] = _s
+    register_semiring(_s)
 
 
 def get_semiring(semiring: str | Semiring) -> Semiring:
@@ -861,6 +1048,6 @@ def get_semiring(semiring: str | Semiring) -> Semiring:
         return semiring
     key = str(semiring).strip().lower()
     if key not in _BY_NAME:
-        known = ", ".join(s.name for s in SEMIRINGS)
+        known = ", ".join(s.name for s in _REGISTERED)
         raise SemiringError(f"unknown semiring {semiring!r}; known: {known} (and 'tropical')")
     return _BY_NAME[key]

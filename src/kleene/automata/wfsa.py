@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -142,10 +142,6 @@ class WFSA:
 
     def state_name(self, index: int) -> str:
         return self._names[index]
-
-    def arcs_from(self, state: StateRef) -> Iterator[Arc]:
-        q = self.state(state)
-        return (a for a in self.arcs if a.src == q)
 
     @property
     def is_symbolic(self) -> bool:

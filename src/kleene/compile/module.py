@@ -7,7 +7,6 @@ to ``(output, final_state)`` with the semantics documented in ``kleene.compile.t
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -56,9 +55,9 @@ def backends() -> list[str]:
     return sorted(_BACKENDS)
 
 
-def _default_constant(semiring: str) -> float:
-    """0.5 as a probability-like weight, in each storage form."""
-    return {"real": 0.5, "min-plus": math.log(2.0)}.get(semiring, -math.log(2.0))
+def _default_constant(semiring: Semiring) -> float:
+    """Probability 0.5 as the semiring's element, in its storage form."""
+    return float(semiring.to_storage(semiring.from_probability(0.5)))
 
 
 class CompiledRecurrence(nn.Module):
@@ -90,7 +89,7 @@ class CompiledRecurrence(nn.Module):
         unknown = set(init) - set(template.constants)
         if unknown:
             raise CompileError(f"init names unknown constants {sorted(unknown)}; constants: {template.constants}")
-        default = _default_constant(self.plan.algebra.name)
+        default = _default_constant(self.plan.semiring)
         values = torch.tensor([init.get(c, default) for c in template.constants], dtype=torch.float32)
         if template.constants:
             self.constants = nn.Parameter(values[:, None].repeat(1, dim))
@@ -150,7 +149,7 @@ class CompiledRecurrence(nn.Module):
     def extra_repr(self) -> str:
         o = self.plan.options
         return (
-            f"{self.template.name}, semiring={self.plan.algebra.name}, dim={self.dim}, backend={self.backend}, "
+            f"{self.template.name}, semiring={self.plan.semiring.name}, dim={self.dim}, backend={self.backend}, "
             f"restart={o.restart}, output={o.output}, epsilon_cap={o.epsilon_cap}, "
             f"bidirectional={o.bidirectional}"
         )
@@ -176,8 +175,8 @@ def compile(
     ``init`` gives constants' initial values in storage form.
 
     Raises:
-        CompileError: an unknown backend, or a backend that cannot build this plan.
-        WeightError: a template that cannot be compiled for ``semiring``.
+        CompileError: an unknown backend, a backend that cannot build this plan, or a template that cannot be
+            compiled for ``semiring``.
     """
     options = Options(restart=restart, output=output, epsilon_cap=epsilon_cap, bidirectional=bidirectional)
     return CompiledRecurrence(template, semiring, dim, backend, options, init)
