@@ -219,6 +219,14 @@ class _Stepper:
         return self.semiring.sum(self.semiring.times(vector, final), axis=0)
 
 
+def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None) -> Any:
+    """The sparse stepper for large constant-weight automata, else the dense one."""
+    from .sparse import SparseStepper, engine_store
+
+    store = engine_store(wfsa)
+    return _Stepper(wfsa, env, epsilon_cap) if store is None else SparseStepper(wfsa, store, epsilon_cap)
+
+
 def forward_vectors(
     wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None
 ) -> list[np.ndarray]:
@@ -240,7 +248,7 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
         AlphabetError: a symbol outside the declared alphabet (named, with its position).
         DivergenceError: the exact epsilon closure does not converge.
     """
-    stepper = _Stepper(wfsa, env, epsilon_cap)
+    stepper = _stepper(wfsa, env, epsilon_cap)
     vector = stepper.start()
     for i, x in enumerate(symbols):
         vector = stepper.step(vector, x, i)
@@ -267,7 +275,7 @@ def all_spans(
     In the real semiring this is the expected count of matches; in max semirings
     the best match. ``ends[j-1]`` sums the spans ending at ``j``.
     """
-    stepper = _Stepper(wfsa, env, epsilon_cap)
+    stepper = _stepper(wfsa, env, epsilon_cap)
     s = wfsa.semiring
     restart = stepper.start()
     live = s.zeros((wfsa.num_states,))
@@ -301,6 +309,10 @@ def pathsum(wfsa: WFSA, env: Env | None = None) -> Any:
         DivergenceError: the sum diverges (naming a cycle).
         AlphabetError: predicate labels with no alphabet to enumerate.
     """
+    from . import sparse
+
+    if sparse.engine_store(wfsa) is not None:
+        return sparse.pathsum(wfsa)
     s = wfsa.semiring
     total = wfsa.epsilon_matrix(env)
     for symbol in _consumable_symbols(wfsa):

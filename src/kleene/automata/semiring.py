@@ -255,6 +255,56 @@ class Semiring(ABC):
         v = self.viterbi
         return bool(v.plus(a, b) == a and a != b)
 
+    # -- sparse engine support (numpy arrays) ------------------------------------------
+    #: The values are real numbers with plus ``+`` and times ``*``: cycle sums are linear solves.
+    real_field: bool = False
+    #: The values are logarithms of nonnegative reals (plus is logaddexp, times is ``+``): cycle sums are
+    #: linear solves in scaled exponential space.
+    log_field: bool = False
+    #: ``cost`` is an order-preserving homomorphism onto ``<R u {+inf}, min, +>`` (idempotent totally ordered
+    #: semirings): ``cost(a ⊕ b) = min(cost a, cost b)``, ``cost(a ⊗ b) = cost a + cost b``, smaller is better.
+    has_cost: bool = False
+
+    def cost(self, a: np.ndarray) -> np.ndarray:
+        """The cost of each value (see ``has_cost``).
+
+        Raises:
+            SemiringError: the semiring has no cost homomorphism (``has_cost`` is False).
+        """
+        raise SemiringError(f"the {self.name} semiring has no order-preserving cost homomorphism")
+
+    def from_cost(self, c: np.ndarray) -> np.ndarray:
+        """The inverse of ``cost``."""
+        raise SemiringError(f"the {self.name} semiring has no order-preserving cost homomorphism")
+
+    #: The numpy ufunc of ``plus`` (used by ``scatter_plus``), for semirings whose plus is one.
+    _plus_ufunc: np.ufunc | None = None
+
+    def scatter_plus(self, out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+        """In place, ``out[index[i]] = out[index[i]] ⊕ values[i]`` for every i (repeated indices accumulate)."""
+        if self._plus_ufunc is not None:
+            self._plus_ufunc.at(out, index, values)
+            return
+        for k, v in zip(index.tolist(), values.tolist()):  # generic and slow: one plus per value
+            out[k] = self.plus(out[k], v)
+
+    def segment_sum(self, values: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
+        """``out[k] = ⊕ {values[i] : index[i] == k}`` for ``k < size`` (zero where nothing lands)."""
+        out: np.ndarray = self.zeros((size,))
+        self.scatter_plus(out, index, values)
+        return out
+
+    def repeated_sum(self, values: np.ndarray, count: int) -> np.ndarray:
+        """``values ⊕ values ⊕ ... (count times)`` elementwise (zero for count 0), by doubling."""
+        result: np.ndarray = self.zeros(np.shape(values))
+        power = np.asarray(values)
+        while count:
+            if count & 1:
+                result = self.plus(result, power)
+            power = self.plus(power, power)
+            count >>= 1
+        return result
+
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -290,6 +340,8 @@ class RealSemiring(Semiring):
     aliases = ("probability", "plus-times", "sum-product")
     zero, one = 0.0, 1.0
     viterbi_name = "max-times"
+    real_field = True
+    _plus_ufunc = np.add
 
     def _check_number(self, number: float, where: str) -> None:
         if math.isinf(number):
@@ -335,6 +387,8 @@ class LogSemiring(Semiring):
     aliases = ("log-sum-exp",)
     zero, one = -math.inf, 0.0
     viterbi_name = "max-plus"
+    log_field = True
+    _plus_ufunc = np.logaddexp
 
     def plus(self, a: Array, b: Array) -> Array:
         return _scalar_result(_logaddexp(a, b), a, b)
@@ -400,6 +454,14 @@ class MaxPlusSemiring(_MaxPlusLike):
     name = "max-plus"
     aliases = ("maxplus", "max-sum", "arctic")
     zero, one = -math.inf, 0.0
+    _plus_ufunc = np.maximum
+    has_cost = True
+
+    def cost(self, a: np.ndarray) -> np.ndarray:
+        return -np.asarray(a, dtype=float)
+
+    def from_cost(self, c: np.ndarray) -> np.ndarray:
+        return -np.asarray(c, dtype=float)
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -431,6 +493,14 @@ class MinPlusSemiring(_MaxPlusLike):
     name = "min-plus"
     aliases = ("tropical", "minplus", "min-sum")
     zero, one = math.inf, 0.0
+    _plus_ufunc = np.minimum
+    has_cost = True
+
+    def cost(self, a: np.ndarray) -> np.ndarray:
+        return np.asarray(a, dtype=float)
+
+    def from_cost(self, c: np.ndarray) -> np.ndarray:
+        return np.asarray(c, dtype=float)
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -463,6 +533,15 @@ class MaxTimesSemiring(Semiring):
     aliases = ("max-product", "viterbi", "maxtimes")
     zero, one = 0.0, 1.0
     idempotent = True
+    _plus_ufunc = np.maximum
+    has_cost = True
+
+    def cost(self, a: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return -np.log(np.asarray(a, dtype=float))
+
+    def from_cost(self, c: np.ndarray) -> np.ndarray:
+        return np.exp(-np.asarray(c, dtype=float))
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
@@ -511,6 +590,14 @@ class BooleanSemiring(Semiring):
     aliases = ("bool",)
     zero, one = False, True
     idempotent = True
+    _plus_ufunc = np.logical_or
+    has_cost = True
+
+    def cost(self, a: np.ndarray) -> np.ndarray:
+        return np.where(np.asarray(a, dtype=bool), 0.0, np.inf)
+
+    def from_cost(self, c: np.ndarray) -> np.ndarray:
+        return np.asarray(c) < np.inf
 
     @property
     def numpy_dtype(self) -> type:

@@ -65,6 +65,9 @@ class WFSA:
         self.arcs: list[Arc] = []
         self.initial: dict[int, Weight] = {}
         self.final: dict[int, Weight] = {}
+        #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
+        self._version = 0
+        self._sparse_cache: Any = None
 
     # -- construction -------------------------------------------------------------------
     def add_state(self, name: str | None = None) -> int:
@@ -75,6 +78,7 @@ class WFSA:
             raise UnknownStateError(f"state {name!r} already exists")
         self._names.append(name)
         self._index[name] = index
+        self._version += 1
         return index
 
     def add_states(self, *names: str) -> list[int]:
@@ -111,17 +115,20 @@ class WFSA:
                 raise AlphabetError(f"{where}: symbol {lab.symbol!r} is not in the alphabet")
         w = normalize_weight(weight, self.semiring, where, consumes=lab.consumes)
         self.arcs.append(Arc(s, d, lab, w))
+        self._version += 1
         return len(self.arcs) - 1
 
     def set_initial(self, state: StateRef, weight: Any = None) -> None:
         """Make ``state`` initial with weight lambda (semiring one by default)."""
         q = self.state(state)
         self.initial[q] = normalize_weight(weight, self.semiring, f"initial weight of {self._names[q]}", False)
+        self._version += 1
 
     def set_final(self, state: StateRef, weight: Any = None) -> None:
         """Make ``state`` final with weight rho (semiring one by default)."""
         q = self.state(state)
         self.final[q] = normalize_weight(weight, self.semiring, f"final weight of {self._names[q]}", False)
+        self._version += 1
 
     def _name_of(self, ref: StateRef) -> str:
         try:
