@@ -538,10 +538,12 @@ class MaxTimesSemiring(Semiring):
 
     def cost(self, a: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
-            return -np.log(np.asarray(a, dtype=float))
+            out: np.ndarray = -np.log(np.asarray(a, dtype=float))
+        return out
 
     def from_cost(self, c: np.ndarray) -> np.ndarray:
-        return np.exp(-np.asarray(c, dtype=float))
+        out: np.ndarray = np.exp(-np.asarray(c, dtype=float))
+        return out
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):

@@ -129,13 +129,16 @@ class ArcStore:
             return np.zeros(0, dtype=np.int64)
         hits = np.array([p.matches(symbol) for p in self.predicates], dtype=bool)
         candidates = self.arcs_with_label(PREDICATE_ID)
-        return candidates[hits[self.predicate_of[candidates]]]
+        out: IntArray = candidates[hits[self.predicate_of[candidates]]]
+        return out
 
     def useful(self) -> np.ndarray:
         """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask)."""
         live = self.initial != self.semiring.zero
         ends = self.final != self.semiring.zero
-        return _reach(self.src, self.dst, self.num_states, live) & _reach(self.dst, self.src, self.num_states, ends)
+        out: np.ndarray = _reach(self.src, self.dst, self.num_states, live)
+        out &= _reach(self.dst, self.src, self.num_states, ends)
+        return out
 
     def graph(self, which: str) -> _Graph:
         """The graph of the useful states' arcs: ``"all"`` arcs or ``"epsilon"`` arcs (cached)."""
@@ -204,7 +207,7 @@ def _build(wfsa: WFSA) -> ArcStore | None:
     n, m = wfsa.num_states, len(arcs)
     src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=m)
     dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=m)
-    weight = np.array([a.weight for a in arcs], dtype=s.numpy_dtype).reshape(m)
+    weight: np.ndarray = np.array([a.weight for a in arcs], dtype=s.numpy_dtype).reshape(m)
     symbol_ids: dict[Hashable, int] = {}
     predicate_ids: dict[Label, int] = {}
     label = np.empty(m, dtype=np.int64)
@@ -441,7 +444,8 @@ class _Component:
         if not s.log_field:
             return x
         with np.errstate(divide="ignore"):
-            return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf) + top + self.potential
+            out: np.ndarray = np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf) + top + self.potential
+        return out
 
     # -- relaxation (idempotent semirings)
     def _relax(self, b: np.ndarray) -> np.ndarray:
@@ -508,7 +512,7 @@ def shortest_distance(wfsa: WFSA) -> np.ndarray:
         DivergenceError: a cyclic component on a successful path whose star diverges (naming a cycle).
     """
     store = _require(wfsa)
-    vector = np.where(store.useful(), store.initial, store.semiring.zero).astype(store.semiring.numpy_dtype)
+    vector: np.ndarray = np.where(store.useful(), store.initial, store.semiring.zero).astype(store.semiring.numpy_dtype)
     return store.graph("all").close(vector)
 
 
@@ -538,7 +542,7 @@ def pathsum(wfsa: WFSA) -> Any:
         store.symbol_ids, store.predicates, store.predicate_of, store.initial, store.final, store.names,
     )
     useful = store.useful()
-    vector = np.where(useful, store.initial, s.zero).astype(s.numpy_dtype)
+    vector: np.ndarray = np.where(useful, store.initial, s.zero).astype(s.numpy_dtype)
     distance = totals.graph("all").close(vector)
     return _plain(s.sum(s.times(distance, np.where(useful, store.final, s.zero)), axis=0))
 
