@@ -240,3 +240,37 @@ def test_semiring_cost_is_an_order_preserving_homomorphism() -> None:
         assert np.array_equal(s.cost(s.plus(x, y)), np.minimum(s.cost(x), s.cost(y)))
         assert np.allclose(s.cost(s.times(x, y)), s.cost(x) + s.cost(y))
         assert np.array_equal(s.from_cost(s.cost(x)), x) or name == "max-times"
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_sparse_viterbi_equals_dense(semiring: str, data: st.DataObject) -> None:
+    a = data.draw(wfsas(semiring, max_states=5, max_arcs=10, signed=False))
+    word = data.draw(st.lists(st.sampled_from(ALPHABET), max_size=4))
+    expected = dense(algorithms.viterbi, a, word)
+    if isinstance(expected, DivergenceError):
+        with contextlib.suppress(DivergenceError):
+            sp.viterbi(a, word)
+        return
+    ours = sp.viterbi(a, word)
+    assert close(ours.weight, expected.weight, semiring)
+    assert ours.found == expected.found
+    if ours.found:  # the backtrace is a path deriving the word, of the reported weight
+        s = a.semiring
+        weight = a.initial[a.state(ours.start)]
+        for step in ours.steps:
+            arc = a.arcs[step.arc]
+            assert (a.state_name(arc.src), a.state_name(arc.dst)) == (step.src, step.dst)
+            weight = s.times(weight, arc.weight)
+        weight = s.times(weight, a.final[a.state(ours.end)])
+        assert [step.symbol for step in ours.steps if step.symbol is not None] == word
+        assert close(weight, ours.weight, semiring)
+
+
+def test_viterbi_of_a_long_chain_is_sparse_and_names_its_arcs() -> None:
+    a = chain("max-plus", 2000, -1.0)
+    a.add_arc(5, 5, EPSILON, -0.5)
+    path = a.viterbi(["a"] * 1999)
+    assert path.weight == -1999.0 and len(path.steps) == 1999
+    assert path.steps[0].src == "q0" and path.end == "q1999" and path.steps[-1].arc == 1998

@@ -376,6 +376,11 @@ def viterbi(
         WeightError: a negative arc weight in the real semiring (no max-times order).
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
+    from . import sparse
+
+    if sparse.engine_store(wfsa) is not None:
+        path: ViterbiPath = sparse.viterbi(wfsa, symbols, epsilon_cap)
+        return path
     s, v = wfsa.semiring, wfsa.semiring.viterbi
 
     def nonnegative(w: Any, where: str) -> Any:

@@ -9,7 +9,7 @@ automaton until a mutating method (``add_state``, ``add_arc``, ``set_initial``, 
 split into strongly connected components, visited in topological order of the condensation (level by level, so
 acyclic parts are one vectorised propagation per level). A cyclic component is solved by the semiring's means:
 
-- a linear solve (``scipy.sparse.linalg.spsolve``, dense for small blocks) for ``real_field`` semirings and for
+- a linear solve (a sparse LU factorisation, ``scipy.sparse.linalg.splu``, kept for later solves) for ``real_field`` semirings and for
   ``log_field`` ones in scaled space (max-plus potentials make every arc weight <= 0 and the source is shifted by
   its maximum, so weights like 750 or -800 neither overflow nor underflow);
 - Bellman-Ford relaxation (FIFO rounds, vectorised) in cost space for the ordered idempotent semirings
@@ -23,6 +23,7 @@ graph, restricted to the states the frontier touches. Everything here works on t
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy.sparse import csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order, connected_components
-from scipy.sparse.linalg import spsolve
+from scipy.sparse.linalg import MatrixRankWarning, splu
 
 from .errors import AlphabetError, DivergenceError, SemiringError, WeightError
 from .labels import Label, Sym
@@ -394,11 +395,12 @@ class _Component:
         self.system = (identity(k, format="csr") - self.scaled.T).tocsc()
         if not self.nonnegative:
             self._check_radius()
-        if k <= DENSE_BLOCK:
-            try:
-                self._dense = np.linalg.inv(self.system.toarray())
-            except np.linalg.LinAlgError:
-                raise self._diverges("spectral radius >= 1 (the linear system is singular)") from None
+        try:  # one sparse LU factorisation serves every later solve (epsilon closures of many frontiers)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", MatrixRankWarning)
+                self._lu = splu(self.system)
+        except (RuntimeError, MatrixRankWarning):
+            raise self._diverges("spectral radius >= 1 (the linear system is singular)") from None
 
     def _check_radius(self) -> None:
         radius = _spectral_radius(self.scaled)
@@ -432,7 +434,7 @@ class _Component:
         else:
             rhs = b.astype(float)
         with np.errstate(all="ignore"):
-            x = np.asarray(self._dense @ rhs if self._dense is not None else spsolve(self.system, rhs), dtype=float)
+            x = np.asarray(self._lu.solve(rhs), dtype=float)
         if not np.all(np.isfinite(x)):
             raise self._diverges("spectral radius >= 1 (the linear system is singular)")
         if self.nonnegative and np.all(rhs >= 0):
@@ -622,3 +624,138 @@ def engine_store(wfsa: WFSA) -> ArcStore | None:
     if wfsa.num_states < SPARSE_MIN_STATES:
         return None
     return arc_store(wfsa)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Viterbi
+
+
+@dataclass
+class _Layer:
+    """The best paths into the states of one position: states, weights, and the stored arc that set each (-1: none)."""
+
+    states: IntArray
+    weights: np.ndarray
+    arcs: IntArray
+
+    def lookup(self, q: int) -> int:
+        return int(np.searchsorted(self.states, q))
+
+
+def _best_per_destination(
+    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
+) -> tuple[IntArray, np.ndarray, IntArray]:
+    """Per destination the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order."""
+    best = v.segment_sum(candidate, dst, n)
+    hit = candidate == best[dst]
+    dst, arc_id, positions = dst[hit], arc_id[hit], positions[hit]
+    order = np.lexsort((arc_id, dst))
+    dst, positions = dst[order], positions[order]
+    first = np.ones(len(dst), dtype=bool)
+    first[1:] = dst[1:] != dst[:-1]
+    return dst[first], best[dst[first]], positions[first]
+
+
+def viterbi(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
+    """The best single path deriving ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.viterbi``).
+
+    Caution:
+        Constant weights only; only states on some successful path are searched (so a divergent epsilon cycle
+        elsewhere does not raise). Ties between equally good paths go to the arc first in ``wfsa.arcs``.
+
+    Raises:
+        WeightError: a negative weight in a real-field semiring (max-times ranks paths and needs them nonnegative).
+        DivergenceError: an epsilon cycle improves paths without bound (exact mode).
+    """
+    from .algorithms import Step, ViterbiPath
+
+    store = _require(wfsa)
+    s, v = store.semiring, store.semiring.viterbi
+    n = store.num_states
+    useful = store.useful()
+    keep = useful[store.src] & useful[store.dst]
+
+    def nonnegative(values: np.ndarray, what: Any) -> None:
+        if s.real_field and np.any(values < 0):
+            k = int(np.flatnonzero(values < 0)[0])
+            raise WeightError(
+                f"{what(k)}: Viterbi in the {s.name} semiring ranks paths by max-times and needs nonnegative "
+                f"weights; got {values[k]}"
+            )
+
+    eps = np.flatnonzero(store.label == EPSILON_ID)
+    nonnegative(store.weight[eps], lambda k: f"arc {int(store.arc_id[eps[k]])} on None")
+    eps = eps[keep[eps]]
+    eps_order, eps_ptr = _csr_index(store.src[eps], n)
+    eps = eps[eps_order]
+    nonnegative(store.initial, lambda k: f"initial weight of {store.names[k]}")
+
+    def relax(layer: _Layer) -> _Layer:
+        weights = s.zeros((n,))
+        weights[layer.states] = layer.weights
+        arcs = np.full(n, -1, dtype=np.int64)
+        arcs[layer.states] = layer.arcs
+        frontier = layer.states
+        limit = n if epsilon_cap is None else epsilon_cap
+        for count in range(1, limit + 1):
+            out = eps[_gather(eps_ptr, frontier)]
+            if not out.size:
+                break
+            candidate = v.times(weights[store.src[out]], store.weight[out])
+            live = candidate != s.zero
+            out, candidate = out[live], candidate[live]
+            dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out, n)
+            improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
+            frontier = dst[improved]
+            if not frontier.size:
+                break
+            weights[frontier], arcs[frontier] = best[improved], chosen[improved]
+            if epsilon_cap is None and count == limit:
+                names = ", ".join(store.names[q] for q in frontier)
+                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
+        states = np.flatnonzero(weights != s.zero)
+        return _Layer(states, weights[states], arcs[states])
+
+    start = np.flatnonzero((store.initial != s.zero) & useful)
+    history = [relax(_Layer(start, store.initial[start], np.full(len(start), -1, dtype=np.int64)))]
+    for position, x in enumerate(symbols):
+        wfsa.check_symbol(x, position)
+        previous = history[-1]
+        weights = s.zeros((n,))
+        weights[previous.states] = previous.weights
+        arcs = store.matching(x)
+        arcs = arcs[keep[arcs] & (weights[store.src[arcs]] != s.zero)]
+        nonnegative(store.weight[arcs], lambda k, arcs=arcs, x=x: f"arc {int(store.arc_id[arcs[k]])} on {x!r}")
+        candidate = v.times(weights[store.src[arcs]], store.weight[arcs])
+        live = candidate != s.zero
+        arcs, candidate = arcs[live], candidate[live]
+        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs, n)
+        history.append(relax(_Layer(dst, best, chosen)))
+    last = history[-1]
+    rho = store.final[last.states]
+    nonnegative(rho, lambda k: f"final weight of {store.names[last.states[k]]}")
+    ends = v.times(last.weights, rho)
+    live = np.flatnonzero(ends != s.zero)
+    if not live.size:
+        return ViterbiPath(s.zero)
+    top = v.sum(ends[live], axis=0)
+    winner = int(live[np.flatnonzero(ends[live] == top)[0]])
+    end = int(last.states[winner])
+    steps: list[Any] = []
+    q, t = end, len(symbols)
+    while True:
+        layer = history[t]
+        arc = int(layer.arcs[layer.lookup(q)])
+        if arc < 0:
+            break
+        original = int(store.arc_id[arc])
+        consumes = int(store.label[arc]) != EPSILON_ID
+        symbol = symbols[t - 1] if consumes else None
+        a = wfsa.arcs[original]
+        steps.append(Step(original, store.names[a.src], store.names[a.dst], a.kind, symbol, _plain(store.weight[arc])))
+        q = int(store.src[arc])
+        if consumes:
+            t -= 1
+    steps.reverse()
+    start_name = steps[0].src if steps else store.names[end]
+    return ViterbiPath(_plain(ends[winner]), steps, start_name, store.names[end])
