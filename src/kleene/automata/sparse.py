@@ -9,8 +9,8 @@ automaton until a mutating method (``add_state``, ``add_arc``, ``set_initial``, 
 split into strongly connected components, visited in topological order of the condensation (level by level, so
 acyclic parts are one vectorised propagation per level). A cyclic component is solved by the semiring's means:
 
-- a linear solve (a sparse LU factorisation, ``scipy.sparse.linalg.splu``, kept for later solves) for ``real_field`` semirings and for
-  ``log_field`` ones in scaled space (max-plus potentials make every arc weight <= 0 and the source is shifted by
+- a linear solve (a sparse LU factorisation, ``scipy.sparse.linalg.splu``, kept for later solves) for
+  ``real_field`` semirings and for ``log_field`` ones in scaled space (max-plus potentials make every arc weight <= 0 and the source is shifted by
   its maximum, so weights like 750 or -800 neither overflow nor underflow);
 - Bellman-Ford relaxation (FIFO rounds, vectorised) in cost space for the ordered idempotent semirings
   (``has_cost``), raising ``DivergenceError`` when a cycle keeps improving;
