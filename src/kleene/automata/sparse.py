@@ -10,10 +10,11 @@ split into strongly connected components, visited in topological order of the co
 acyclic parts are one vectorised propagation per level). A cyclic component is solved by the semiring's means:
 
 - a linear solve (a sparse LU factorisation, ``scipy.sparse.linalg.splu``, kept for later solves) for
-  ``real_field`` semirings and for ``log_field`` ones in scaled space (max-plus potentials make every arc weight <= 0 and the source is shifted by
-  its maximum, so weights like 750 or -800 neither overflow nor underflow);
-- Bellman-Ford relaxation (FIFO rounds, vectorised) in cost space for the ordered idempotent semirings
-  (``has_cost``), raising ``DivergenceError`` when a cycle keeps improving;
+  ``real_field`` semirings and for ``log_field`` ones in scaled space (max-plus potentials make every arc
+  weight <= 0 and the source is shifted by its maximum, so weights like 750 or -800 neither overflow nor
+  underflow);
+- Lehmann's dense star for small blocks and Bellman-Ford relaxation (FIFO rounds, vectorised) for large ones
+  in the idempotent semirings, raising ``DivergenceError`` when a cycle keeps improving;
 (Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
 
 Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
