@@ -274,3 +274,30 @@ def test_viterbi_of_a_long_chain_is_sparse_and_names_its_arcs() -> None:
     path = a.viterbi(["a"] * 1999)
     assert path.weight == -1999.0 and len(path.steps) == 1999
     assert path.steps[0].src == "q0" and path.end == "q1999" and path.steps[-1].arc == 1998
+
+
+@pytest.mark.parametrize("semiring", ["min-plus", "log", "real", "max-plus"])
+def test_fast_att_reader_equals_the_general_reader(semiring: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kleene.automata import SymbolTable, att, read_att
+
+    rng = np.random.default_rng(5)
+    n, m = 300, 4000
+    lines = [f"{s}\t{d}\t{lab}\t{w:.3f}" for s, d, lab, w in zip(
+        rng.integers(0, n, m).tolist(), rng.integers(0, n, m).tolist(), rng.integers(0, 4, m).tolist(),
+        rng.uniform(2.0, 4.0, m).tolist())]  # epsilon cycles (label 0) of probability < 1/2: sums converge
+    lines = [line.rsplit("\t", 1)[0] if i % 7 == 0 and line.split("\t")[2] != "0" else line  # weight one
+             for i, line in enumerate(lines)]
+    lines += [f"{q} 0.5" for q in range(0, n, 5)] + ["10", "15 Infinity" if semiring != "real" else "15 0"]
+    text = "\n".join(lines) + "\n"
+    arc_type = {"min-plus": "standard", "log": "log", "real": "log", "max-plus": "standard"}[semiring]
+    table = SymbolTable(["x", "y", "z"])
+    monkeypatch.setattr(att, "_FAST_MIN_CHARS", 0)
+    fast = read_att(text, semiring, symbols=table, arc_type=arc_type)
+    assert fast._arcs is None  # the fast path ran
+    assert sp.forward(fast, ["x", "y"]) == pytest.approx(0.0, abs=1e300)  # scores from the store alone
+    monkeypatch.setattr(att, "_FAST_MIN_CHARS", 10**12)
+    general = read_att(text, semiring, symbols=table, arc_type=arc_type)
+    assert (fast.states, fast.initial, fast.final) == (general.states, general.initial, general.final)
+    for word in (["x"], ["x", "y"], ["z", "z", "x"]):
+        assert close(fast.score(word), general.score(word), semiring)
+    assert fast.arcs == general.arcs

@@ -35,10 +35,10 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components
 from scipy.sparse.linalg import MatrixRankWarning, splu
 
 from .errors import AlphabetError, DivergenceError, SemiringError, WeightError
-from .labels import Label, Sym
+from .labels import EPSILON, Label, Sym
 from .semiring import Semiring
 from .weights import is_symbolic
-from .wfsa import WFSA
+from .wfsa import WFSA, Arc
 
 #: Label id of epsilon arcs and of predicate arcs (symbols have ids >= 0).
 EPSILON_ID = -1
@@ -190,14 +190,34 @@ def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarra
 
 def arc_store(wfsa: WFSA) -> ArcStore | None:
     """The cached ``ArcStore`` of ``wfsa``, built now if needed; None when a weight is symbolic."""
-    key = (wfsa._version, id(wfsa.arcs), len(wfsa.arcs), wfsa.num_states)
     cached = wfsa._sparse_cache
-    if cached is not None and cached[0] == key and cached[1] == wfsa.initial and cached[2] == wfsa.final:
+    if cached is not None and cached[0] == wfsa._arcs_key() and cached[1] == wfsa.initial and cached[2] == wfsa.final:
         store: ArcStore | None = cached[3]
         return store
     store = _build(wfsa)
-    wfsa._sparse_cache = (key, dict(wfsa.initial), dict(wfsa.final), store)
+    cache_store(wfsa, store)
     return store
+
+
+def cache_store(wfsa: WFSA, store: ArcStore | None) -> None:
+    """Remember ``store`` as the arc store of ``wfsa`` in its current state."""
+    wfsa._sparse_cache = (wfsa._arcs_key(), dict(wfsa.initial), dict(wfsa.final), store)
+
+
+def materialize_arcs(wfsa: WFSA) -> list[Arc]:
+    """The ``Arc`` objects of an automaton read into its arc store only (``wfsa._arcs is None``), in arc order;
+    the store stays cached for the materialised list."""
+    cached = wfsa._sparse_cache
+    assert cached is not None and cached[3] is not None, "arcs held nowhere"
+    store: ArcStore = cached[3]
+    order = np.argsort(store.arc_id)
+    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols)]
+    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), (store.label[order] + 1).tolist(),
+                             store.weight[order].tolist())
+    arcs = [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
+    wfsa._arcs = arcs
+    wfsa._sparse_cache = (wfsa._arcs_key(), *cached[1:])
+    return arcs
 
 
 def _build(wfsa: WFSA) -> ArcStore | None:

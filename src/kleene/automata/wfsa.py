@@ -60,14 +60,34 @@ class WFSA:
             alphabet if isinstance(alphabet, SymbolTable) or alphabet is None else SymbolTable(alphabet)
         )
         self.name = name
-        self._names: list[str] = []
-        self._index: dict[str, int] = {}
-        self.arcs: list[Arc] = []
-        self.initial: dict[int, Weight] = {}
-        self.final: dict[int, Weight] = {}
         #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
         self._version = 0
         self._sparse_cache: Any = None
+        self._names: list[str] = []
+        self._index: dict[str, int] = {}
+        self._arcs: list[Arc] | None = []
+        self.initial: dict[int, Weight] = {}
+        self.final: dict[int, Weight] = {}
+
+    # -- arcs ---------------------------------------------------------------------------
+    @property
+    def arcs(self) -> list[Arc]:
+        """The arcs, in insertion order (a fast AT&T read keeps them in its arc store until first asked for)."""
+        if self._arcs is None:
+            from .sparse import materialize_arcs
+
+            self._arcs = materialize_arcs(self)
+        return self._arcs
+
+    @arcs.setter
+    def arcs(self, arcs: list[Arc]) -> None:
+        self._arcs = arcs
+        self._version += 1
+
+    def _arcs_key(self) -> tuple[int, int, int, int]:
+        """Identifies the arcs, states and version the sparse arc store was built for (no materialisation)."""
+        arcs = self._arcs
+        return (self._version, id(arcs), -1 if arcs is None else len(arcs), len(self._names))
 
     # -- construction -------------------------------------------------------------------
     def add_state(self, name: str | None = None) -> int:
