@@ -450,10 +450,15 @@ def _read_att_fast(
         for r in (*arcs3, *arcs4):
             if r[2] not in labels:
                 labels[r[2]] = resolve(r[2])
-        if acceptor is None and any(r[3] in labels or _DIGITS.fullmatch(r[3]) for r in arcs4):
-            return None  # a weight that may be a label: the general reader decides the columns
     except AlphabetError:
         return None
+    if acceptor is None:  # a 4-field line whose 4th field names its 3rd's label may be a transducer arc
+        for ilabel, field in {(r[2], r[3]) for r in arcs4 if r[3] in labels or _DIGITS.fullmatch(r[3])}:
+            try:
+                if resolve(field) == labels[ilabel]:
+                    return None  # the general reader decides the columns (or calls the file ambiguous)
+            except AlphabetError:
+                continue
     arc_rows = arcs3 + arcs4  # arc order is file order within each width: restore it below
     line_of = {id(r): i for i, r in enumerate(rows)}
     arc_rows.sort(key=lambda r: line_of[id(r)])

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from scipy.sparse import csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order, connected_components
-from scipy.sparse.linalg import MatrixRankWarning, splu
+from scipy.sparse.linalg import MatrixRankWarning, gmres, splu
 
 from .errors import AlphabetError, DivergenceError, SemiringError, WeightError
 from .labels import EPSILON, Label, Sym
@@ -45,6 +45,8 @@ EPSILON_ID = -1
 PREDICATE_ID = -2
 #: Components up to this size are solved densely (their star is cached); larger ones by sparse solves/relaxation.
 DENSE_BLOCK = 256
+#: Linear components larger than this are solved iteratively (GMRES) instead of by a sparse LU.
+ITERATIVE_FROM = 2000
 IntArray = np.ndarray
 
 
@@ -125,6 +127,19 @@ class ArcStore:
         if len(self._matches) < 100_000:
             self._matches[symbol] = direct
         return direct
+
+    def matches_mask(self, symbol: Hashable, arcs: IntArray) -> np.ndarray:
+        """Which of the stored arcs ``arcs`` consume ``symbol``."""
+        try:
+            ident = self.symbol_ids.get(symbol)
+        except TypeError:  # unhashable
+            ident = None
+        labels = self.label[arcs]
+        hit: np.ndarray = labels == (ident if ident is not None else PREDICATE_ID - 1)
+        if self.predicates:
+            accepts = np.array([p.matches(symbol) for p in self.predicates], dtype=bool)
+            hit |= (labels == PREDICATE_ID) & accepts[np.maximum(self.predicate_of[arcs], 0)]
+        return hit
 
     def _predicate_arcs(self, symbol: Hashable) -> IntArray:
         if not self.predicates:
@@ -416,12 +431,28 @@ class _Component:
         self.system = (identity(k, format="csr") - self.scaled.T).tocsc()
         if not self.nonnegative:
             self._check_radius()
-        try:  # one sparse LU factorisation serves every later solve (epsilon closures of many frontiers)
+        self._lu: Any = None
+        if k <= ITERATIVE_FROM:
+            self._factorize()
+
+    def _factorize(self) -> None:
+        """One sparse LU factorisation serves every later solve (epsilon closures of many frontiers)."""
+        try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", MatrixRankWarning)
                 self._lu = splu(self.system)
         except (RuntimeError, MatrixRankWarning):
             raise self._diverges("spectral radius >= 1 (the linear system is singular)") from None
+
+    def _solve_system(self, rhs: np.ndarray) -> np.ndarray:
+        """``(I - A)^T x = rhs``: LU for small components; restarted GMRES for large ones (random graphs fill an
+        LU in), falling back to LU when it does not converge."""
+        if self._lu is None:
+            x, info = gmres(self.system, rhs, rtol=1e-13, atol=0.0, restart=50, maxiter=1000)
+            if info == 0:
+                return np.asarray(x, dtype=float)
+            self._factorize()
+        return np.asarray(self._lu.solve(rhs), dtype=float)
 
     def _check_radius(self) -> None:
         radius = _spectral_radius(self.scaled)
@@ -455,7 +486,7 @@ class _Component:
         else:
             rhs = b.astype(float)
         with np.errstate(all="ignore"):
-            x = np.asarray(self._lu.solve(rhs), dtype=float)
+            x = self._solve_system(rhs)
         if not np.all(np.isfinite(x)):
             raise self._diverges("spectral radius >= 1 (the linear system is singular)")
         if self.nonnegative and np.all(rhs >= 0):
@@ -586,7 +617,7 @@ class SparseStepper:
             raise ValueError(f"epsilon cap must be >= 0, got {epsilon_cap}")
         self.wfsa, self.store, self.cap = wfsa, store, epsilon_cap
         self.semiring = store.semiring
-        self.has_epsilons = bool(np.any(store.label == EPSILON_ID))
+        self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
         self.epsilons = store.graph("epsilon") if self.has_epsilons and epsilon_cap is None else None
         if self.has_epsilons and epsilon_cap is not None:
             eps = store.arcs_with_label(EPSILON_ID)
@@ -613,10 +644,16 @@ class SparseStepper:
     def step(self, vector: np.ndarray, symbol: Hashable, position: int) -> np.ndarray:
         self.wfsa.check_symbol(symbol, position)
         s, store = self.semiring, self.store
-        arcs = store.matching(symbol)
+        active = np.flatnonzero(vector != s.zero)
+        if active.size * 4 * max(1, store.num_arcs // max(1, store.num_states)) < store.num_arcs // max(
+            1, len(store.symbols)
+        ):  # a small frontier: its own arcs (CSR by source), filtered by label
+            arcs = _gather(store.indptr, active)
+            arcs = arcs[store.matches_mask(symbol, arcs)]
+        else:  # a large frontier: the symbol's arcs
+            arcs = store.matching(symbol)
+            arcs = arcs[vector[store.src[arcs]] != s.zero]
         src = store.src[arcs]
-        live = vector[src] != s.zero
-        arcs, src = arcs[live], src[live]
         out = s.segment_sum(s.times(vector[src], store.weight[arcs]), store.dst[arcs], store.num_states)
         return self.close(out)
 
