@@ -9,7 +9,8 @@ Three automata, each written as AT&T text once and read by both:
 Operations: read AT&T; score 1000 strings (kleene ``score``; OpenFst: compose the string's acceptor, then the
 shortest distance); pathsum (kleene ``pathsum``; OpenFst ``shortestdistance(reverse=True)`` at the start state).
 Times are wall-clock seconds of one run each (after a warm-up of the reader on a small file); kleene's peak
-Python memory while reading is measured with tracemalloc and shown as a multiple of the text size.
+Python memory while reading is measured with tracemalloc in a second, untimed read and shown as a multiple of the
+text size.
 
     python benchmarks/automata_openfst.py --quick     # small sizes, < 1 min
     python benchmarks/automata_openfst.py             # 100k states / 1M arcs, 50k words, 10k states
@@ -133,8 +134,9 @@ def run(name: str, text: str, semiring: str, arc_type: str, table: SymbolTable, 
         compiler.write(text)
         return compiler.compile()
 
-    tracemalloc.start()
     k_read, automaton = timed(lambda: read_att(text, semiring, symbols=table, arc_type=arc_type))
+    tracemalloc.start()  # a second read for the memory (tracemalloc slows allocation-heavy code several times)
+    read_att(text, semiring, symbols=table, arc_type=arc_type)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     o_read, machine = timed(openfst_read)
