@@ -301,3 +301,38 @@ def test_fast_att_reader_equals_the_general_reader(semiring: str, monkeypatch: p
     for word in (["x"], ["x", "y"], ["z", "z", "x"]):
         assert close(fast.score(word), general.score(word), semiring)
     assert fast.arcs == general.arcs
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_public_entry_points_agree_across_the_threshold(semiring: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """score, all_spans, viterbi and pathsum of one 80-state automaton with epsilon cycles, sparse against dense."""
+    rng = np.random.default_rng(11)
+    s = get_semiring(semiring)
+    a = WFSA(s, alphabet=ALPHABET)
+    n = 80
+    for _ in range(n):
+        a.add_state()
+
+    def weight(eps: bool) -> Any:
+        p = float(rng.uniform(0.01, 0.08 if eps else 0.3))
+        return {"real": p, "log": math.log(p), "max-plus": math.log(p), "min-plus": -math.log(p),
+                "max-times": p, "boolean": True}[semiring]
+
+    for _ in range(4 * n):
+        src, dst = (int(x) for x in rng.integers(0, n, 2))
+        label = [EPSILON, "a", "b", "c", ANY][int(rng.integers(0, 5))]
+        a.add_arc(src, dst, label, weight(label is EPSILON))
+    a.set_initial(0)
+    for q in range(0, n, 4):
+        a.set_final(q, weight(False))
+    words = [["a"], ["a", "b", "c"], ["c", "c", "a", "b"], []]
+    sparse_results = [a.score(w) for w in words], [a.all_spans(w).total for w in words], a.pathsum()
+    best = [a.viterbi(w) for w in words]
+    monkeypatch.setattr(sp, "SPARSE_MIN_STATES", 10**9)
+    dense_results = [a.score(w) for w in words], [a.all_spans(w).total for w in words], a.pathsum()
+    for ours, theirs in zip(sparse_results[0] + sparse_results[1], dense_results[0] + dense_results[1]):
+        assert close(ours, theirs, semiring)
+    assert close(sparse_results[2], dense_results[2], semiring)
+    for path, word in zip(best, words):
+        expected = a.viterbi(word)
+        assert close(path.weight, expected.weight, semiring)
