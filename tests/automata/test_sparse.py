@@ -51,7 +51,7 @@ def test_sparse_forward_equals_dense_and_enumeration(semiring: str, data: st.Dat
             sp.forward(a, word)
         return
     assert close(sp.forward(a, word), expected, semiring)
-    for cap in (0, 1, 2):
+    for cap in (0, 1):
         assert close(sp.forward(a, word, epsilon_cap=cap), brute_force_score(a, word, cap), semiring)
 
 
