@@ -261,22 +261,6 @@ class Semiring(ABC):
     #: The values are logarithms of nonnegative reals (plus is logaddexp, times is ``+``): cycle sums are
     #: linear solves in scaled exponential space.
     log_field: bool = False
-    #: ``cost`` is an order-preserving homomorphism onto ``<R u {+inf}, min, +>`` (idempotent totally ordered
-    #: semirings): ``cost(a ⊕ b) = min(cost a, cost b)``, ``cost(a ⊗ b) = cost a + cost b``, smaller is better.
-    has_cost: bool = False
-
-    def cost(self, a: np.ndarray) -> np.ndarray:
-        """The cost of each value (see ``has_cost``).
-
-        Raises:
-            SemiringError: the semiring has no cost homomorphism (``has_cost`` is False).
-        """
-        raise SemiringError(f"the {self.name} semiring has no order-preserving cost homomorphism")
-
-    def from_cost(self, c: np.ndarray) -> np.ndarray:
-        """The inverse of ``cost``."""
-        raise SemiringError(f"the {self.name} semiring has no order-preserving cost homomorphism")
-
     #: The numpy ufunc of ``plus`` (used by ``scatter_plus``), for semirings whose plus is one.
     _plus_ufunc: np.ufunc | None = None
 
@@ -455,13 +439,6 @@ class MaxPlusSemiring(_MaxPlusLike):
     aliases = ("maxplus", "max-sum", "arctic")
     zero, one = -math.inf, 0.0
     _plus_ufunc = np.maximum
-    has_cost = True
-
-    def cost(self, a: np.ndarray) -> np.ndarray:
-        return -np.asarray(a, dtype=float)
-
-    def from_cost(self, c: np.ndarray) -> np.ndarray:
-        return -np.asarray(c, dtype=float)
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -494,13 +471,6 @@ class MinPlusSemiring(_MaxPlusLike):
     aliases = ("tropical", "minplus", "min-sum")
     zero, one = math.inf, 0.0
     _plus_ufunc = np.minimum
-    has_cost = True
-
-    def cost(self, a: np.ndarray) -> np.ndarray:
-        return np.asarray(a, dtype=float)
-
-    def from_cost(self, c: np.ndarray) -> np.ndarray:
-        return np.asarray(c, dtype=float)
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -534,16 +504,6 @@ class MaxTimesSemiring(Semiring):
     zero, one = 0.0, 1.0
     idempotent = True
     _plus_ufunc = np.maximum
-    has_cost = True
-
-    def cost(self, a: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore"):
-            out: np.ndarray = -np.log(np.asarray(a, dtype=float))
-        return out
-
-    def from_cost(self, c: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.exp(-np.asarray(c, dtype=float))
-        return out
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
@@ -593,13 +553,6 @@ class BooleanSemiring(Semiring):
     zero, one = False, True
     idempotent = True
     _plus_ufunc = np.logical_or
-    has_cost = True
-
-    def cost(self, a: np.ndarray) -> np.ndarray:
-        return np.where(np.asarray(a, dtype=bool), 0.0, np.inf)
-
-    def from_cost(self, c: np.ndarray) -> np.ndarray:
-        return np.asarray(c) < np.inf
 
     @property
     def numpy_dtype(self) -> type:
