@@ -314,6 +314,14 @@ class _Stepper:
         return self.semiring.sum(self.semiring.times(vector, final), axis=0)
 
 
+def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None) -> Any:
+    """The sparse stepper for large constant-weight automata, else the dense one."""
+    from kleene.automata.sparse import SparseStepper, engine_store
+
+    store = engine_store(wfsa)
+    return _Stepper(wfsa, env, epsilon_cap, symbols) if store is None else SparseStepper(wfsa, store, epsilon_cap)
+
+
 def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The Forward score of ``symbols``: the semiring sum over all paths deriving it.
 
@@ -325,7 +333,7 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
         DivergenceError: the exact epsilon closure diverges on a successful path of ``symbols`` (cycles off
             every such path do not count, as after ``trim``).
     """
-    stepper = _Stepper(wfsa, env, epsilon_cap, symbols)
+    stepper = _stepper(wfsa, env, epsilon_cap, symbols)
     vector = stepper.start()
     for i, x in enumerate(symbols):
         vector = stepper.step(vector, x, i)
@@ -352,7 +360,7 @@ def all_spans(
     In the real semiring this is the expected count of matches; in max semirings
     the best match. ``ends[j-1]`` sums the spans ending at ``j``.
     """
-    stepper = _Stepper(wfsa, env, epsilon_cap)
+    stepper = _stepper(wfsa, env, epsilon_cap)
     s = wfsa.semiring
     restart = stepper.start()
     live = s.zeros((wfsa.num_states,))
@@ -390,6 +398,10 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
         DivergenceError: the sum diverges (naming a cycle).
         AlphabetError: predicate labels with no alphabet to enumerate.
     """
+    from . import sparse
+
+    if sparse.engine_store(wfsa) is not None:
+        return sparse.pathsum(wfsa)
     s = wfsa.semiring
     moves = s.zeros((wfsa.num_states, wfsa.num_states))
     for symbol in _consumable_symbols(wfsa):
@@ -469,6 +481,11 @@ def viterbi(
         WeightError: a negative arc weight in the real semiring (no max-times order).
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
+    from . import sparse
+
+    if sparse.engine_store(wfsa) is not None:
+        path: ViterbiPath = sparse.viterbi(wfsa, symbols, epsilon_cap)
+        return path
     s, v = wfsa.semiring, wfsa.semiring.viterbi
 
     def nonnegative(w: Any, where: str) -> Any:

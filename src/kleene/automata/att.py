@@ -481,6 +481,10 @@ def _read_att_text(
         except (ArithmeticError, ValueError):
             return False
 
+    if len(text) >= _FAST_MIN_CHARS:
+        fast = _read_att_fast(text, semiring, codec, resolve, alphabet, acceptor, name)
+        if fast is not None:
+            return fast
     lines = [_Line(*numbered) for numbered in _numbered_lines(text)]
     one_label = _arc_columns(lines, acceptor, resolve, resolve_output, means_one)
     widths = {"arc": (3, 4) if one_label else (4, 5), "final": (1, 2)}
@@ -541,6 +545,111 @@ def _read_att_text(
         wfsa.add_arc(state_of[int(f[0])], state_of[int(f[1])], label, weight_of(line, weight_field))
     if alphabet is None:  # the file's own symbols: ints ascending, then strings
         wfsa.alphabet = SymbolTable(sorted(found, key=lambda s: (isinstance(s, str), s)))
+    return wfsa
+
+
+#: Files from this size on try the numpy fast path first.
+_FAST_MIN_CHARS = 1 << 16
+#: Whitespace other than spaces, tabs and newlines (``str.split`` would take it as a separator, OpenFst does not).
+_OTHER_SPACE = re.compile(r"[^\S \t\n\r]|\r(?!\n)")
+
+
+def _read_att_fast(
+    text: str, semiring: Semiring, codec: _WeightCodec, resolve: Callable[[str], Label], alphabet: SymbolTable | None,
+    acceptor: bool | None, name: str | None,
+) -> WFSA | None:
+    """``read_att`` for large acceptor files of decimal weights, parsed in bulk and filled straight into the sparse
+    arc store (``WFSA.arcs`` is materialised on first use); None when the file needs the general reader (which then
+    reads it, naming any bad line): transducer columns, an ambiguous 4-field line, a malformed field, a label
+    outside the table, a weight outside the semiring or equal to its zero, a non-float semiring."""
+    import numpy as np
+
+    from . import sparse
+
+    if acceptor is False or semiring.numpy_dtype is not np.float64 or _OTHER_SPACE.search(text):
+        return None
+    rows = [line.split() for line in text.split("\n")]
+    rows = [r for r in rows if r]
+    if not rows:
+        return None
+    arcs3 = [r for r in rows if len(r) == 3]
+    arcs4 = [r for r in rows if len(r) == 4]
+    finals = [r for r in rows if len(r) <= 2]
+    if len(arcs3) + len(arcs4) + len(finals) != len(rows):
+        return None
+    labels: dict[str, Label] = {}
+    try:
+        for r in (*arcs3, *arcs4):
+            if r[2] not in labels:
+                labels[r[2]] = resolve(r[2])
+    except AlphabetError:
+        return None
+    if acceptor is None:  # a 4-field line whose 4th field names its 3rd's label may be a transducer arc
+        for ilabel, field in {(r[2], r[3]) for r in arcs4 if r[3] in labels or _DIGITS.fullmatch(r[3])}:
+            try:
+                if resolve(field) == labels[ilabel]:
+                    return None  # the general reader decides the columns (or calls the file ambiguous)
+            except AlphabetError:
+                continue
+    arc_rows = arcs3 + arcs4  # arc order is file order within each width: restore it below
+    line_of = {id(r): i for i, r in enumerate(rows)}
+    arc_rows.sort(key=lambda r: line_of[id(r)])
+    fields = [f for r in arc_rows for f in r[:2]] + [r[0] for r in finals]
+    joined = "".join(fields)
+    if not (joined.isascii() and joined.isdigit()):
+        return None
+    try:
+        ends = np.array([int(f) for f in fields], dtype=np.int64)
+        weights = np.array([r[3] if len(r) == 4 else "nan" for r in arc_rows], dtype=float)
+        final_weights = np.array([r[1] if len(r) == 2 else "nan" for r in finals], dtype=float)
+    except ValueError:
+        return None
+    has_weight = np.array([len(r) == 4 for r in arc_rows], dtype=bool)
+    if np.isnan(weights[has_weight]).any() or np.isnan(final_weights[[len(r) == 2 for r in finals]]).any():
+        return None
+    decode = np.frompyfunc(codec.decode, 1, 1)
+    weights = np.where(has_weight, decode(np.where(has_weight, weights, 0.0)).astype(float), semiring.one)
+    final_has = np.array([len(r) == 2 for r in finals], dtype=bool)
+    final_weights = np.where(final_has, decode(np.where(final_has, final_weights, 0.0)).astype(float), semiring.one)
+    try:
+        for value in {*np.unique(weights[~np.isfinite(weights)]).tolist(), weights.min(initial=0.0),
+                      weights.max(initial=0.0), *np.unique(final_weights[~np.isfinite(final_weights)]).tolist()}:
+            semiring.check(value)
+        if final_weights.size:
+            semiring.check(final_weights.min())
+            semiring.check(final_weights.max())
+    except WeightError:
+        return None
+    if np.any(weights == semiring.zero):
+        return None
+    m = len(arc_rows)
+    ids = np.unique(np.concatenate([ends, [int(rows[0][0])]]))
+    src = np.searchsorted(ids, ends[0 : 2 * m : 2])
+    dst = np.searchsorted(ids, ends[1 : 2 * m : 2])
+    symbols: dict[Hashable, int] = {}
+    label_id: dict[str, int] = {}
+    for text_label, lab in labels.items():
+        label_id[text_label] = symbols.setdefault(lab.symbol, len(symbols)) if isinstance(lab, Sym) else -1
+    label = np.array([label_id[r[2]] for r in arc_rows], dtype=np.int64)
+    if alphabet is None:  # the file's own symbols, as the general reader closes the alphabet: ints, then strings
+        alphabet = SymbolTable(sorted(symbols, key=lambda s: (isinstance(s, str), s)))
+    wfsa = WFSA(semiring, alphabet, name)
+    wfsa._names = [str(i) for i in ids.tolist()]
+    wfsa._index = {n: k for k, n in enumerate(wfsa._names)}
+    wfsa._arcs = None
+    wfsa.initial = {int(np.searchsorted(ids, int(rows[0][0]))): semiring.one}
+    final_states = np.searchsorted(ids, ends[2 * m :]).tolist()
+    for q, w in zip(final_states, final_weights.tolist()):  # the last final line of a state wins
+        if semiring.is_zero(w):
+            wfsa.final.pop(q, None)
+        else:
+            wfsa.final[q] = w
+    n = len(ids)
+    store = sparse.make_store(
+        semiring, n, src, dst, label, weights, np.arange(m), list(symbols), [], np.full(m, -1, dtype=np.int64),
+        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa._names,
+    )
+    sparse.cache_store(wfsa, store)
     return wfsa
 
 

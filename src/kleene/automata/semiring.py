@@ -509,6 +509,37 @@ class Semiring(ABC):
                 "defines no `kernel`), so it cannot be compiled"
             )
         return algebra
+    # -- sparse engine support (numpy arrays) ------------------------------------------
+    #: The values are natural logarithms of their real image (plus is logaddexp, times is ``+``): cycle sums are
+    #: linear solves of the image in scaled space (``is_field`` semirings solve their values directly).
+    log_domain: bool = False
+    #: The numpy ufunc of ``plus`` (used by ``scatter_plus``), for semirings whose plus is one.
+    _plus_ufunc: np.ufunc | None = None
+
+    def scatter_plus(self, out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+        """In place, ``out[index[i]] = out[index[i]] ⊕ values[i]`` for every i (repeated indices accumulate)."""
+        if self._plus_ufunc is not None:
+            self._plus_ufunc.at(out, index, values)
+            return
+        for k, v in zip(index.tolist(), values.tolist()):  # generic and slow: one plus per value
+            out[k] = self.plus(out[k], v)
+
+    def segment_sum(self, values: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
+        """``out[k] = ⊕ {values[i] : index[i] == k}`` for ``k < size`` (zero where nothing lands)."""
+        out: np.ndarray = self.zeros((size,))
+        self.scatter_plus(out, index, values)
+        return out
+
+    def repeated_sum(self, values: np.ndarray, count: int) -> np.ndarray:
+        """``values ⊕ values ⊕ ... (count times)`` elementwise (zero for count 0), by doubling."""
+        result: np.ndarray = self.zeros(np.shape(values))
+        power = np.asarray(values)
+        while count:
+            if count & 1:
+                result = self.plus(result, power)
+            power = self.plus(power, power)
+            count >>= 1
+        return result
 
     # -- symbolic realisation ---------------------------------------------------------
     def sym_plus_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
@@ -581,6 +612,7 @@ class RealSemiring(Semiring):
 
     def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
         return e
+    _plus_ufunc = np.add
 
     def _check_number(self, number: float, where: str) -> None:
         if math.isinf(number):
@@ -669,6 +701,8 @@ class LogSemiring(Semiring):
 
     def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
         return sympy.exp(e)  # exp maps the log semiring isomorphically onto (R>=0, +, *)
+    log_domain = True
+    _plus_ufunc = np.logaddexp
 
     def plus(self, a: Array, b: Array) -> Array:
         return _scalar_result(_logaddexp(a, b), a, b)
@@ -770,6 +804,7 @@ class MaxPlusSemiring(_MaxPlusLike):
 
     def from_probability(self, p: float) -> Any:
         return math.log(p)
+    _plus_ufunc = np.maximum
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -810,6 +845,7 @@ class MinPlusSemiring(_MaxPlusLike):
 
     def from_probability(self, p: float) -> Any:
         return -math.log(p)
+    _plus_ufunc = np.minimum
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -866,6 +902,7 @@ class MaxTimesSemiring(Semiring):
 
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         return float(rng.uniform(0.0, 1.0))
+    _plus_ufunc = np.maximum
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
@@ -935,6 +972,7 @@ class BooleanSemiring(Semiring):
 
     def from_probability(self, p: float) -> Any:
         return p > 0
+    _plus_ufunc = np.logical_or
 
     @property
     def numpy_dtype(self) -> type:

@@ -61,11 +61,34 @@ class WFSA:
             alphabet if isinstance(alphabet, SymbolTable) or alphabet is None else SymbolTable(alphabet)
         )
         self.name = name
+        #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
+        self._version = 0
+        self._sparse_cache: Any = None
         self._names: list[str] = []
         self._index: dict[str, int] = {}
-        self.arcs: list[Arc] = []
+        self._arcs: list[Arc] | None = []
         self.initial: dict[int, Weight] = {}
         self.final: dict[int, Weight] = {}
+
+    # -- arcs ---------------------------------------------------------------------------
+    @property
+    def arcs(self) -> list[Arc]:
+        """The arcs, in insertion order (a fast AT&T read keeps them in its arc store until first asked for)."""
+        if self._arcs is None:
+            from .sparse import materialize_arcs
+
+            self._arcs = materialize_arcs(self)
+        return self._arcs
+
+    @arcs.setter
+    def arcs(self, arcs: list[Arc]) -> None:
+        self._arcs = arcs
+        self._version += 1
+
+    def _arcs_key(self) -> tuple[int, int, int, int]:
+        """Identifies the arcs, states and version the sparse arc store was built for (no materialisation)."""
+        arcs = self._arcs
+        return (self._version, id(arcs), -1 if arcs is None else len(arcs), len(self._names))
 
     # -- construction -------------------------------------------------------------------
     def add_state(self, name: str | None = None) -> int:
@@ -76,6 +99,7 @@ class WFSA:
             raise UnknownStateError(f"state {name!r} already exists")
         self._names.append(name)
         self._index[name] = index
+        self._version += 1
         return index
 
     def add_states(self, *names: str) -> list[int]:
@@ -112,17 +136,20 @@ class WFSA:
                 raise AlphabetError(f"{where}: symbol {lab.symbol!r} is not in the alphabet")
         w = normalize_weight(weight, self.semiring, where, consumes=lab.consumes)
         self.arcs.append(Arc(s, d, lab, w))
+        self._version += 1
         return len(self.arcs) - 1
 
     def set_initial(self, state: StateRef, weight: Any = None) -> None:
         """Make ``state`` initial with weight lambda (semiring one by default)."""
         q = self.state(state)
         self.initial[q] = normalize_weight(weight, self.semiring, f"initial weight of {self._names[q]}", False)
+        self._version += 1
 
     def set_final(self, state: StateRef, weight: Any = None) -> None:
         """Make ``state`` final with weight rho (semiring one by default)."""
         q = self.state(state)
         self.final[q] = normalize_weight(weight, self.semiring, f"final weight of {self._names[q]}", False)
+        self._version += 1
 
     def _name_of(self, ref: StateRef) -> str:
         try:
