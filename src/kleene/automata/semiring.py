@@ -284,6 +284,13 @@ class Semiring(ABC):
         """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
         return x
 
+    def log_to_storage(self, log_x: Array) -> Array:
+        """The element ``exp(log_x)`` in the storage form, without the round trip where the storage is the log.
+
+        Caution: ``exp(log_x)`` must be an element (e.g. nonnegative reals for max-times: always true).
+        """
+        return self.to_storage(_apply(log_x, "exp"))
+
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -513,6 +520,9 @@ class MaxTimesSemiring(Semiring):
 
     def from_storage(self, x: Array) -> Array:
         return _apply(x, "exp")
+
+    def log_to_storage(self, log_x: Array) -> Array:
+        return log_x
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
