@@ -36,27 +36,26 @@ import numpy as np
 import sympy
 
 from kleene.automata.labels import ANY, EPSILON
-from kleene.automata.semiring import MAX_PLUS, REAL, Semiring
+from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
 from kleene.extract.core import AffineInput, Extraction, ExtractionError, Structure, Unit, to_numpy, vocabulary_rows
+from kleene.nn.sopa import REFERENCE_ZERO, log_domain
 from kleene.rational.recurrence import input_symbol
 
 #: Padding tokens of a SoPa document (their vectors are the classifier's ``start_vector`` / ``end_vector``).
 SOPA_START, SOPA_END = "<SoPa:START>", "<SoPa:END>"
-#: The authors' semiring zero in the max semirings (the same number as ``kleene.nn.sopa.REFERENCE_ZERO``;
-#: kleene.compile does not import kleene.nn, and a test checks that the two agree).
-REFERENCE_ZERO = -100.0
+__all__ = ["REFERENCE_ZERO", "SOPA_END", "SOPA_START", "from_sopa", "from_sopa_patterns", "sopa_document"]
 
 
-def storage_semiring(semiring: str) -> Semiring:
-    """The semiring a SoPa pattern's automata are over: max-times runs in log space, i.e. max-plus."""
-    return REAL if semiring == "real" else MAX_PLUS
+def storage_semiring(semiring: str | Semiring) -> Semiring:
+    """The semiring a SoPa pattern's automata are over: the layer's storage (max-times runs in log space: max-plus)."""
+    return get_semiring(semiring).storage
 
 
 def _times(storage: Semiring, *factors: sympy.Expr) -> sympy.Expr:
     """A semiring product written in the storage's numbers (real: ×, max-plus: +)."""
-    return sympy.Mul(*factors) if storage is REAL else sympy.Add(*factors)
+    return storage.sym_times(*factors)
 
 
 def _call(name: str) -> sympy.Expr:
@@ -151,9 +150,11 @@ class _PatternBuilder:
         return Structure(self.wfsa, self.parameterisation)
 
 
-def _activation(semiring: str, encoder: str) -> str:
-    """The encoder E in the storage's numbers: log σ for max-times, else σ or the identity."""
-    return "logsigmoid" if semiring == "max-times" else encoder
+def _activation(semiring: Semiring, encoder: str) -> str:
+    """The encoder E in the storage's numbers (``kleene.nn.sopa.encode_to_storage``): log σ where elements are stored
+    as their logs (the storage holds log-weights, the semiring does not: max-times), else σ or the identity."""
+    stored_as_logs = log_domain(semiring.storage) and not log_domain(semiring)
+    return "logsigmoid" if encoder == "sigmoid" and stored_as_logs else encoder
 
 
 def _per_state(prefix: str, activation: str, weight: np.ndarray, bias: np.ndarray) -> dict[str, AffineInput]:
@@ -162,12 +163,12 @@ def _per_state(prefix: str, activation: str, weight: np.ndarray, bias: np.ndarra
 
 
 def _pattern_units(patterns: Any) -> list[Unit]:
-    semiring, mode = patterns.semiring, patterns.mode
-    storage = storage_semiring(semiring)
-    activation = _activation(semiring, patterns.encoder)
-    floor = REFERENCE_ZERO if mode == "reference" and storage is MAX_PLUS else None
+    algebra, mode = patterns.algebra, patterns.mode
+    storage = algebra.storage
+    activation = _activation(algebra, patterns.encoder)
     units: list[Unit] = []
     for group in patterns.groups:
+        floor = REFERENCE_ZERO if group.floored else None
         length = group.length
         main_w, main_b = to_numpy(group.main_weight), to_numpy(group.main_bias) * group.bias_scale
         if group.self_loops:

@@ -804,7 +804,7 @@ def from_soft_patterns(
                 group.loop_weight.copy_(diag_view[rows_of, 0, :length])
                 group.loop_bias.copy_(bias_view[rows_of, 0, :length])
             if eps is not None:
-                original = _raw_constants(group.recurrence)
+                original = raw_constants(group.recurrence)
                 original.copy_(eps[rows_of, : length - 1].T)
             first += group.count
         for i, layer in enumerate(model.mlp.layers):
@@ -814,7 +814,7 @@ def from_soft_patterns(
     return model
 
 
-def _raw_constants(recurrence: nn.Module) -> Tensor:
+def raw_constants(recurrence: nn.Module) -> Tensor:
     """The unencoded parameter behind a parametrized recurrence's ``constants``."""
     raw = recurrence.parametrizations["constants"].original  # type: ignore[union-attr, index]
     assert isinstance(raw, Tensor)
