@@ -195,12 +195,12 @@ def make_contender(name: str, shape: tuple[int, int, int], backend: str, gen: to
         widths = [d // len(lengths) + (1 if i < d % len(lengths) else 0) for i in range(len(lengths))]
         spec = dict(zip(lengths, widths))
         bank = SoftPatterns(1, spec, semiring="max-times", epsilon_cap=1, backend=backend)
+        groups = [g for g in bank.groups if isinstance(g, PatternGroup)]
         with torch.no_grad():
-            for group in bank.groups:
+            for group in groups:
                 raw_constants(group.recurrence).copy_(torch.randn(group.length - 1, group.count, generator=gen))
         reference = SoftPatterns(1, spec, semiring="max-times", epsilon_cap=1, backend="torch")
         reference.load_state_dict(bank.state_dict())
-        groups = [g for g in bank.groups if isinstance(g, PatternGroup)]
         plain = [g for g in reference.groups if isinstance(g, PatternGroup)]
         slots = [torch.rand(b, t, len(g.template.slots), g.count, generator=gen).log() for g in groups]
         full = torch.full((b,), t, dtype=torch.long)

@@ -284,6 +284,14 @@ class Semiring(ABC):
         """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
         return x
 
+    @property
+    def log_weights(self) -> bool:
+        """Whether the elements are log-weights: zero is -inf (log 0), one is 0 (log 1) and ⊗ adds (max-plus, log).
+
+        A multiplicative factor r (a gate, a ratio) enters such a semiring as log r.
+        """
+        return bool(self.zero == -math.inf and self.one == 0.0)
+
     def log_to_storage(self, log_x: Array) -> Array:
         """The element ``exp(log_x)`` in the storage form, without the round trip where the storage is the log.
 

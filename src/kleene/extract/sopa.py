@@ -40,7 +40,7 @@ from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
 from kleene.extract.core import AffineInput, Extraction, ExtractionError, Structure, Unit, to_numpy, vocabulary_rows
-from kleene.nn.sopa import REFERENCE_ZERO, log_domain
+from kleene.nn.sopa import REFERENCE_ZERO
 from kleene.rational.recurrence import input_symbol
 
 #: Padding tokens of a SoPa document (their vectors are the classifier's ``start_vector`` / ``end_vector``).
@@ -153,7 +153,7 @@ class _PatternBuilder:
 def _activation(semiring: Semiring, encoder: str) -> str:
     """The encoder E in the storage's numbers (``kleene.nn.sopa.encode_to_storage``): log σ where elements are stored
     as their logs (the storage holds log-weights, the semiring does not: max-times), else σ or the identity."""
-    stored_as_logs = log_domain(semiring.storage) and not log_domain(semiring)
+    stored_as_logs = semiring.storage.log_weights and not semiring.log_weights
     return "logsigmoid" if encoder == "sigmoid" and stored_as_logs else encoder
 
 

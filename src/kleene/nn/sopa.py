@@ -28,7 +28,6 @@ back to probabilities (the authors' ``to_float``).
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -131,16 +130,10 @@ def _accepts_negatives(semiring: Semiring) -> bool:
     return True
 
 
-def log_domain(semiring: Semiring) -> bool:
-    """Whether ``semiring``'s elements are log-weights: zero is -inf (log 0) and one is 0 (log 1), as in max-plus
-    and log (and max-times' storage). Multiplicative factors r enter such a semiring as log r."""
-    return bool(semiring.zero == -math.inf and semiring.one == 0.0)
-
-
 def reference_encoder(semiring: str | Semiring) -> Encoder:
     """The authors' ``from_float`` in ``semiring``: the identity for log-weight elements (max-plus), the sigmoid for
     probability-like ones (max-times, real)."""
-    return "identity" if log_domain(sopa_semiring(semiring)) else "sigmoid"
+    return "identity" if sopa_semiring(semiring).log_weights else "sigmoid"
 
 
 def _check_encoder(semiring: Semiring, encoder: str) -> None:
@@ -256,7 +249,7 @@ class PatternGroup(nn.Module):
         self.self_loops, self.epsilons, self.epsilon_cap = self_loops, epsilons, epsilon_cap
         self.bias_scale = bias_scale
         # the authors stand in -100 for an infinite semiring zero
-        self.floored = mode == "reference" and log_domain(self.storage)
+        self.floored = mode == "reference" and self.storage.log_weights
         self.loop_scale = None if self_loop_scale is None else _encoded_float(self_loop_scale, self.algebra, encoder)
         self.main_weight = nn.Parameter(_unit_rows(count, length - 1, input_dim))
         self.main_bias = nn.Parameter(torch.randn(count, length - 1))

@@ -13,7 +13,7 @@ from kleene.automata.labels import ANY, EPSILON, Label, OneOf
 from kleene.automata.wfsa import WFSA
 from kleene.data.vocab import Vocabulary
 from kleene.errors import InterpretError
-from kleene.nn.sopa import PatternGroup, SoPaClassifier, log_domain
+from kleene.nn.sopa import PatternGroup, SoPaClassifier
 from kleene.viz.reader import END_TOKEN, START_TOKEN, Batch, Reader, batches, check_documents, inference, progress_bar
 
 __all__ = ["HardFidelity", "HardPattern", "hard_fidelity", "hard_patterns"]
@@ -198,7 +198,7 @@ def hard_patterns(
     ids = lexicon.ids(names, "candidate words")
     storage = reader.storage
     if relative:  # value >= best ⊗ ratio, the ratio as a factor of the storage (a log for log-weights)
-        ratio = float(np.log(threshold)) if log_domain(storage) else threshold
+        ratio = float(np.log(threshold)) if storage.log_weights else threshold
 
         def passing(values: Tensor, best: Tensor) -> Tensor:
             return values >= storage.times(best, ratio)
