@@ -20,9 +20,15 @@ Two semantics (``mode``):
   template has no epsilon arcs; -100 enters as the initial state and as the floor of the document score.
   ``from_soft_patterns`` loads a state dict saved by that code.
 
-Semirings: ``"max-times"`` (max-product, run in log space: slots are log-weights), ``"max-plus"`` and
-``"real"`` (probability). The MLP receives semiring values as numbers: max-times scores are exponentiated
-back to probabilities (the authors' ``to_float``).
+Semirings: any of ``SEMIRINGS`` (``"max-times"``, ``"max-plus"``, ``"real"``, ``"log"``; a ``Semiring`` object
+works too): every encoding asks the semiring (``storage``, ``to_storage``/``log_to_storage``/``from_storage``,
+``storage.times``/``sum``/``product``, ``log_weights``, ``best``), never its name. Max-times runs in log space
+(its storage is max-plus: slots are log-weights). The MLP receives the semiring's elements as numbers: max-times
+scores are exponentiated back to probabilities (the authors' ``to_float``).
+
+The compiled template is the one definition of a pattern: the layer's score, and everything interpretation and
+extraction read (span scores, best spans and their paths: ``PatternGroup.end_scores``, ``span_totals``,
+``best_starts``, ``best_paths``), run it.
 """
 
 from __future__ import annotations
@@ -512,8 +518,8 @@ class SoftPatterns(nn.Module):
     Patterns are ordered by length (as ``parse_pattern_spec`` sorts them).
 
     Raises:
-        SoPaError: an unknown semiring or encoder, max-times with the identity encoder, or a reference mode
-            that does not use the authors' encoder for its semiring.
+        SoPaError: an unknown semiring (or one SoPa cannot run in) or encoder, the identity encoder in a semiring
+            without negative elements (max-times), or a reference mode that does not use the authors' encoder.
     """
 
     def __init__(
@@ -521,7 +527,7 @@ class SoftPatterns(nn.Module):
         input_dim: int,
         patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = "2-10_3-10_4-10_5-10_6-10_7-10",
         *,
-        semiring: str = "max-times",
+        semiring: str | Semiring = "max-times",
         encoder: Encoder | None = None,
         mode: Mode = "paper",
         self_loops: bool = True,
@@ -618,7 +624,7 @@ class SoPaClassifier(nn.Module):
         num_classes: int,
         embedding_dim: int = 50,
         patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = DEFAULT_PATTERNS,
-        semiring: str = "max-times",
+        semiring: str | Semiring = "max-times",
         encoder: Encoder | None = None,
         mode: Mode = "paper",
         self_loops: bool = True,
@@ -702,7 +708,7 @@ def from_soft_patterns(
     patterns: str | Mapping[int, int] | Sequence[tuple[int, int]],
     embeddings: Tensor,
     *,
-    semiring: str = "max-times",
+    semiring: str | Semiring = "max-times",
     bias_scale: float = 0.1,
     self_loop_scale: float | None = None,
     epsilon_scale: float | None = None,
