@@ -283,8 +283,9 @@ class PatternGroup(nn.Module):
             )
         # slot names are mu{i} (main path out of state i) and phi{i} (self-loop on state i)
         # position of each slot in cat([main (L-1 states), loop (L states)], -1)
-        self._slot_moves = [_slot_kind(name) for name in template.slots]
-        positions = [i if kind == "mu" else length - 1 + i for kind, i in self._slot_moves]
+        #: per slot of the template, (kind "mu"/"phi", state i): the main path out of i or the self-loop on i
+        self.slot_moves = [_slot_kind(name) for name in template.slots]
+        positions = [i if kind == "mu" else length - 1 + i for kind, i in self.slot_moves]
         self.register_buffer("_slot_index", torch.tensor(positions), persistent=False)
 
     def transitions(self, inputs: Tensor) -> tuple[Tensor, Tensor | None]:
@@ -467,7 +468,7 @@ class PatternGroup(nn.Module):
             state, weight, steps = 0, self.storage.one, []
             for t in range(int(spans_lengths[k])):
                 slot = int(grad[k, t, :, column].abs().argmax())
-                kind, source = self._slot_moves[slot]
+                kind, source = self.slot_moves[slot]
                 steps += self._epsilons(state, source, column, eps)
                 value = spans[k, t, slot, column]
                 if kind == "mu":
