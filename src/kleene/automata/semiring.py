@@ -292,13 +292,6 @@ class Semiring(ABC):
         """
         return bool(self.zero == -math.inf and self.one == 0.0)
 
-    def log_to_storage(self, log_x: Array) -> Array:
-        """The element ``exp(log_x)`` in the storage form, without the round trip where the storage is the log.
-
-        Caution: ``exp(log_x)`` must be an element (e.g. nonnegative reals for max-times: always true).
-        """
-        return self.to_storage(_apply(log_x, "exp"))
-
     # -- symbolic realisation ---------------------------------------------------------
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
@@ -528,9 +521,6 @@ class MaxTimesSemiring(Semiring):
 
     def from_storage(self, x: Array) -> Array:
         return _apply(x, "exp")
-
-    def log_to_storage(self, log_x: Array) -> Array:
-        return log_x
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):

@@ -41,7 +41,7 @@ from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
 from kleene.compile.template import Factor, TemplateArc
 from kleene.extract.core import AffineInput, Extraction, ExtractionError, Structure, Unit, to_numpy, vocabulary_rows
-from kleene.nn.sopa import REFERENCE_ZERO
+from kleene.nn.sopa import REFERENCE_ZERO, stored_as_logs
 from kleene.rational.recurrence import input_symbol
 
 #: Padding tokens of a SoPa document (their vectors are the classifier's ``start_vector`` / ``end_vector``).
@@ -177,8 +177,7 @@ def _pattern_structure(group: Any) -> Structure:
 def _activation(semiring: Semiring, encoder: str) -> str:
     """The encoder E in the storage's numbers (``kleene.nn.sopa.encode_to_storage``): log σ where elements are stored
     as their logs (the storage holds log-weights, the semiring does not: max-times), else σ or the identity."""
-    stored_as_logs = semiring.storage.log_weights and not semiring.log_weights
-    return "logsigmoid" if encoder == "sigmoid" and stored_as_logs else encoder
+    return "logsigmoid" if encoder == "sigmoid" and stored_as_logs(semiring) else encoder
 
 
 def _per_state(prefix: str, activation: str, weight: np.ndarray, bias: np.ndarray) -> dict[str, AffineInput]:

@@ -21,7 +21,7 @@ Two semantics (``mode``):
   ``from_soft_patterns`` loads a state dict saved by that code.
 
 Semirings: any of ``SEMIRINGS`` (``"max-times"``, ``"max-plus"``, ``"real"``, ``"log"``; a ``Semiring`` object
-works too): every encoding asks the semiring (``storage``, ``to_storage``/``log_to_storage``/``from_storage``,
+works too): every encoding asks the semiring (``storage``, ``to_storage``/``from_storage``,
 ``storage.times``/``sum``/``product``, ``log_weights``, ``best``), never its name. Max-times runs in log space
 (its storage is max-plus: slots are log-weights). The MLP receives the semiring's elements as numbers: max-times
 scores are exponentiated back to probabilities (the authors' ``to_float``).
@@ -152,11 +152,19 @@ def _check_encoder(semiring: Semiring, encoder: str) -> None:
         )
 
 
+def stored_as_logs(semiring: Semiring) -> bool:
+    """Whether the storage holds the elements' logarithms: its values are log-weights, the semiring's are not
+    (max-times, stored in max-plus). Encoders then compute log E directly (log σ, without underflow)."""
+    return semiring.storage.log_weights and not semiring.log_weights
+
+
 def encode_to_storage(scores: Tensor, semiring: str | Semiring, encoder: str) -> Tensor:
-    """``E(scores)`` in the semiring's storage form (max-times: log σ, computed without leaving log space)."""
+    """``E(scores)`` in the semiring's storage form (stored as logs: log σ)."""
     algebra = get_semiring(semiring)
     if encoder == "sigmoid":
-        return algebra.log_to_storage(nn.functional.logsigmoid(scores))
+        if stored_as_logs(algebra):
+            return nn.functional.logsigmoid(scores)
+        return algebra.to_storage(torch.sigmoid(scores))
     return algebra.to_storage(scores)
 
 
@@ -417,14 +425,25 @@ class PatternGroup(nn.Module):
         first = torch.where(used, steps, slots.shape[1]).amin(1)
         return torch.where(first <= ends, first, ends + 1)
 
-    def span_totals(self, slots: Tensor, lengths: Tensor) -> Tensor:
+    def span_totals(self, slots: Tensor, lengths: Tensor, chunk: int = 1 << 22) -> Tensor:
         """``totals[b, s, e, c]``: ``⊕`` over the paths of pattern c deriving steps s..e of row b (a whole span),
-        storage form, zero where e < s or e >= length (B, T, T, count). One run per start: O(T²) steps."""
+        storage form, zero where e < s or e >= length (B, T, T, count).
+
+        One run of the template without restart per start (O(T²) steps), several starts stacked along the batch
+        (at most about ``chunk`` slot values per run).
+        """
         batch, steps = slots.shape[:2]
         totals = self.storage.zeros((batch, steps, steps, self.count), like=slots)
-        for first in range(steps):
-            ahead = (lengths - first).clamp_min(0)
-            totals[:, first, first:] = self.run(slots[:, first:], ahead, restart=False, output="steps")[0]
+        per_start = max(1, slots[:1].numel() * batch)
+        group = max(1, chunk // per_start)
+        offsets = torch.arange(steps, device=slots.device)
+        for first in range(0, steps, group):
+            starts = range(first, min(steps, first + group))
+            shifted = torch.cat([slots[:, (offsets + s).clamp(max=steps - 1)] for s in starts])
+            ahead = torch.cat([(lengths - s).clamp_min(0) for s in starts])
+            runs = self.run(shifted, ahead, restart=False, output="steps")[0].view(len(starts), batch, steps, -1)
+            for k, s in enumerate(starts):
+                totals[:, s, s:] = runs[k, :, : steps - s]
         return totals
 
     def best_paths(
