@@ -471,7 +471,6 @@ class PatternGroup(nn.Module):
         spans, spans_lengths = slots.index_select(0, index), lengths.index_select(0, index)
         cols = torch.tensor([columns[n] for n in rows], device=slots.device)
         last = (spans_lengths - 1)[:, None, None].expand(-1, 1, self.count)
-        totals = self.run(spans, spans_lengths, restart=False, output="steps")[0].gather(1, last)[:, 0]
         viterbi = None if self.algebra.idempotent else self.algebra.viterbi
         with torch.enable_grad():
             leaf = spans.detach().requires_grad_(True)
@@ -479,6 +478,10 @@ class PatternGroup(nn.Module):
             picked = best[:, 0].gather(1, cols[:, None])
             (grad,) = torch.autograd.grad(picked.sum(), leaf)
         grad = grad.nan_to_num(0.0)
+        if viterbi is None:  # one path is the span's total
+            totals = best[:, 0].detach()
+        else:
+            totals = self.run(spans, spans_lengths, restart=False, output="steps")[0].gather(1, last)[:, 0]
         for k, n in enumerate(rows):
             column = columns[n]
             total = totals[k, column]
