@@ -7,21 +7,24 @@ The layer's document score ``s_doc = ⊕_{1≤t≤n} [h_t]_END`` is a WFSA's For
 - ``done`` (final, a ``∀α/1̄`` loop) is the time after a span: every END state has an ``ε/1̄`` arc into it, so a
   path ends its span at some step t and the Forward ⊕-sums the END scores over t, as eq. 8 does.
 
-Semirings: the layer runs max-times in log space (its slots are log-weights), so its automata are over
-``max-plus`` with weights ``log E(w·v + b)`` and their Forward is the layer's log-score (``exp`` gives the
-probability-like number the MLP reads); max-plus and real patterns are over their own semiring.
+The automaton is read from the layer's compiled template (``PatternGroup.template``: its moves, epsilons, initial
+and final weights) and run options (restart, ``epsilon_cap``), so it cannot drift from the layer.
 
-Paper mode (eqs. 7-8, ``epsilon_cap`` k): after each token at most k epsilons in a row. The automaton keeps
-post-token copies ``s{i}_e{l}`` of the pattern states, one per number l ≤ k of epsilons just taken; every copy
-of state i consumes like state i into ``s{j}`` (l = 0), and ``s{i}_e{l} -ε/eps_i-> s{i+1}_e{l+1}``. The restart
-vector ``h_0 = eps(π)`` is the chain ``idle -ε/eps0-> h0_s1 -ε/eps1-> …`` (states that consume but never end a
-span, as h_0 enters h_t only through the next token's moves). When END is reachable by epsilons alone, the
-equations also count the empty span once per step: the arc ``idle -∀α/⊗eps-> done``.
+Semirings: the automata are over the layer's storage semiring (max-times runs in log space: max-plus, with weights
+``log E(w·v + b)``; their Forward is the layer's log-score, ``exp`` gives the number the MLP reads); the other
+semirings store themselves.
 
-Reference mode (the authors' code): one optional epsilon *before* a token, as composite moves
-``eps_i ⊗ phi_{i+1}`` (i → i+1) and ``eps_i ⊗ mu_{i+1}`` (i → i+2); fixed self-loop and epsilon scales are part
-of the weights; in the max semirings every pattern state starts at the authors' zero -100 (initial weights) and
-the document score is floored at -100 (``idle``'s final weight).
+Epsilons (paper mode, eqs. 7-8, ``epsilon_cap`` k): after each token at most k epsilons in a row. The automaton
+keeps post-token copies ``s{i}_e{l}`` of the template's states, one per number l ≤ k of epsilons just taken;
+every copy of state i consumes like state i into ``s{j}`` (l = 0), and ``s{i}_e{l} -ε/eps-> s{j}_e{l+1}``. The
+restart vector ``h_0 = λ ⊗ E^{≤k}`` is ``idle`` (λ) and the copies ``h0_s{j}_e{l}`` reached from it by l epsilons
+(states that consume but never end a span, as h_0 enters h_t only through the next token's moves). When a final
+state is among them, the layer also counts the empty span once per step: the arc ``idle -∀α/h_0[END]-> done``.
+
+Reference mode (the authors' code): the template has no epsilon arcs; one optional epsilon *before* a token is
+part of its composite moves (``eps_i ⊗ phi_{i+1}``: i → i+1, ``eps_i ⊗ mu_{i+1}``: i → i+2), and fixed self-loop
+and epsilon scales are part of the weights. Where semiring zero is -inf the authors stand in -100: every pattern
+state starts there (initial weights) and the document score is floored at -100 (``idle``'s final weight).
 
 The document is the classifier's padded token sequence: ``boundary`` copies of ``SOPA_START`` before the tokens
 and of ``SOPA_END`` after them (``sopa_document``); the two boundary vectors are extra rows of the features.
