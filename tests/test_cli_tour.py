@@ -203,3 +203,15 @@ def test_tour_trains_sopa_and_writes_its_report(tour: tuple[TourContext, str]) -
     report = context.out / "sopa-report.html"
     assert report in context.files and "<svg" in report.read_text()
     assert "explain 'a gorgeous , witty , seductive movie'" in output
+
+
+@needs_dot
+def test_tour_trains_a_language_model_and_generates(tour: tuple[TourContext, str]) -> None:
+    context, output = tour
+    result = context.results["language_model"]
+    # 67 vocabulary entries: a uniform guess costs log2(67) = 6.07 bits; the quick tour's 60 steps reach about 3.7
+    assert result["metrics"]["dev_bits_per_token"] < 5.0
+    assert set(result["samples"]) == {"greedy", "sample", "beam"}
+    # no stop token: every one of the 120 steps generates a token, and every token decodes to at least one character
+    assert all(len(sample) >= 120 for sample in result["samples"].values())
+    assert "--strategy beam" in output

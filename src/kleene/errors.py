@@ -42,6 +42,15 @@ class SemiringError(KleeneError, ValueError):
     """An unknown semiring name or an operation the semiring does not support."""
 
 
+class BudgetExceededError(KleeneError, RuntimeError):
+    """An operation that would build more states than its budget allows (e.g. determinizing without the twins
+    property, which never terminates)."""
+
+
+class ArgumentError(KleeneError, ValueError):
+    """An argument outside its documented range (a negative count, an unknown option, ...)."""
+
+
 # -- rational (the recurrence language and the prover) ---------------------------------------------------------------
 class RecurrenceError(KleeneError, ValueError):
     """A malformed recurrence: an undeclared symbol, a missing update, a bad name."""
@@ -55,6 +64,10 @@ class CompileError(KleeneError, ValueError):
 # -- data ----------------------------------------------------------------------------------------------------------
 class UnknownDatasetError(_NamedKeyError):
     """A dataset name kleene does not know."""
+
+
+class DataError(KleeneError, ValueError):
+    """A data argument that cannot be used (a fold, a split, a batch size) or a data set without usable examples."""
 
 
 class DatasetNotFoundError(KleeneError, FileNotFoundError):
@@ -84,6 +97,15 @@ class CheckpointError(KleeneError, ValueError):
 
 class UnknownModelError(_NamedKeyError):
     """A model name nobody registered."""
+
+
+class OriginalCodeError(KleeneError, ValueError):
+    """A model trained with an original implementation (rational-recurrences, pytorch-qrnn, sru) that kleene does not
+    reproduce exactly, or a malformed state dict of one (the message names the option, term or key and why)."""
+
+
+class ModelConfigError(KleeneError, ValueError):
+    """Keyword arguments a registered model cannot be built from (an unknown keyword, a wrong type or value)."""
 
 
 # -- extract -------------------------------------------------------------------------------------------------------

@@ -406,3 +406,29 @@ def sopa_report(context: TourContext) -> None:
         "extraction": extracted.summary(),
         "explanation": explanation,
     }
+
+
+@section("A character language model: RRNN(F) on tiny-shakespeare, then generating")
+def language_model(context: TourContext) -> None:
+    from kleene.nn import generate, load_checkpoint
+    from kleene.nn.training import TrainConfig, train
+
+    checkpoint = context.out / "rrnn-f-shakespeare"
+    steps = context.steps(600)
+    settings = {"embedding_dim": 64, "hidden_size": 128}
+    _say(context, f"kleene train rrnn-f --data tinyshakespeare --max-steps {steps} (2 layers of 128 units, characters)")
+    config = TrainConfig(max_steps=steps, seed=context.seed, lr=2e-3, batch_size=32, window=64)
+    result = train("rrnn-f", "tinyshakespeare", config=config, out_dir=checkpoint, model_kwargs=settings)
+    metrics = result.metrics
+    _say(context, f"dev {metrics['dev_bits_per_token']:.3f} bits per character after {metrics['steps']} steps")
+    loaded = load_checkpoint(checkpoint)
+    vocab = loaded.vocab
+    assert vocab is not None  # a language model's checkpoint keeps its vocabulary
+    prompt = vocab.encode(list("ROMEO:"))
+    samples = {}
+    for strategy in ("greedy", "sample", "beam"):
+        generated = generate(loaded.model, prompt, 120, strategy=strategy, temperature=0.7, top_k=10, seed=context.seed)
+        samples[strategy] = "".join(vocab.decode(generated.tokens))
+        _say(context, f"kleene generate {checkpoint} --prompt 'ROMEO:' --strategy {strategy}:")
+        _say(context, "  " + ("ROMEO:" + samples[strategy]).replace("\n", "\n  "))
+    context.results["language_model"] = {"metrics": metrics, "samples": samples}

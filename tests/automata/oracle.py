@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+import math
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from kleene.automata import WFSA
@@ -56,3 +57,46 @@ def brute_force_best(
         if best[1] is None or s.viterbi.better(weight, best[0]):
             best = (weight, taken)
     return best
+
+
+def brute_force_log_score(
+    wfsa: WFSA,
+    symbols: Sequence[Hashable],
+    max_epsilons: int,
+    log_of: Callable[[Any], float] = float,
+    env: dict[str, Any] | None = None,
+) -> float:
+    """``log`` of the real sum over ``paths`` of ``exp(log_of(w1) + log_of(w2) + ...)``, all in log space.
+
+    For a log-semiring automaton (``log_of=float``) this is its score; for a nonnegative real one
+    (``log_of=safe_log``) the log of its score, far past float64's range (1e-400 is -921). Each path's log
+    weight is an exactly rounded sum (``math.fsum``) of its arcs' logs, and the paths are added by a
+    log-sum-exp shifted by their maximum, so nothing under- or overflows.
+    """
+    logs: list[float] = []
+
+    def walk(state: int, position: int, run: int, terms: list[float]) -> None:
+        if position == len(symbols) and state in wfsa.final:
+            logs.append(math.fsum([*terms, log_of(wfsa.numeric(wfsa.final[state], None, env, "final"))]))
+        for i, arc in enumerate(wfsa.arcs):
+            if arc.src != state:
+                continue
+            if not arc.label.consumes:
+                if run < max_epsilons:
+                    walk(arc.dst, position, run + 1, [*terms, log_of(wfsa.arc_weight(i, None, env))])
+            elif position < len(symbols) and arc.label.matches(symbols[position]):
+                walk(arc.dst, position + 1, 0, [*terms, log_of(wfsa.arc_weight(i, symbols[position], env))])
+
+    for q, lam in wfsa.initial.items():
+        walk(q, 0, 0, [log_of(wfsa.numeric(lam, None, env, "initial"))])
+    finite = [x for x in logs if x != -math.inf]
+    if not finite:
+        return -math.inf
+    top = max(finite)
+    return top + math.log(math.fsum(math.exp(x - top) for x in finite))
+
+
+def safe_log(weight: Any) -> float:
+    """``log(w)`` of a nonnegative real weight, ``-inf`` for 0."""
+    w = float(weight)
+    return -math.inf if w == 0 else math.log(w)

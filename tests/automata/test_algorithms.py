@@ -161,8 +161,9 @@ def test_divergent_epsilon_closure_names_the_cycle() -> None:
     a.add_arc("loop1", "loop2", EPSILON, 2.0)
     a.add_arc("loop2", "loop1", EPSILON, 0.9)
     with pytest.raises(DivergenceError, match=r"loop1 -> loop2 -> loop1|loop2 -> loop1 -> loop2") as err:
-        a.score("ab")
+        a.score("")
     assert "spectral radius" in str(err.value)
+    assert a.score("ab") == 0.0  # no path derives "ab": the cycle is on no successful path of it
 
 
 def test_positive_max_plus_cycle_diverges_with_its_name() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+from pathlib import Path
 
 import pytest
 import sympy
@@ -15,6 +18,7 @@ from kleene.automata import (
     WFSA,
     AlphabetError,
     FormatError,
+    KleeneError,
     NoneOf,
     OneOf,
     SemiringError,
@@ -169,7 +173,7 @@ def test_transducer_line_with_different_labels_names_the_line() -> None:
 def test_four_field_lines_are_inferred_from_the_other_lines() -> None:
     assert read_att("0 1 a 0.5\n1 2 b\n2\n").arcs[0].weight == 0.5  # a 3-field line: acceptor
     assert read_att("0 1 2 2\n1 2 3 3 0.5\n2\n").arcs[0].weight == 0.0  # a 5-field line: transducer
-    assert read_att("0 1 a a\n1 2 3 3\n2\n").arcs[1].label == Sym("3")  # 'a' is no weight: transducer
+    assert read_att("0 1 a a\n1 2 3 3\n2\n").arcs[1].label == Sym(3)  # 'a' is no weight: transducer
     assert read_att("0 1 a 7\n1 2 3 3\n2\n").arcs[1].weight == 3.0  # labels differ: acceptor
 
 
@@ -213,10 +217,10 @@ def test_weight_outside_the_semiring_names_the_line(semiring: str, weight: str, 
         read_att(f"0 1 a\n2\n1 2 b {weight}\n", semiring)
 
 
-def test_labels_without_a_table_are_strings_and_zero_is_epsilon() -> None:
-    a = read_att("0 1 0\n1 2 <eps>\n2 3 <epsilon>\n3 4 7\n4\n")
-    assert [arc.label for arc in a.arcs] == [EPSILON, EPSILON, EPSILON, Sym("7")]
-    assert a.alphabet is None
+def test_labels_without_a_table_are_ints_or_strings_and_zero_is_epsilon() -> None:
+    a = read_att("0 1 0\n1 2 <eps>\n2 3 <epsilon>\n3 4 7\n4 5 x\n5 6 12\n6\n")
+    assert [arc.label for arc in a.arcs] == [EPSILON, EPSILON, EPSILON, Sym(7), Sym("x"), Sym(12)]
+    assert a.alphabet == SymbolTable([7, 12, "x"])  # closed: the file's symbols, ints first
 
 
 def test_labels_with_a_table_are_ids_or_names() -> None:
@@ -427,4 +431,250 @@ def test_write_then_read_keeps_every_score(semiring: str, with_table: bool, data
     text = write_att(a, table, acceptor=acceptor, show_weight_one=data.draw(st.booleans()))
     b = read_att(text, semiring, symbols=table, acceptor=acceptor)
     for word in [data.draw(strings) for _ in range(4)] + [[]]:
+        if b.alphabet is not None and any(x not in b.alphabet for x in word):  # a symbol the file never names
+            assert table is None
+            with pytest.raises(AlphabetError, match="is not in the alphabet"):
+                b.score(word)
+            assert a.semiring.is_zero(a.score(word))  # and which a's paths never take
+            continue
         assert close(b.score(word), a.score(word)), (word, text)
+
+
+# -- labels: one rule for ints, strings and tables (issue 12) -----------------------------------
+
+
+def test_numeric_labels_read_as_ints_and_score_with_ints() -> None:
+    a = read_att("0 1 1 0.5\n1 2 2\n2\n", "real")
+    assert a.score([1, 2]) == 0.5  # the natural call: the file said 1 and 2
+    assert a.alphabet == SymbolTable([1, 2])
+    with pytest.raises(AlphabetError, match=r"symbol '1' at position 0 is not in the alphabet \{1, 2\} \(it has 1"):
+        a.score(["1", "2"])  # never a silent zero
+    with pytest.raises(AlphabetError, match="symbol 3 at position 1"):
+        a.score([1, 3])
+
+
+def test_symbols_that_print_the_same_are_refused() -> None:
+    a = WFSA("real", [1, "1"])
+    a.add_states("p", "q")
+    a.set_initial("p")
+    a.set_final("q")
+    a.add_arc("p", "q", 1, 0.5)
+    a.add_arc("p", "q", "1", 0.25)
+    with pytest.raises(FormatError, match=r"symbols 1 and '1' both print as '1'"):
+        write_att(a)
+    with pytest.raises(FormatError, match=r"symbols 1 and '1' both print as '1'"):
+        write_symbols(a.alphabet)  # type: ignore[arg-type]
+    with pytest.raises(FormatError, match=r"symbols 1 and '1' both print as '1'"):
+        read_att("0 1 1\n1\n", symbols=SymbolTable([1, "1"]))
+    text = write_att(a, SymbolTable([1, "1"]))  # ids tell them apart
+    assert text.splitlines()[:2] == ["0\t1\t1\t0.5", "0\t1\t2\t0.25"]
+
+
+@pytest.mark.parametrize(("symbol", "back"), [("7", "7"), (True, "'True'"), (1.5, "'1.5'")])
+def test_without_a_table_symbols_must_read_back_as_themselves(symbol: object, back: str) -> None:
+    a = WFSA("real")
+    a.add_states("p")
+    a.set_initial("p")
+    a.add_arc("p", "p", symbol)
+    with pytest.raises(AlphabetError, match=rf"symbol {symbol!r} would read back as {back}.*symbol table"):
+        write_att(a)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_int_and_string_alphabets_round_trip_with_inferred_columns(semiring: str, data: st.DataObject) -> None:
+    """write_att's output reads back with acceptor=None (never ambiguous), keeping int symbols ints."""
+    a = data.draw(wfsas(semiring))
+    if data.draw(st.booleans()):
+        a = _relabelled(a, {"a": 1, "b": 2, "c": 30})
+    if data.draw(st.booleans()):  # a zero initial weight: a fresh start state with an arc of weight zero
+        a.set_initial(data.draw(st.integers(0, a.num_states - 1)), a.semiring.zero)
+    table = SymbolTable(a.alphabet) if data.draw(st.booleans()) else None  # type: ignore[arg-type]
+    text = write_att(a, table, acceptor=data.draw(st.booleans()), show_weight_one=data.draw(st.booleans()))
+    b = read_att(text, semiring, symbols=table)
+    for word in [data.draw(strings) for _ in range(3)] + [[]]:
+        word = [x if a.alphabet is None or x in a.alphabet else {"a": 1, "b": 2, "c": 30}[x] for x in word]
+        if any(x not in b.alphabet for x in word):  # type: ignore[operator]
+            assert a.semiring.is_zero(a.score(word))
+            continue
+        assert close(b.score(word), a.score(word)), (word, text)
+
+
+def _relabelled(a: WFSA, mapping: dict[str, int]) -> WFSA:
+    out = WFSA(a.semiring, [mapping[x] for x in ALPHABET])
+    for name in a.states:
+        out.add_state(name)
+    for arc in a.arcs:
+        label = arc.label
+        if isinstance(label, Sym):
+            label = Sym(mapping[label.symbol])  # type: ignore[index]
+        elif isinstance(label, (OneOf, NoneOf)):
+            label = type(label)(mapping[x] for x in label.members)  # type: ignore[index]
+        out.add_arc(arc.src, arc.dst, label, arc.weight)
+    out.initial, out.final = dict(a.initial), dict(a.final)
+    return out
+
+
+def test_a_file_whose_only_line_is_0_0_0_0() -> None:
+    """Acceptor arc 0 -eps/0-> 0 or transducer arc 0 -eps:eps-> 0: in min-plus both weigh one, the same automaton."""
+    a = read_att("0 0 0 0\n")
+    assert a.states == ["0"] and a.initial == {0: 0.0} and a.final == {}
+    assert arcs_of(a) == [("0", "0", EPSILON, 0.0)]
+    with pytest.raises(FormatError, match="ambiguous"):
+        read_att("0 0 0 0\n", "real")  # there the readings differ: weight 0 (zero) or 1
+
+
+def test_max_times_with_initial_weight_zero_round_trips() -> None:
+    a = WFSA("max-times", alphabet="ab")
+    a.add_states("s", "t")
+    a.set_initial("s", 0.0)
+    a.set_initial("t", 0.0)
+    a.set_final("t", 0.5)
+    a.add_arc("s", "t", EPSILON, 0.0)
+    text = write_att(a)
+    assert "\t0.0" in text  # "2 0 <eps> 0" would also read as a transducer arc of weight one
+    b = read_att(text, "max-times")
+    assert b.score([]) == a.score([]) == 0.0
+    a.set_initial("t", 0.25)
+    assert read_att(write_att(a), "max-times").score([]) == 0.125
+
+
+# -- sources: text, bytes, paths, file objects --------------------------------------------------
+
+TEXT = "0 1 a 0.5\n1 2 <eps> 0.25\n2 1.5\n"
+
+
+def test_read_att_takes_text_bytes_paths_and_file_objects(tmp_path: Path) -> None:
+    path = tmp_path / "machine.att"
+    path.write_text(TEXT)
+    expected = read_att(TEXT).score(["a"])
+    assert expected == 2.25
+    with path.open() as text_file, path.open("rb") as binary_file:
+        sources = [TEXT, TEXT.encode(), path, str(path), io.StringIO(TEXT), text_file, binary_file]
+        for source in sources:
+            assert read_att(source).score(["a"]) == expected, source
+
+
+def test_file_names_and_text_are_told_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("0").write_text("0 1 a\n1\n")  # a file named like one-line AT&T text
+    assert read_att("0").num_states == 2  # no line break and the file exists: the file
+    assert read_att("0\n").num_states == 1  # a line break: text
+    with pytest.raises(FormatError, match=r"line 1 \('nosuch.att'\).*\(and no file named 'nosuch.att' exists\)"):
+        read_att("nosuch.att")
+    with pytest.raises(FormatError, match=r"read_att: source names .*nosuch.att.*cannot be read"):
+        read_att(tmp_path / "nosuch.att")
+
+
+@pytest.mark.parametrize("source", [5, None, ["0 1 a"], 2.5, object()])
+def test_read_att_of_a_wrong_type_names_the_argument(source: object) -> None:
+    with pytest.raises(FormatError, match=r"read_att: source must be text \(str\), bytes, a pathlib.Path"):
+        read_att(source)
+
+
+def test_wrong_symbols_and_sources_name_the_argument() -> None:
+    with pytest.raises(FormatError, match=r"read_att: symbols must be text"):
+        read_att(TEXT, symbols=5)
+    with pytest.raises(FormatError, match=r"read_att: osymbols must be text"):
+        read_att(TEXT, osymbols=[1])
+    with pytest.raises(FormatError, match="not both"):
+        read_att(TEXT, symbols=SymbolTable("a"), isymbols=SymbolTable("a"))
+    with pytest.raises(FormatError, match=r"read_symbols: source must be text"):
+        read_symbols(3)
+    with pytest.raises(FormatError, match=r"source is not UTF-8 text \(byte 0"):
+        read_att(b"\xff0 1 a\n")
+    with pytest.raises(FormatError, match="write_att: wfsa must be a WFSA"):
+        write_att(TEXT)  # type: ignore[arg-type]
+
+
+def test_symbol_tables_from_paths_files_and_both_columns(tmp_path: Path) -> None:
+    table = SymbolTable(["a", "b"], epsilon="<epsilon>")
+    path = tmp_path / "abc.syms"
+    write_symbols(table, file=path)
+    transducer = "0 1 1 1 0.5\n1 2 b b\n2\n"
+    for symbols in (table, path, str(path), path.read_bytes(), path.read_text()):
+        a = read_att(transducer, symbols=symbols)
+        assert a.alphabet == table and a.score(["a", "b"]) == 0.5
+        assert read_att(transducer, isymbols=symbols, osymbols=symbols).score(["a", "b"]) == 0.5
+    # an output table with other ids: each arc's two columns must still name one symbol
+    flipped = SymbolTable(["b", "a"])
+    a = read_att("0 1 1 2 0.5\n1\n", isymbols=table, osymbols=flipped)
+    assert a.score(["a"]) == 0.5
+    with pytest.raises(FormatError, match="differ"):
+        read_att("0 1 1 1 0.5\n1\n", isymbols=table, osymbols=flipped)
+
+
+def test_write_att_and_write_symbols_write_to_paths_and_file_objects(tmp_path: Path) -> None:
+    a = read_att(TEXT)
+    path = tmp_path / "out.att"
+    text = write_att(a, file=path)
+    assert path.read_text() == text
+    write_att(a, file=str(path) + "2")
+    assert Path(str(path) + "2").read_text() == text
+    buffer, binary = io.StringIO(), io.BytesIO()
+    write_att(a, file=buffer)
+    write_att(a, file=binary)
+    assert buffer.getvalue() == text and binary.getvalue() == text.encode()
+    assert read_att(path).score(["a"]) == a.score(["a"])
+    with pytest.raises(FormatError, match="file must be a path or a writable file object"):
+        write_att(a, file=3)
+    syms = tmp_path / "t.syms"
+    write_symbols(SymbolTable(["x"]), file=syms)
+    assert read_symbols(syms) == SymbolTable(["x"])
+    assert read_att("0 1 x\n1\n", symbols=syms).alphabet == SymbolTable(["x"])
+    assert write_att(read_att("0 1 x\n1\n"), symbols=syms) == "0\t1\t1\n1\n"
+
+
+# -- fuzz: malformed input gives a kleene error or an automaton, never another exception ----------
+
+TOKENS = st.sampled_from(["0", "1", "2", "17", "a", "b", "<eps>", "<epsilon>", "0.5", "-1", "inf", "-inf", "nan",
+                          "Infinity", "0x1p-3", "1e400", "x y", "", "\t", "é", "\x00", "1_0", "+2", ".5"])
+LINES = st.lists(TOKENS, max_size=6).map(" ".join)
+SYMBOL_LINES = st.lists(st.sampled_from(["a", "b", "<eps>", "0", "1", "2", "x", "-3", ""]), max_size=3).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(LINES, max_size=6),
+    semiring=st.sampled_from(SEMIRINGS),
+    acceptor=st.sampled_from([None, True, False]),
+    symbols=st.one_of(st.none(), st.lists(SYMBOL_LINES, max_size=4).map("\n".join)),
+    as_bytes=st.booleans(),
+)
+def test_fuzzed_att_text_reads_or_raises_a_kleene_error(
+    lines: list[str], semiring: str, acceptor: bool | None, symbols: str | None, as_bytes: bool
+) -> None:
+    text = "\n".join(lines) + "\n"
+    try:
+        a = read_att(text.encode() if as_bytes else text, semiring, symbols=symbols, acceptor=acceptor)
+    except KleeneError:
+        return
+    assert isinstance(a, WFSA)
+    try:
+        again = read_att(write_att(a), semiring, symbols=None)  # what was read writes and reads back
+    except KleeneError:
+        return  # e.g. a string symbol of digits read through a table: writing it needs the table
+    for word in ([], [next(iter(a.alphabet))] if a.alphabet else []):
+        try:
+            expected = a.score(word)
+        except KleeneError:
+            continue
+        if again.alphabet is not None and any(x not in again.alphabet for x in word):
+            assert a.semiring.is_zero(expected)  # a table symbol no arc uses: the file cannot name it
+            continue
+        assert close(again.score(word), expected)
+
+
+SOURCES = st.one_of(
+    st.integers(), st.floats(), st.none(), st.lists(st.text(max_size=3), max_size=2), st.binary(max_size=20),
+    st.text(max_size=20), st.dictionaries(st.text(max_size=2), st.integers()),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(source=SOURCES)
+def test_fuzzed_sources_read_or_raise_a_kleene_error(source: object) -> None:
+    for reader in (read_att, read_symbols):
+        with contextlib.suppress(KleeneError):
+            reader(source)

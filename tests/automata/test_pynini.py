@@ -311,3 +311,61 @@ def test_symbol_tables_cross_both_ways(tmp_path: Path, openfst_symbols: Any) -> 
     back = read_symbols(path.read_text())
     assert back == SYMBOLS
     assert back.epsilon == "<epsilon>"
+
+
+# -- files, symbol-table files and integer labels (issue 12) ------------------------------------
+
+
+def openfst_score_ids(machine: Any, word: Sequence[int], semiring: str) -> float:
+    """OpenFst's score of a string of integer labels (no symbol table)."""
+    lines = [f"{i}\t{i + 1}\t{x}" for i, x in enumerate(word)] + [str(len(word))]
+    string = openfst_compile("\n".join(lines) + "\n", semiring)
+    return openfst_total(fst.compose(machine.copy().arcsort(sort_type="olabel"), string))
+
+
+@pytest.mark.parametrize("semiring", ["min-plus", "log"])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_integer_labels_without_tables_mean_the_same_both_ways(semiring: str, data: st.DataObject) -> None:
+    """OpenFst's own labels are ints: its printed machines score int strings in kleene, and back."""
+    machine = data.draw(pynini_machines(semiring))
+    ours = read_att(machine.print(acceptor=True), semiring)  # ids, no table: ints
+    assert all(isinstance(x, int) for x in ours.alphabet)  # type: ignore[union-attr]
+    words = [[SYMBOLS.id(x) for x in w] for w in [data.draw(WORDS) for _ in range(3)]] + [[]]
+    for word in words:
+        expected = openfst_score_ids(machine, word, semiring)
+        if any(x not in ours.alphabet for x in word):  # type: ignore[operator]
+            assert expected == math.inf  # a label the machine never names: OpenFst scores zero, kleene refuses
+            continue
+        assert agree_loosely(as_openfst(ours.score(word), semiring), expected), (word, machine.print())
+    back = openfst_compile(write_att(ours), semiring)  # kleene's int labels, read by OpenFst without a table
+    for word in words:
+        if all(x in ours.alphabet for x in word):  # type: ignore[operator]
+            assert agree_loosely(as_openfst(ours.score(word), semiring), openfst_score_ids(back, word, semiring))
+
+
+@pytest.mark.parametrize("semiring", ["min-plus", "log"])
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_att_and_symbol_files_cross_between_pynini_and_kleene(semiring: str, data: st.DataObject) -> None:
+    import tempfile
+
+    machine = data.draw(pynini_machines(semiring))
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        # OpenFst -> files -> kleene: the printed machine and pynini's symbol table, both as paths
+        pynini_symbols().write_text(str(directory / "in.syms"))
+        (directory / "in.att").write_text(machine.print(isymbols=pynini_symbols(), acceptor=True))
+        ours = read_att(directory / "in.att", semiring, isymbols=str(directory / "in.syms"))
+        with (directory / "in.att").open("rb") as handle:
+            again = read_att(handle, semiring, symbols=directory / "in.syms")
+        # kleene -> files -> OpenFst: write_att and write_symbols into files that OpenFst reads
+        write_att(ours, file=directory / "out.att")
+        write_symbols(ours.alphabet, file=directory / "out.syms")  # type: ignore[arg-type]
+        table = pynini.SymbolTable.read_text(str(directory / "out.syms"))
+        back = openfst_compile((directory / "out.att").read_text(), semiring, table)
+        for word in [data.draw(WORDS) for _ in range(3)] + [[]]:
+            expected = openfst_score(machine, word, semiring)
+            assert agree_loosely(as_openfst(ours.score(word), semiring), expected), word
+            assert ours.score(word) == again.score(word)
+            assert agree_loosely(as_openfst(ours.score(word), semiring), openfst_score(back, word, semiring)), word

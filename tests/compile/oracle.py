@@ -73,7 +73,7 @@ def set_constants(module: CompiledRecurrence, generator: torch.Generator, low: f
     """Small probability-like constants (so exact epsilon closures converge), in storage form."""
     values = torch.rand(module.constants.shape, generator=generator, dtype=torch.float64) * (high - low) + low
     with torch.no_grad():
-        module.constants.copy_(values if module.plan.algebra.name == "real" else values.log())
+        module.constants.copy_(values if module.plan.semiring.name == "real" else values.log())
 
 
 def oracle_outputs(

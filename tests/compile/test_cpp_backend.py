@@ -44,7 +44,8 @@ def _agree(cpp, ref, slots: torch.Tensor, lengths: torch.Tensor, h0: torch.Tenso
         gen = torch.Generator().manual_seed(seed)
         loss = (_masked(out) * torch.randn(out.shape, generator=gen, dtype=out.dtype)).sum()
         loss = loss + (_masked(final) * torch.randn(final.shape, generator=gen, dtype=out.dtype)).sum()
-        grads = torch.autograd.grad(loss, [*x, module.constants], allow_unused=True)
+        # the constants, if any (a template without them has no parameter)
+        grads = torch.autograd.grad(loss, [*x, *module.parameters()], allow_unused=True, materialize_grads=True)
         results.append((out.detach(), final.detach(), grads))
     (out_c, fin_c, g_c), (out_r, fin_r, g_r) = results
     for got, expected in ((out_c, out_r), (fin_c, fin_r)):
@@ -162,6 +163,21 @@ def test_backward_across_checkpoint_chunks(output: str) -> None:
     _agree(cpp, ref, slots, torch.tensor([steps, chunk, chunk + 1, 0]), None, 15)
 
 
+@pytest.mark.parametrize("output", ["steps", "sum", "last"])
+@pytest.mark.parametrize(("batch", "steps"), [(0, 5), (3, 0), (0, 0)])
+def test_empty_batches_and_empty_sequences(output: str, batch: int, steps: int) -> None:
+    """B = 0 and T = 0 (the kernels of the chunk test above): the reference's values and gradients, no crash
+    (an empty batch used to divide by zero in the work split)."""
+    template = Template.from_wfsa(paper_automaton_f("log"))
+    cpp, ref = _pair(template, "log", 6, output=output, bidirectional=True, restart=output == "sum")
+    set_constants(cpp, torch.Generator().manual_seed(16))
+    slots = random_slots("log", (batch, steps, 4, 6), torch.Generator().manual_seed(16))
+    h0 = random_slots("log", (batch, 4, 6), torch.Generator().manual_seed(17))
+    _agree(cpp, ref, slots, torch.full((batch,), steps), h0, 16)
+    out, final = cpp(slots)
+    assert out.shape == ((batch, steps, 6) if output == "steps" else (batch, 6)) and final.shape == (batch, 4, 6)
+
+
 @pytest.mark.parametrize("output", ["steps", "sum"])
 def test_broadcast_and_strided_output_gradients(output: str) -> None:
     """The gradient of ``out.sum()`` arrives as a stride-0 tensor, the one of a transposed use as a strided one;
@@ -177,7 +193,7 @@ def test_broadcast_and_strided_output_gradients(output: str) -> None:
         grads = []
         for module in (cpp, ref):
             x = slots.clone().requires_grad_()
-            grads.append(torch.autograd.grad(loss_of(module(x)[0]), [x, module.constants]))
+            grads.append(torch.autograd.grad(loss_of(module(x)[0]), [x, *module.parameters()]))
         for got, expected in zip(*grads):
             torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-10)
 

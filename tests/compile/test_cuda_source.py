@@ -165,7 +165,7 @@ def _masked(y: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 def test_cuda_kernels_run_on_the_cpu_agree_with_reference(variant: str, dtype: torch.dtype) -> None:
     plan = _plan(variant)
-    semiring = plan.algebra.name
+    semiring = plan.semiring.name
     gen = torch.Generator().manual_seed(len(variant))
     d = 6
     constants = torch.rand((len(plan.template.constants), d), generator=gen, dtype=torch.float64) * 0.25 + 0.05

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from kleene.automata import ANY, EPSILON, WFSA, Sym, WeightError, weight_functions
+from kleene.automata import ANY, EPSILON, WFSA, Sym, weight_functions
 from kleene.automata.examples import paper_automaton_b, paper_automaton_c, paper_automaton_f
 from kleene.compile import Options, Template, dense_template, lower, sopa_bank, sopa_pattern
 from kleene.compile.template import epsilon_reach
+from kleene.errors import CompileError
 
 
 def test_automaton_f_reads_as_slots_constants_and_literals() -> None:
@@ -50,19 +51,19 @@ def test_rejections_name_the_arc() -> None:
     w.set_initial("a")
     w.set_final("b")
     w.add_arc("a", "b", Sym("x"), mu)
-    with pytest.raises(WeightError, match=r"arc 0 \(a -x-> b\).*∀α"):
+    with pytest.raises(CompileError, match=r"arc 0 \(a -x-> b\).*∀α"):
         Template.from_wfsa(w)
     w2 = WFSA("real")
     w2.add_states("a", "b")
     w2.set_final("b")
     w2.add_arc("a", "b", ANY, sympy.sin(mu))
-    with pytest.raises(WeightError, match="not a real product"):
+    with pytest.raises(CompileError, match="not a real product"):
         Template.from_wfsa(w2)
     w3 = WFSA("real")
     w3.add_states("a", "b")
     w3.set_final("b")
     w3.add_arc("a", "b", ANY, mu + sympy.Symbol("g"))
-    with pytest.raises(WeightError, match="offending part"):
+    with pytest.raises(CompileError, match="offending part"):
         Template.from_wfsa(w3)
 
 
@@ -72,7 +73,7 @@ def test_literals_do_not_cross_semirings() -> None:
     w.set_initial("a")
     w.set_final("b", 0.5)
     w.add_arc("a", "b", ANY, weight_functions("mu")[0])
-    with pytest.raises(WeightError, match="literals are written in the real semiring"):
+    with pytest.raises(CompileError, match="literals are written in the real semiring"):
         lower(Template.from_wfsa(w), "log")
     lower(Template.from_wfsa(paper_automaton_b()), "max-plus")  # only literal one: fine
 
@@ -85,7 +86,7 @@ def test_epsilon_slot_and_missing_final_are_rejected() -> None:
     Template.from_wfsa(w)
     b = paper_automaton_c()
     b.final.clear()
-    with pytest.raises(WeightError, match="no final state"):
+    with pytest.raises(CompileError, match="no final state"):
         Template.from_wfsa(b)
 
 
@@ -96,7 +97,7 @@ def test_sopa_pattern_shape() -> None:
     assert [(a.src, a.dst) for a in p.epsilons] == [(0, 1), (1, 2), (2, 3)]
     assert p.slots.count("mu0") == 1 and len(p.slots) == 7 and len(p.constants) == 3
     assert [t.num_states for t in sopa_bank()] == [2, 3, 4, 5, 6, 7]
-    with pytest.raises(WeightError):
+    with pytest.raises(CompileError):
         sopa_pattern(1)
 
 
@@ -114,7 +115,12 @@ def test_lowering_closure_structure() -> None:
 
 
 def test_options_validate() -> None:
-    with pytest.raises(WeightError, match="output"):
+    with pytest.raises(CompileError, match="output"):
         Options(output="mean")  # type: ignore[arg-type]
-    with pytest.raises(WeightError, match="epsilon_cap"):
+    with pytest.raises(CompileError, match="epsilon_cap"):
         Options(epsilon_cap=-1)
+
+
+def test_a_semiring_without_kernel_algebra_is_refused_by_name() -> None:
+    with pytest.raises(CompileError, match="boolean semiring has no kernel realisation"):
+        lower(sopa_pattern(2, semiring="boolean"), "boolean")

@@ -11,6 +11,7 @@ import torch
 
 from kleene.data import (
     VENDOR_DIR,
+    DataError,
     DatasetNotFoundError,
     Example,
     UnknownDatasetError,
@@ -158,7 +159,7 @@ def test_cross_validation_splits_are_disjoint_and_rotate():
     train = Counter((e.tokens, e.label) for e in first.train)
     test = Counter((e.tokens, e.label) for e in first.test)
     assert sum((train & test).values()) <= 8  # only the README's 8 duplicate lines may repeat
-    with pytest.raises(ValueError, match=r"fold must be in 0\.\.9"):
+    with pytest.raises(DataError, match=r"fold must be an integer in 0\.\.9"):
         load_classification("cr", fold=10)
 
 

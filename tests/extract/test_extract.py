@@ -121,7 +121,7 @@ def pytorch_qrnn_forward(linear: torch.nn.Linear, x: torch.Tensor, window: int, 
     """A transcription of pytorch-qrnn's QRNNLayer.forward (zoneout off) and CPU ForgetMult, for one sentence."""
     if window == 2:
         previous = torch.cat([torch.zeros_like(x[:1]), x[:-1]])
-        source = torch.cat([previous, x], 1)
+        source = torch.cat([x, previous], 1)  # QRNNLayer.forward: cat([X, Xm1], 2), the current word first
     else:
         source = x
     y = linear(source)
@@ -159,11 +159,15 @@ def test_qrnn_window_two_tracks_the_previous_word(sst2: Any) -> None:
     vocabulary = sorted({w for s in few for w in s})
     rows = vectors(words, features, vocabulary, torch.float64).numpy()
     torch.manual_seed(3)
-    linear = torch.nn.Linear(100, 2 * 3).double()
-    extraction = from_qrnn_weights(linear.weight, linear.bias, rows, vocabulary, window=2)
-    states = [pytorch_qrnn_forward(linear, vectors(words, features, s, torch.float64), 2, False)[0] for s in few]
-    assert extraction.verify(few, [c.detach().numpy() for c in states]) < 1e-10
+    linear = torch.nn.Linear(100, 3 * 3).double()
+    extraction = from_qrnn_weights(linear.weight, linear.bias, rows, vocabulary, window=2, output_gate=True)
+    runs = [pytorch_qrnn_forward(linear, vectors(words, features, s, torch.float64), 2, True) for s in few]
+    assert extraction.verify(few, [c.detach().numpy() for c, _ in runs]) < 1e-10
     assert extraction.wfsa(0).num_states == 2 * len(vocabulary) + 1  # q0|<s>, q0|w, q1|w (Appendix A)
+    scores = extraction.forward(few)
+    for b, s in enumerate(few):
+        gate = qrnn_output_gate(linear.weight, linear.bias, vectors(words, features, s, torch.float64).numpy(), 2)
+        assert np.max(np.abs(gate * scores[b, : len(s)] - runs[b][1].detach().numpy())) < 1e-10
 
 
 # -- the sru package ----------------------------------------------------------------------------

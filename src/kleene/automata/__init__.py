@@ -16,12 +16,18 @@ from kleene.automata.algorithms import (
 )
 from kleene.automata.att import read_att, read_symbols, write_att, write_symbols
 from kleene.automata.batched import DenseWFSA, batched_forward
+from kleene.automata.determinize import determinize, is_deterministic
 from kleene.automata.draw import to_dot
 from kleene.automata.equivalence import Counterexample, EquivalenceResult, equivalent
 from kleene.automata.jsonio import from_json, to_json
 from kleene.automata.labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
+from kleene.automata.minimize import minimize, reduce
+from kleene.automata.minterms import Minterms, minterms
 from kleene.automata.nxio import from_networkx, to_networkx
 from kleene.automata.ops import bind, concat, intersect, kleene_plus, kleene_star, remove_epsilon, reverse, trim, union
+from kleene.automata.paths import random_paths, shortest_path_automaton, shortest_paths
+from kleene.automata.push import push, state_distances
+from kleene.automata.regexp import regex, to_regex
 from kleene.automata.semiring import (
     BOOLEAN,
     LOG,
@@ -30,13 +36,18 @@ from kleene.automata.semiring import (
     MIN_PLUS,
     REAL,
     SEMIRINGS,
+    KernelAlgebra,
+    KernelOp,
     Semiring,
     get_semiring,
+    register_semiring,
 )
 from kleene.automata.weights import ALPHA, parse_weight, sigmoid, weight_functions
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import (
     AlphabetError,
+    ArgumentError,
+    BudgetExceededError,
     DivergenceError,
     FormatError,
     KleeneError,
@@ -60,14 +71,19 @@ __all__ = [
     "AlphabetError",
     "AnySymbol",
     "Arc",
+    "ArgumentError",
+    "BudgetExceededError",
     "Counterexample",
     "DenseWFSA",
     "DivergenceError",
     "Epsilon",
     "EquivalenceResult",
     "FormatError",
+    "KernelAlgebra",
+    "KernelOp",
     "KleeneError",
     "Label",
+    "Minterms",
     "NoneOf",
     "OneOf",
     "Semiring",
@@ -84,25 +100,38 @@ __all__ = [
     "bind",
     "closure_matrix",
     "concat",
+    "determinize",
     "equivalent",
     "from_json",
     "from_networkx",
     "get_semiring",
     "intersect",
+    "is_deterministic",
     "kleene_plus",
     "kleene_star",
+    "minimize",
+    "minterms",
     "parse_weight",
     "pathsum",
+    "push",
+    "random_paths",
     "read_att",
     "read_symbols",
+    "reduce",
+    "regex",
+    "register_semiring",
     "remove_epsilon",
     "reverse",
     "score",
     "score_symbolic",
+    "shortest_path_automaton",
+    "shortest_paths",
     "sigmoid",
+    "state_distances",
     "to_dot",
     "to_json",
     "to_networkx",
+    "to_regex",
     "trim",
     "union",
     "viterbi",

@@ -15,7 +15,7 @@ k=1 is SoPa's first-order ``I + T(eps)``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from kleene.automata.semiring import REAL, Semiring, _is_torch, sympy_constant
+from kleene.automata.semiring import Semiring, _is_torch, sympy_constant
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import AlphabetError, DivergenceError, WeightError
@@ -33,18 +33,32 @@ from kleene.errors import AlphabetError, DivergenceError, WeightError
 
 
 def closure_matrix(
-    matrix: Any, semiring: Semiring, cap: int | None = None, state_names: Sequence[str] | None = None
+    matrix: Any,
+    semiring: Semiring,
+    cap: int | None = None,
+    state_names: Sequence[str] | None = None,
+    live: Any = None,
 ) -> Any:
     """``M* = I + M + M^2 + ...`` (``cap=None``) or ``I + M + ... + M^cap``.
 
     Works on numpy arrays and torch tensors (differentiably) of shape (..., Q, Q): leading axes are a batch
-    of independent matrices.
+    of independent matrices. The exact star is computed in the semiring itself (Lehmann's algorithm: in the log
+    semiring with logaddexp and ``a* = -log(1 - e^a)``, exact over the whole float range); in a ring (real) it
+    is the solution of ``(I - M) X = I``.
+
+    Args:
+        live: an optional boolean (Q,) mask of the states that matter: the arcs from or to the other states are
+            ignored (their rows and columns of the result are those of I), so a divergent cycle among them
+            does not raise.
 
     Raises:
         DivergenceError: the exact star does not converge; the message names a
-            cycle of states responsible (real/log: spectral radius >= 1) and, for a batch, which matrix.
+            cycle of states responsible (real: spectral radius >= 1) and, for a batch, which matrix.
+        ValueError: a negative cap, or a ``live`` mask that is not Q booleans.
     """
     n = matrix.shape[-1]
+    if live is not None:
+        matrix = _restrict(matrix, semiring, live)
     eye = semiring.identity(n, like=matrix)
     if cap is not None:
         if cap < 0:
@@ -58,9 +72,24 @@ def closure_matrix(
         return result
     if n == 0:
         return semiring.zeros(matrix.shape, like=matrix)
-    if semiring.name in ("real", "log"):
+    if semiring.is_field:
         return _linear_star(matrix, semiring, state_names)
     return _lehmann_star(matrix, semiring, state_names)
+
+
+def _restrict(matrix: Any, semiring: Semiring, live: Any) -> Any:
+    """``matrix`` with the rows and columns of the states outside the boolean (Q,) mask ``live`` set to zero."""
+    mask = np.asarray(live, dtype=bool)
+    n = matrix.shape[-1]
+    if mask.shape != (n,):
+        raise ValueError(f"live must be a boolean mask of the {n} states; got shape {mask.shape}")
+    keep = mask[:, None] & mask[None, :]
+    if _is_torch(matrix):
+        import torch
+
+        keep_t = torch.as_tensor(keep, device=matrix.device)
+        return torch.where(keep_t, matrix, semiring.zeros(matrix.shape, like=matrix))
+    return np.where(keep, matrix, semiring.zeros(matrix.shape))
 
 
 def _as_numpy(matrix: Any) -> np.ndarray:
@@ -81,34 +110,29 @@ def _divergence(
 
 
 def _linear_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:
-    """Real and log stars by solving ``(I - M) X = I`` after checking convergence (not while torch.compile traces)."""
+    """The star in a ring: solve ``(I - M) X = I`` after checking convergence (not while torch.compile traces).
+
+    Round-off of the solve leaves tiny values where no path exists; those entries are set to exactly zero in
+    value only, so that their gradient (the derivative of the solve, e.g. with respect to an arc of weight 0 that
+    would open a path) still flows.
+    """
     torch_mode = _is_torch(matrix)
-    linear = matrix if semiring is REAL else (matrix.exp() if torch_mode else np.exp(matrix))
     if not (torch_mode and _tracing()):
-        radius = np.max(np.abs(np.linalg.eigvals(_as_numpy(linear).astype(float))), axis=-1)
+        radius = np.max(np.abs(np.linalg.eigvals(_as_numpy(matrix).astype(float))), axis=-1)
         if np.any(radius >= 1.0 - 1e-12):
             at = _batch_index(radius >= 1.0 - 1e-12)
             why = f"spectral radius {float(radius[at]):.4g} >= 1; "
             raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, why, names))
     n = matrix.shape[-1]
-    # round-off leaves tiny values where no path exists: those entries are exactly zero
-    reachable = _reachability(linear != 0)
+    reachable = _reachability(matrix != 0)
     if torch_mode:
         import torch
 
-        eye = torch.eye(n, dtype=linear.dtype, device=linear.device).expand_as(linear)
-        solved = torch.where(reachable, torch.linalg.solve(eye - linear, eye), torch.zeros_like(linear))
-        if semiring is REAL:
-            return solved
-        positive = solved > 0
-        safe = torch.where(positive, solved, torch.ones_like(solved))
-        return torch.where(positive, torch.log(safe), torch.full_like(solved, -np.inf))
-    eye_np = np.broadcast_to(np.eye(n), linear.shape)
-    star = np.where(reachable, np.linalg.solve(eye_np - linear, eye_np), 0.0)
-    if semiring is REAL:
-        return star
-    with np.errstate(divide="ignore"):
-        return np.where(star > 0, np.log(np.where(star > 0, star, 1.0)), -np.inf)
+        eye = torch.eye(n, dtype=matrix.dtype, device=matrix.device).expand_as(matrix)
+        solved = torch.linalg.solve(eye - matrix, eye)
+        return solved - torch.where(reachable, torch.zeros_like(solved), solved).detach()
+    eye_np = np.broadcast_to(np.eye(n), matrix.shape)
+    return np.where(reachable, np.linalg.solve(eye_np - matrix, eye_np), 0.0)
 
 
 def _tracing() -> bool:
@@ -161,14 +185,15 @@ def _describe_cycle(matrix: np.ndarray, semiring: Semiring, names: Sequence[str]
         for j in range(n):
             if not semiring.is_zero(matrix[i, j]):
                 graph.add_edge(i, j)
-    worst: tuple[float, list[int]] | None = None
+    worst: tuple[tuple[bool, float], list[int]] | None = None
     for cycle in islice(nx.simple_cycles(graph), 2000):
         weight = semiring.one
         for i, j in zip(cycle, cycle[1:] + cycle[:1]):
             weight = semiring.times(weight, matrix[i, j])
-        badness = abs(float(weight)) if semiring.name == "real" else float(weight)
-        if semiring.name == "min-plus":
-            badness = -badness
+        # a cycle whose own star diverges first; otherwise (real: a spectral radius >= 1 from several cycles) the
+        # one of largest magnitude in the real image, where there is one
+        magnitude = abs(float(semiring.to_real(weight))) if semiring.has_real_image else 0.0
+        badness = (bool(semiring.star_diverges(weight)), magnitude)
         if worst is None or badness > worst[0]:
             worst = (badness, cycle)
     if worst is None:
@@ -185,17 +210,87 @@ def _vecmat(semiring: Semiring, vector: Any, matrix: Any) -> Any:
     return semiring.matmul(vector[None, :], matrix)[0]
 
 
+def _closure_where_useful(wfsa: WFSA, matrix: Any, cap: int | None, useful: Callable[[], np.ndarray] | None) -> Any:
+    """The closure of ``matrix`` (an arc matrix of ``wfsa``), where only cycles on a successful path may diverge.
+
+    When the exact star diverges, the closure is recomputed on the states ``useful()`` names (those on some
+    successful path of what is computed, as after ``trim`` and in OpenFst): the others' rows and columns serve no
+    successful path. ``useful=None`` keeps every state.
+    """
+    try:
+        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states)
+    except DivergenceError:
+        if useful is None:
+            raise
+        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states, live=useful())
+
+
+def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable] | None) -> np.ndarray:
+    """The (Q,) mask of the states on some successful path deriving ``symbols`` (None: any string).
+
+    Arcs of weight zero and zero initial/final weights make no path (as in ``trim``); symbolic weights count.
+    """
+    s = wfsa.semiring
+
+    def nonzero(weight: Any) -> bool:
+        return is_symbolic(weight) or not s.is_zero(weight)
+
+    arcs = [arc for arc in wfsa.arcs if nonzero(arc.weight)]
+    starts = {q for q, w in wfsa.initial.items() if nonzero(w)}
+    ends = {q for q, w in wfsa.final.items() if nonzero(w)}
+
+    def spread(states: set[int], moves: list[tuple[int, int]]) -> set[int]:
+        """``states`` and everything the (src, dst) ``moves`` reach from them."""
+        seen, stack = set(states), list(states)
+        while stack:
+            q = stack.pop()
+            for src, dst in moves:
+                if src == q and dst not in seen:
+                    seen.add(dst)
+                    stack.append(dst)
+        return seen
+
+    useful = np.zeros(wfsa.num_states, dtype=bool)
+    if symbols is None:
+        moves = [(arc.src, arc.dst) for arc in arcs]
+        useful[sorted(spread(starts, moves) & spread(ends, [(d, c) for c, d in moves]))] = True
+        return useful
+    eps = [(arc.src, arc.dst) for arc in arcs if not arc.label.consumes]
+    back_eps = [(d, c) for c, d in eps]
+
+    def consuming(x: Hashable) -> list[tuple[int, int]]:
+        return [(arc.src, arc.dst) for arc in arcs if arc.label.consumes and _matches(arc, x)]
+
+    forward = [spread(starts, eps)]
+    for x in symbols:
+        forward.append(spread({d for c, d in consuming(x) if c in forward[-1]}, eps))
+    backward = spread(ends, back_eps)
+    for t in range(len(symbols), -1, -1):
+        useful[sorted(forward[t] & backward)] = True
+        if t:
+            backward = spread({c for c, d in consuming(symbols[t - 1]) if d in backward}, back_eps)
+    return useful
+
+
+def _matches(arc: Arc, symbol: Hashable) -> bool:
+    try:
+        return bool(arc.label.matches(symbol))
+    except TypeError:  # an unhashable symbol matches no set-valued label
+        return False
+
+
 class _Stepper:
     """Per-symbol transition matrices and the epsilon closure of one automaton."""
 
-    def __init__(self, wfsa: WFSA, env: Env | None, epsilon_cap: int | None):
+    def __init__(
+        self, wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None
+    ):
         self.wfsa, self.env = wfsa, env
         self.semiring = wfsa.semiring
         self._cache: dict[Hashable, np.ndarray] = {}
+        useful = None if symbols is None else (lambda: _useful_states(wfsa, symbols))
         self.closure = (
-            closure_matrix(wfsa.epsilon_matrix(env), self.semiring, epsilon_cap, wfsa.states)
-            if wfsa.has_epsilons
-            else None
+            _closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
         )
 
     def close(self, vector: np.ndarray) -> np.ndarray:
@@ -219,15 +314,12 @@ class _Stepper:
         return self.semiring.sum(self.semiring.times(vector, final), axis=0)
 
 
-def forward_vectors(
-    wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None
-) -> list[np.ndarray]:
-    """The Forward vectors ``Omega_0 .. Omega_n`` (after each epsilon closure)."""
-    stepper = _Stepper(wfsa, env, epsilon_cap)
-    vectors = [stepper.start()]
-    for i, x in enumerate(symbols):
-        vectors.append(stepper.step(vectors[-1], x, i))
-    return vectors
+def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None) -> Any:
+    """The sparse stepper for large constant-weight automata, else the dense one."""
+    from kleene.automata.sparse import SparseStepper, engine_store
+
+    store = engine_store(wfsa)
+    return _Stepper(wfsa, env, epsilon_cap, symbols) if store is None else SparseStepper(wfsa, store, epsilon_cap)
 
 
 def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
@@ -238,9 +330,10 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
 
     Raises:
         AlphabetError: a symbol outside the declared alphabet (named, with its position).
-        DivergenceError: the exact epsilon closure does not converge.
+        DivergenceError: the exact epsilon closure diverges on a successful path of ``symbols`` (cycles off
+            every such path do not count, as after ``trim``).
     """
-    stepper = _Stepper(wfsa, env, epsilon_cap)
+    stepper = _stepper(wfsa, env, epsilon_cap, symbols)
     vector = stepper.start()
     for i, x in enumerate(symbols):
         vector = stepper.step(vector, x, i)
@@ -267,7 +360,7 @@ def all_spans(
     In the real semiring this is the expected count of matches; in max semirings
     the best match. ``ends[j-1]`` sums the spans ending at ``j``.
     """
-    stepper = _Stepper(wfsa, env, epsilon_cap)
+    stepper = _stepper(wfsa, env, epsilon_cap)
     s = wfsa.semiring
     restart = stepper.start()
     live = s.zeros((wfsa.num_states,))
@@ -294,20 +387,44 @@ def _consumable_symbols(wfsa: WFSA) -> list[Hashable]:
     return symbols
 
 
-def pathsum(wfsa: WFSA, env: Env | None = None) -> Any:
+def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The semiring sum of the scores of all strings: ``lambda (E + sum_a T(a))* rho``.
+
+    With ``epsilon_cap=k``, paths take at most k epsilon arcs in a row (as in ``score``):
+    ``lambda C (T C)* rho`` with ``C = I + E + ... + E^k`` and ``T = sum_a T(a)``.
+    Only cycles on some successful path can make the sum diverge.
 
     Raises:
         DivergenceError: the sum diverges (naming a cycle).
         AlphabetError: predicate labels with no alphabet to enumerate.
     """
+    from . import sparse
+
+    if sparse.engine_store(wfsa) is not None:
+        return sparse.pathsum(wfsa)
     s = wfsa.semiring
-    total = wfsa.epsilon_matrix(env)
+    moves = s.zeros((wfsa.num_states, wfsa.num_states))
     for symbol in _consumable_symbols(wfsa):
-        total = s.plus(total, wfsa.transition_matrix(symbol, env))
-    star = closure_matrix(total, s, None, wfsa.states)
-    start = _vecmat(s, wfsa.vector(wfsa.initial, env), star)
-    return _plain(s.sum(s.times(start, wfsa.vector(wfsa.final, env)), axis=0))
+        moves = s.plus(moves, wfsa.transition_matrix(symbol, env))
+    initial, final = wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env)
+    if epsilon_cap is None:
+        step = s.plus(wfsa.epsilon_matrix(env), moves)
+    else:
+        capped = closure_matrix(wfsa.epsilon_matrix(env), s, epsilon_cap)
+        initial, step = _vecmat(s, initial, capped), s.matmul(moves, capped)
+    star = _closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
+    return _plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
+
+
+def _useful_in(semiring: Semiring, step: Any, initial: Any, final: Any) -> np.ndarray:
+    """The (Q,) mask of the states on some path ``initial step* final`` with no zero factor (the states that a
+    pathsum of that form reads; only their cycles can make it diverge)."""
+    support = np.asarray(step) != semiring.zero
+    reach = _reachability(support)
+    starts, ends = np.asarray(initial) != semiring.zero, np.asarray(final) != semiring.zero
+    reached = np.any(reach & starts[:, None], axis=0)
+    coreached = np.any(reach & ends[None, :], axis=1)
+    return np.asarray(reached & coreached, dtype=bool)
 
 
 # ----------------------------------------------------------------------------------------
@@ -364,12 +481,22 @@ def viterbi(
         WeightError: a negative arc weight in the real semiring (no max-times order).
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
+    from . import sparse
+
+    if sparse.engine_store(wfsa) is not None:
+        path: ViterbiPath = sparse.viterbi(wfsa, symbols, epsilon_cap)
+        return path
     s, v = wfsa.semiring, wfsa.semiring.viterbi
 
     def nonnegative(w: Any, where: str) -> Any:
-        if s is REAL and w < 0:
-            raise WeightError(f"{where}: Viterbi in the real semiring ranks paths by max-times and needs "
-                              f"nonnegative weights; got {w}")
+        if v is not s and not is_symbolic(w):
+            try:
+                v.check(w, where)
+            except WeightError:
+                raise WeightError(
+                    f"{where}: Viterbi in the {s.name} semiring ranks paths by {v.name} and needs weights of that "
+                    f"semiring; got {w}"
+                ) from None
         return w
 
     def weight_of(i: int, x: Hashable | None) -> Any:

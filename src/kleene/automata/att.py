@@ -9,9 +9,25 @@ The meaning of a file is OpenFst's (``fstcompile``/``fstprint``):
 - the state of the first line is the start state; a missing weight is the semiring one;
 - fields are separated by spaces or tabs; blank lines are skipped (there are no comments);
   a carriage return before a newline is ignored;
-- label 0 is epsilon. Without a symbol table, labels are read as strings and ``0``, ``<eps>``
-  and ``<epsilon>`` are epsilon. With a table, a label made of digits is a symbol id and any
-  other label is a symbol name (the table's epsilon name is epsilon).
+- label 0 is epsilon.
+
+Labels (one rule for reading and writing). Without a symbol table, a label made of digits is
+an integer, as in OpenFst (``1`` reads as the int ``1``, so ``score([1])`` is the natural call),
+``0``, ``<eps>`` and ``<epsilon>`` are epsilon, and any other label is a string (a kleene
+extension: OpenFst needs a table for those). The automaton's alphabet is then closed: the
+symbols that occur in the file (ints ascending, then strings), so scoring any other symbol
+raises ``AlphabetError`` naming it and its position instead of scoring zero. With a table, a
+label made of digits is a symbol id and any other label is a symbol name (the table's epsilon
+name is epsilon); symbols are the table's (strings when it is read from a symbols file), and
+the table is the alphabet. The writer follows the same rule: without a table, each symbol must
+read back as itself (ints, and strings that are neither digits nor an epsilon spelling; others
+need a table), and two distinct symbols that print the same (``1`` and ``'1'``) are refused.
+
+Sources. ``read_att``, ``read_symbols`` and the ``symbols``/``isymbols``/``osymbols`` arguments
+take text (``str``), ``bytes`` (UTF-8), a ``pathlib.Path`` (any ``os.PathLike``) naming a file,
+or a file object (text or binary). A ``str`` names a file when it holds no line break and a
+file of that name exists; any other ``str`` is the text itself. ``write_att``/``write_symbols``
+return the text and also write it to ``file`` (a path or a file object) when given.
 
 Weights and semirings. A file holds bare numbers whose meaning depends on its arc type. By
 default (``arc_type=None``) the numbers are in the kleene semiring's own convention:
@@ -28,9 +44,11 @@ case). kleene keeps float64 weights; OpenFst's standard arcs hold float32.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kleene.automata.labels import EPSILON, Label, Sym, SymbolTable
@@ -58,65 +76,14 @@ class _WeightCodec:
     encode: Callable[[Any], float]
 
 
-def _identity(x: Any) -> float:
-    return float(x)
-
-
-def _negate(x: Any) -> float:
-    return -float(x)
-
-
-def _exp_of_negative(cost: float) -> float:
-    return math.exp(-cost)
-
-
-def _negative_log(p: Any) -> float:
-    p = float(p)
-    if p < 0:
-        raise WeightError(f"{p!r} has no OpenFst weight -log(p): it is negative")
-    return math.inf if p == 0 else -math.log(p)
-
-
-def _is_finite_cost(cost: float) -> bool:
-    return cost != math.inf
-
-
-def _boolean_as_cost(value: Any) -> float:
-    return 0.0 if value else math.inf
-
-
-_IDENTITY = _WeightCodec(_identity, _identity)
-_NEGATION = _WeightCodec(_negate, _negate)
-_PROBABILITY = _WeightCodec(_exp_of_negative, _negative_log)
-_SUPPORT = _WeightCodec(_is_finite_cost, _boolean_as_cost)
-
-#: (kleene semiring, OpenFst arc type) -> the homomorphism between their values.
-_CODECS: dict[tuple[str, str], _WeightCodec] = {
-    ("min-plus", "tropical"): _IDENTITY,
-    ("max-plus", "tropical"): _NEGATION,
-    ("max-times", "tropical"): _PROBABILITY,
-    ("boolean", "tropical"): _SUPPORT,
-    ("log", "log"): _NEGATION,
-    ("real", "log"): _PROBABILITY,
-    ("boolean", "log"): _SUPPORT,
-}
-
-
 def _codec(semiring: Semiring, arc_type: str | None) -> _WeightCodec:
     """The weight mapping for ``semiring`` and an OpenFst arc type (None: the native convention)."""
     if arc_type is None:
-        native = {"min-plus": "tropical", "log": "log"}.get(semiring.name)
-        return _CODECS[(semiring.name, native)] if native else _IDENTITY
+        return _WeightCodec(*semiring.openfst_codec(None))
     kind = _ARC_TYPES.get(arc_type.strip().lower())
     if kind is None:
         raise SemiringError(f"unknown OpenFst arc type {arc_type!r}; known: tropical (standard), log")
-    codec = _CODECS.get((semiring.name, kind))
-    if codec is None:
-        fits = sorted(s for s, k in _CODECS if k == kind)
-        raise SemiringError(
-            f"OpenFst {kind} weights do not map onto the {semiring.name} semiring; they map onto {', '.join(fits)}"
-        )
-    return codec
+    return _WeightCodec(*semiring.openfst_codec(kind))
 
 
 def _parse_number(text: str) -> float | None:
@@ -142,6 +109,79 @@ def _format_number(value: float) -> str:
     return repr(value)
 
 
+# -- sources -----------------------------------------------------------------------------------
+
+_SOURCE_KINDS = "text (str), bytes, a pathlib.Path or file name, or a file object"
+
+
+def _names_a_file(source: str) -> bool:
+    """The rule for a ``str``: a file name when it holds no line break and a file of that name exists."""
+    if not source or "\n" in source or "\r" in source:
+        return False
+    try:
+        return Path(source).is_file()
+    except (OSError, ValueError):  # a name too long for the OS, a NUL character, ...
+        return False
+
+
+def _read_path(path: Path, argument: str, function: str) -> str:
+    try:
+        return _decoded(path.read_bytes(), f"{argument} (file {str(path)!r})", function)
+    except OSError as exc:
+        raise FormatError(f"{function}: {argument} names {str(path)!r}, which cannot be read: {exc.strerror}") from None
+
+
+def _decoded(data: bytes, argument: str, function: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 1]
+        raise FormatError(f"{function}: {argument} is not UTF-8 text (byte {exc.start}: {bad!r})") from None
+
+
+def _text_of(source: Any, argument: str, function: str) -> str:
+    """The text held or named by ``source`` (see "Sources" in the module docstring).
+
+    Raises:
+        FormatError: a type that is none of the accepted ones, an unreadable file or bytes that are not UTF-8,
+            naming ``argument``.
+    """
+    if isinstance(source, str):
+        return _read_path(Path(source), argument, function) if _names_a_file(source) else source
+    if isinstance(source, os.PathLike):
+        return _read_path(Path(source), argument, function)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _decoded(bytes(source), argument, function)
+    read = getattr(source, "read", None)
+    if callable(read):
+        content = read()
+        if isinstance(content, (bytes, bytearray)):
+            return _decoded(bytes(content), argument, function)
+        if isinstance(content, str):
+            return content
+        raise FormatError(f"{function}: {argument}.read() returned {type(content).__name__}, not text or bytes")
+    shown = repr(source)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise FormatError(f"{function}: {argument} must be {_SOURCE_KINDS}; got {type(source).__name__} {shown}")
+
+
+def _write_to(file: Any, text: str, function: str) -> None:
+    """Write ``text`` to ``file``: a path (``str`` or ``os.PathLike``) or a file object (text or binary)."""
+    if isinstance(file, (str, os.PathLike)):
+        try:
+            Path(file).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise FormatError(f"{function}: file {str(file)!r} cannot be written: {exc.strerror}") from None
+        return
+    write = getattr(file, "write", None)
+    if not callable(write):
+        raise FormatError(f"{function}: file must be a path or a writable file object; got {type(file).__name__}")
+    try:
+        write(text)
+    except TypeError:  # a binary file
+        write(text.encode("utf-8"))
+
+
 # -- symbol tables -----------------------------------------------------------------------------
 
 
@@ -157,6 +197,15 @@ class _LabelTable:
     def from_symbol_table(cls, table: SymbolTable) -> _LabelTable:
         by_id = {table.id(s): s for s in table}
         return cls(by_id, _names_of(by_id.values()), table.epsilon)
+
+    @classmethod
+    def from_source(cls, source: Any, argument: str) -> tuple[_LabelTable, SymbolTable]:
+        """The table of a ``SymbolTable`` or of OpenFst symbols text (keeping its ids), and the alphabet it gives."""
+        if isinstance(source, SymbolTable):
+            return cls.from_symbol_table(source), source
+        by_id, epsilon, _ = _parse_symbols(_text_of(source, argument, "read_att"))
+        alphabet = SymbolTable((by_id[i] for i in sorted(by_id)), epsilon=epsilon)
+        return cls(by_id, _names_of(by_id.values()), epsilon), alphabet
 
     def resolve(self, text: str) -> Label:
         if _DIGITS.fullmatch(text):
@@ -174,12 +223,30 @@ class _LabelTable:
 
 
 def _names_of(symbols: Any) -> dict[str, Hashable]:
-    return {str(s): s for s in symbols}
+    """Symbol text -> symbol.
+
+    Raises:
+        FormatError: two distinct symbols print the same (naming both): a file could not tell them apart.
+    """
+    names: dict[str, Hashable] = {}
+    for symbol in symbols:
+        text = str(symbol)
+        if text in names and names[text] != symbol:
+            raise FormatError(
+                f"symbols {names[text]!r} and {symbol!r} both print as {text!r}: an AT&T or symbols file cannot "
+                "tell them apart"
+            )
+        names[text] = symbol
+    return names
 
 
 def _resolve_without_table(text: str) -> Label:
-    if text in _EPSILON_SPELLINGS or (_DIGITS.fullmatch(text) and int(text) == 0):
+    """Labels without a table: digits are ints (0 is epsilon), the epsilon spellings epsilon, the rest strings."""
+    if text in _EPSILON_SPELLINGS:
         return EPSILON
+    if _DIGITS.fullmatch(text):
+        number = int(text)
+        return EPSILON if number == SymbolTable.EPSILON_ID else Sym(number)
     return Sym(text)
 
 
@@ -220,8 +287,10 @@ def _parse_symbols(text: str) -> tuple[dict[int, str], str, dict[int, int]]:
     return symbols, epsilon, lines
 
 
-def read_symbols(text: str) -> SymbolTable:
+def read_symbols(source: Any) -> SymbolTable:
     """A ``SymbolTable`` from OpenFst symbols text (``symbol id`` per line; id 0 names epsilon).
+
+    ``source`` is the text, bytes, a path or a file object (see "Sources" in the module docstring).
 
     Note:
         kleene tables number symbols densely from 1, so the ids must be 1..n. Tables with
@@ -229,9 +298,10 @@ def read_symbols(text: str) -> SymbolTable:
         which keeps their ids.
 
     Raises:
-        FormatError: a malformed line, a duplicate symbol or id, or ids with a gap (naming the line).
+        FormatError: a malformed line, a duplicate symbol or id, or ids with a gap (naming the line); a source
+            of the wrong type.
     """
-    symbols, epsilon, lines = _parse_symbols(text)
+    symbols, epsilon, lines = _parse_symbols(_text_of(source, "source", "read_symbols"))
     table = SymbolTable(epsilon=epsilon)
     for expected, ident in enumerate(sorted(symbols), start=1):
         if ident != expected:
@@ -250,15 +320,24 @@ def _field_text(symbol: Hashable, what: str) -> str:
     return text
 
 
-def write_symbols(table: SymbolTable) -> str:
+def write_symbols(table: SymbolTable, file: Any = None) -> str:
     """OpenFst symbols text for ``table``: its epsilon with id 0, then ``symbol<TAB>id`` lines.
+
+    Also written to ``file`` (a path or a file object) when given.
 
     Raises:
         AlphabetError: a symbol whose text is empty or contains whitespace.
+        FormatError: two distinct symbols that print the same (naming both), or an unwritable ``file``.
     """
+    if not isinstance(table, SymbolTable):
+        raise FormatError(f"write_symbols: table must be a SymbolTable; got {type(table).__name__}")
+    _names_of([table.epsilon, *table])
     lines = [f"{_field_text(table.epsilon, 'epsilon name')}\t0"]
     lines += [f"{_field_text(s, 'symbol')}\t{table.id(s)}" for s in table]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if file is not None:
+        _write_to(file, text, "write_symbols")
+    return text
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -271,11 +350,18 @@ class _Line:
     fields: list[str]
 
 
-def _arc_columns(lines: list[_Line], acceptor: bool | None, resolve: Callable[[str], Label]) -> bool:
+def _arc_columns(
+    lines: list[_Line],
+    acceptor: bool | None,
+    resolve: Callable[[str], Label],
+    resolve_output: Callable[[str], Label],
+    means_one: Callable[[str], bool],
+) -> bool:
     """Decide the acceptor format (True) or transducer format (False) of the arc lines.
 
     Only four-field lines can be either ``src dst label weight`` or ``src dst ilabel olabel``;
-    a file whose every four-field line fits both readings is ambiguous.
+    a file whose every four-field line fits both readings is ambiguous, unless both readings give
+    the same automaton (every such weight field is the semiring one, e.g. ``0 0 0 0`` in min-plus).
     """
     if acceptor is not None:
         return acceptor
@@ -288,7 +374,7 @@ def _arc_columns(lines: list[_Line], acceptor: bool | None, resolve: Callable[[s
 
     def same_label(ilabel: str, olabel: str) -> bool:
         try:
-            return resolve(ilabel) == resolve(olabel)
+            return resolve(ilabel) == resolve_output(olabel)
         except AlphabetError:
             return False
 
@@ -303,6 +389,8 @@ def _arc_columns(lines: list[_Line], acceptor: bool | None, resolve: Callable[[s
     if as_acceptor or as_transducer:
         return bool(as_acceptor)
     if fours and all(weighted.values()) and all(relabelled.values()):
+        if all(means_one(line.fields[3]) for line in fours):
+            return True  # "src dst x 1" and "src dst x:x" mean the same arc
         raise FormatError(
             f"{_where(fours[0].number, fours[0].text)}: ambiguous - an acceptor arc with weight "
             f"{fours[0].fields[3]} or a transducer arc with equal labels; pass acceptor=True or acceptor=False"
@@ -311,10 +399,12 @@ def _arc_columns(lines: list[_Line], acceptor: bool | None, resolve: Callable[[s
 
 
 def read_att(
-    text: str,
+    source: Any,
     semiring: str | Semiring = "min-plus",
-    symbols: SymbolTable | str | None = None,
+    symbols: Any = None,
     *,
+    isymbols: Any = None,
+    osymbols: Any = None,
     acceptor: bool | None = None,
     arc_type: str | None = None,
     name: str | None = None,
@@ -322,11 +412,16 @@ def read_att(
     """A ``WFSA`` from OpenFst AT&T text (see the module docstring for the exact meaning).
 
     Args:
-        text: the AT&T text.
+        source: the AT&T text, bytes, a path or a file object (see "Sources" in the module
+            docstring: a ``str`` without a line break that names an existing file is read from it).
         semiring: the kleene semiring of the result (default min-plus, OpenFst's tropical).
-        symbols: a ``SymbolTable`` or OpenFst symbols text; digit labels are its ids and other
-            labels its names. The table (with OpenFst's ids renumbered densely, in id order)
-            becomes the automaton's alphabet. Without one, labels are strings.
+        symbols: a ``SymbolTable``, or OpenFst symbols text, bytes, a path or a file object;
+            digit labels are its ids and other labels its names. The table (with OpenFst's ids
+            renumbered densely, in id order) becomes the automaton's alphabet. Without one, digit
+            labels are ints and other labels strings, and the alphabet is the file's symbols.
+        isymbols: the same as ``symbols`` (pynini's name); give one of the two.
+        osymbols: the table of the output column of transducer-format lines (default: the input
+            table); each arc's input and output labels must name the same symbol.
         acceptor: whether arc lines have one label column (True) or two (False); None infers it
             from the field counts and raises when a file is ambiguous.
         arc_type: "tropical"/"standard" or "log" to read OpenFst weights of that arc type into
@@ -336,27 +431,62 @@ def read_att(
     States are named by their ids in the file and indexed in increasing id order.
 
     Raises:
-        FormatError: a malformed line or inconsistent labels, naming the 1-based line number.
+        FormatError: a malformed line or inconsistent labels, naming the 1-based line number; a
+            source or table of the wrong type, or a file that cannot be read, naming the argument.
         WeightError: a weight outside the semiring, naming the line.
         AlphabetError: a label not in the symbol table, naming the line.
         SemiringError: an unknown arc type or one that does not map onto ``semiring``.
     """
+    text = _text_of(source, "source", "read_att")
+    try:
+        return _read_att_text(text, semiring, symbols, isymbols, osymbols, acceptor, arc_type, name)
+    except FormatError as exc:
+        one_line = isinstance(source, str) and "\n" not in source and "\r" not in source
+        if one_line and str(exc).startswith("line "):  # the text did not parse: say it named no file either
+            raise FormatError(f"{exc} (and no file named {source!r} exists)") from None
+        raise
+
+
+def _read_att_text(
+    text: str,
+    semiring: str | Semiring,
+    symbols: Any,
+    isymbols: Any,
+    osymbols: Any,
+    acceptor: bool | None,
+    arc_type: str | None,
+    name: str | None,
+) -> WFSA:
     semiring = get_semiring(semiring)
     codec = _codec(semiring, arc_type)
+    if symbols is not None and isymbols is not None:
+        raise FormatError("read_att: give the input symbol table as symbols or as isymbols, not both")
+    symbols = isymbols if symbols is None else symbols
     table: _LabelTable | None = None
     alphabet: SymbolTable | None = None
-    if isinstance(symbols, str):
-        by_id, epsilon, _ = _parse_symbols(symbols)
-        table = _LabelTable(by_id, _names_of(by_id.values()), epsilon)
-        alphabet = SymbolTable((by_id[i] for i in sorted(by_id)), epsilon=epsilon)
-    elif symbols is not None:
-        table, alphabet = _LabelTable.from_symbol_table(symbols), symbols
+    if symbols is not None:
+        table, alphabet = _LabelTable.from_source(symbols, "symbols" if isymbols is None else "isymbols")
+    output_table = table if osymbols is None else _LabelTable.from_source(osymbols, "osymbols")[0]
 
     def resolve(field: str) -> Label:
         return _resolve_without_table(field) if table is None else table.resolve(field)
 
+    def resolve_output(field: str) -> Label:
+        return _resolve_without_table(field) if output_table is None else output_table.resolve(field)
+
+    def means_one(field: str) -> bool:
+        number = _parse_number(field)
+        try:
+            return number is not None and bool(codec.decode(number) == semiring.one)
+        except (ArithmeticError, ValueError):
+            return False
+
+    if len(text) >= _FAST_MIN_CHARS:
+        fast = _read_att_fast(text, semiring, codec, resolve, alphabet, acceptor, name)
+        if fast is not None:
+            return fast
     lines = [_Line(*numbered) for numbered in _numbered_lines(text)]
-    one_label = _arc_columns(lines, acceptor, resolve)
+    one_label = _arc_columns(lines, acceptor, resolve, resolve_output, means_one)
     widths = {"arc": (3, 4) if one_label else (4, 5), "final": (1, 2)}
     for line in lines:
         width = len(line.fields)
@@ -385,11 +515,13 @@ def read_att(
         except WeightError as exc:
             raise WeightError(f"{exc} (read from {field!r})") from None
 
-    def label_of(line: _Line, field: str) -> Label:
+    def label_of(line: _Line, field: str, output: bool = False) -> Label:
         try:
-            return resolve(field)
+            return resolve_output(field) if output else resolve(field)
         except AlphabetError as exc:
             raise AlphabetError(f"{_where(line.number, line.text)}: {exc}") from None
+
+    found: dict[Hashable, None] = {}  # the symbols of a file read without a table, in order
 
     for line in lines:
         f = line.fields
@@ -402,13 +534,122 @@ def read_att(
                 wfsa.set_final(state, weight)
             continue
         label = label_of(line, f[2])
-        if not one_label and label_of(line, f[3]) != label:
+        if isinstance(label, Sym):
+            found[label.symbol] = None
+        if not one_label and label_of(line, f[3], output=True) != label:
             raise FormatError(
                 f"{_where(line.number, line.text)}: input label {f[2]!r} and output label {f[3]!r} differ; "
                 "kleene reads acceptors only"
             )
         weight_field = f[3 if one_label else 4] if len(f) == widths["arc"][1] else None
         wfsa.add_arc(state_of[int(f[0])], state_of[int(f[1])], label, weight_of(line, weight_field))
+    if alphabet is None:  # the file's own symbols: ints ascending, then strings
+        wfsa.alphabet = SymbolTable(sorted(found, key=lambda s: (isinstance(s, str), s)))
+    return wfsa
+
+
+#: Files from this size on try the numpy fast path first.
+_FAST_MIN_CHARS = 1 << 16
+#: Whitespace other than spaces, tabs and newlines (``str.split`` would take it as a separator, OpenFst does not).
+_OTHER_SPACE = re.compile(r"[^\S \t\n\r]|\r(?!\n)")
+
+
+def _read_att_fast(
+    text: str, semiring: Semiring, codec: _WeightCodec, resolve: Callable[[str], Label], alphabet: SymbolTable | None,
+    acceptor: bool | None, name: str | None,
+) -> WFSA | None:
+    """``read_att`` for large acceptor files of decimal weights, parsed in bulk and filled straight into the sparse
+    arc store (``WFSA.arcs`` is materialised on first use); None when the file needs the general reader (which then
+    reads it, naming any bad line): transducer columns, an ambiguous 4-field line, a malformed field, a label
+    outside the table, a weight outside the semiring or equal to its zero, a non-float semiring."""
+    import numpy as np
+
+    from . import sparse
+
+    if acceptor is False or semiring.numpy_dtype is not np.float64 or _OTHER_SPACE.search(text):
+        return None
+    rows = [line.split() for line in text.split("\n")]
+    rows = [r for r in rows if r]
+    if not rows:
+        return None
+    arcs3 = [r for r in rows if len(r) == 3]
+    arcs4 = [r for r in rows if len(r) == 4]
+    finals = [r for r in rows if len(r) <= 2]
+    if len(arcs3) + len(arcs4) + len(finals) != len(rows):
+        return None
+    labels: dict[str, Label] = {}
+    try:
+        for r in (*arcs3, *arcs4):
+            if r[2] not in labels:
+                labels[r[2]] = resolve(r[2])
+    except AlphabetError:
+        return None
+    if acceptor is None:  # a 4-field line whose 4th field names its 3rd's label may be a transducer arc
+        for ilabel, field in {(r[2], r[3]) for r in arcs4 if r[3] in labels or _DIGITS.fullmatch(r[3])}:
+            try:
+                if resolve(field) == labels[ilabel]:
+                    return None  # the general reader decides the columns (or calls the file ambiguous)
+            except AlphabetError:
+                continue
+    arc_rows = arcs3 + arcs4  # arc order is file order within each width: restore it below
+    line_of = {id(r): i for i, r in enumerate(rows)}
+    arc_rows.sort(key=lambda r: line_of[id(r)])
+    fields = [f for r in arc_rows for f in r[:2]] + [r[0] for r in finals]
+    joined = "".join(fields)
+    if not (joined.isascii() and joined.isdigit()):
+        return None
+    try:
+        ends = np.array([int(f) for f in fields], dtype=np.int64)
+        weights = np.array([r[3] if len(r) == 4 else "nan" for r in arc_rows], dtype=float)
+        final_weights = np.array([r[1] if len(r) == 2 else "nan" for r in finals], dtype=float)
+    except ValueError:
+        return None
+    has_weight = np.array([len(r) == 4 for r in arc_rows], dtype=bool)
+    if np.isnan(weights[has_weight]).any() or np.isnan(final_weights[[len(r) == 2 for r in finals]]).any():
+        return None
+    decode = np.frompyfunc(codec.decode, 1, 1)
+    weights = np.where(has_weight, decode(np.where(has_weight, weights, 0.0)).astype(float), semiring.one)
+    final_has = np.array([len(r) == 2 for r in finals], dtype=bool)
+    final_weights = np.where(final_has, decode(np.where(final_has, final_weights, 0.0)).astype(float), semiring.one)
+    try:
+        for value in {*np.unique(weights[~np.isfinite(weights)]).tolist(), weights.min(initial=0.0),
+                      weights.max(initial=0.0), *np.unique(final_weights[~np.isfinite(final_weights)]).tolist()}:
+            semiring.check(value)
+        if final_weights.size:
+            semiring.check(final_weights.min())
+            semiring.check(final_weights.max())
+    except WeightError:
+        return None
+    if np.any(weights == semiring.zero):
+        return None
+    m = len(arc_rows)
+    ids = np.unique(np.concatenate([ends, [int(rows[0][0])]]))
+    src = np.searchsorted(ids, ends[0 : 2 * m : 2])
+    dst = np.searchsorted(ids, ends[1 : 2 * m : 2])
+    symbols: dict[Hashable, int] = {}
+    label_id: dict[str, int] = {}
+    for text_label, lab in labels.items():
+        label_id[text_label] = symbols.setdefault(lab.symbol, len(symbols)) if isinstance(lab, Sym) else -1
+    label = np.array([label_id[r[2]] for r in arc_rows], dtype=np.int64)
+    if alphabet is None:  # the file's own symbols, as the general reader closes the alphabet: ints, then strings
+        alphabet = SymbolTable(sorted(symbols, key=lambda s: (isinstance(s, str), s)))
+    wfsa = WFSA(semiring, alphabet, name)
+    wfsa._names = [str(i) for i in ids.tolist()]
+    wfsa._index = {n: k for k, n in enumerate(wfsa._names)}
+    wfsa._arcs = None
+    wfsa.initial = {int(np.searchsorted(ids, int(rows[0][0]))): semiring.one}
+    final_states = np.searchsorted(ids, ends[2 * m :]).tolist()
+    for q, w in zip(final_states, final_weights.tolist()):  # the last final line of a state wins
+        if semiring.is_zero(w):
+            wfsa.final.pop(q, None)
+        else:
+            wfsa.final[q] = w
+    n = len(ids)
+    store = sparse.make_store(
+        semiring, n, src, dst, label, weights, np.arange(m), list(symbols), [], np.full(m, -1, dtype=np.int64),
+        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa._names,
+    )
+    sparse.cache_store(wfsa, store)
     return wfsa
 
 
@@ -426,13 +667,21 @@ def _arc_description(wfsa: WFSA, index: int) -> str:
     return f"arc {index} ({wfsa.state_name(arc.src)} -{arc.label}-> {wfsa.state_name(arc.dst)})"
 
 
-def _label_writer(symbols: SymbolTable | None, epsilon: str) -> Callable[[Label, str], str]:
+def _label_writer(symbols: Any, epsilon: str) -> Callable[[Label, str], str]:
     """label, where -> label text: ids of ``symbols``, or symbol text (and ``epsilon``) without a table."""
+    ids: dict[Hashable, int] | None = None
+    if symbols is not None and not isinstance(symbols, SymbolTable):
+        by_id, _, _ = _parse_symbols(_text_of(symbols, "symbols", "write_att"))
+        ids = {symbol: ident for ident, symbol in by_id.items()}
 
     def write(label: Label, where: str) -> str:
         if not label.consumes:
             return "0" if symbols is not None else epsilon
         assert isinstance(label, Sym)
+        if ids is not None:
+            if label.symbol not in ids:
+                raise AlphabetError(f"{where}: symbol {label.symbol!r} is not in the symbol table")
+            return str(ids[label.symbol])
         if symbols is not None:
             try:
                 return str(symbols.id(label.symbol))
@@ -441,6 +690,13 @@ def _label_writer(symbols: SymbolTable | None, epsilon: str) -> Callable[[Label,
         text = _field_text(label.symbol, f"{where}: symbol")
         if text == epsilon or _resolve_without_table(text) == EPSILON:
             raise AlphabetError(f"{where}: symbol {text!r} would read back as epsilon; write with a symbol table")
+        back = _resolve_without_table(text)
+        assert isinstance(back, Sym)
+        if back.symbol != label.symbol or isinstance(back.symbol, str) != isinstance(label.symbol, str):
+            raise AlphabetError(
+                f"{where}: symbol {label.symbol!r} would read back as {back.symbol!r} "
+                "(without a table, digit labels are ints and others strings); write with a symbol table"
+            )
         return text
 
     return write
@@ -448,24 +704,28 @@ def _label_writer(symbols: SymbolTable | None, epsilon: str) -> Callable[[Label,
 
 def write_att(
     wfsa: WFSA,
-    symbols: SymbolTable | None = None,
+    symbols: Any = None,
     arc_type: str | None = None,
     *,
     env: Env | None = None,
     acceptor: bool = True,
     show_weight_one: bool = False,
+    file: Any = None,
 ) -> str:
     """OpenFst AT&T text for ``wfsa`` (``read_att`` reads it back to an equivalent automaton).
 
     Args:
-        symbols: write labels as this table's ids (epsilon 0); without one, labels are the
+        symbols: write labels as this table's ids (epsilon 0): a ``SymbolTable``, or OpenFst
+            symbols text, bytes, a path or a file object; without one, labels are the
             symbols' text and epsilon is the alphabet's epsilon name (``<eps>`` without an
-            alphabet), so the file loads in OpenFst with ``write_symbols(wfsa.alphabet)``.
+            alphabet), so the file loads in OpenFst with ``write_symbols(wfsa.alphabet)``;
+            when every symbol is an int, epsilon is ``0`` and OpenFst needs no table.
         arc_type: "tropical"/"standard" or "log" to write OpenFst weights of that arc type
             (see the module docstring); None writes the semiring's own convention.
         env: binds symbolic weights (see ``kleene.automata.weights.evaluate``).
         acceptor: one label column (True) or OpenFst's transducer layout with equal labels.
         show_weight_one: also write weights equal to the semiring one.
+        file: also write the text to this path (``str`` or ``os.PathLike``) or file object.
 
     Note:
         Several initial states, or an initial weight other than one, become a fresh start
@@ -473,13 +733,25 @@ def write_att(
         ``OneOf``, ``NoneOf``) are expanded into one arc per symbol of the alphabet.
 
     Raises:
-        AlphabetError: a predicate label with no alphabet, a symbol outside ``symbols``, or a
-            symbol that cannot be written as a field (naming the arc).
+        AlphabetError: a predicate label with no alphabet, a symbol outside ``symbols``, a
+            symbol that cannot be written as a field, or (without a table) one that would not read
+            back as itself (naming the arc).
+        FormatError: without a table, two distinct symbols that print the same (naming both);
+            an unwritable ``file``.
         WeightError: a symbolic weight without ``env`` or a value with no file form (naming it).
     """
+    if not isinstance(wfsa, WFSA):
+        raise FormatError(f"write_att: wfsa must be a WFSA; got {type(wfsa).__name__}")
     semiring = wfsa.semiring
     codec = _codec(semiring, arc_type)
-    label_text = _label_writer(symbols, wfsa.alphabet.epsilon if wfsa.alphabet is not None else _EPSILON_SPELLINGS[0])
+    mentioned = [*(wfsa.alphabet or ()), *(arc.label.symbol for arc in wfsa.arcs if isinstance(arc.label, Sym))]
+    if symbols is None:  # labels are the symbols' text: distinct symbols must print differently
+        _names_of(mentioned)
+    if all(isinstance(x, int) and not isinstance(x, bool) for x in mentioned):
+        epsilon = "0"  # OpenFst's own integer labels: the file loads without a symbol table
+    else:
+        epsilon = wfsa.alphabet.epsilon if wfsa.alphabet is not None else _EPSILON_SPELLINGS[0]
+    label_text = _label_writer(symbols, epsilon)
 
     def weight_text(value: Any, where: str) -> str | None:
         try:
@@ -494,6 +766,11 @@ def write_att(
         text = label_text(label, where)
         fields = [str(src), str(dst), text] if acceptor else [str(src), str(dst), text, text]
         shown = weight_text(weight, where)
+        if not acceptor and shown is None and _parse_number(text) is not None:
+            shown = _format_number(codec.encode(weight))  # "s d 2 2" would also read as an acceptor arc
+        ambiguous = shown is not None and _DIGITS.fullmatch(shown) and (shown == text or not label.consumes)
+        if acceptor and ambiguous and (shown == text or int(str(shown)) == SymbolTable.EPSILON_ID):
+            shown = repr(float(str(shown)))  # "s d 0 0" would also read as a transducer arc: write "0.0"
         return "\t".join(fields + ([shown] if shown is not None else []))
 
     arc_lines: list[tuple[int, str]] = []  # (source state, line)
@@ -537,4 +814,7 @@ def write_att(
     else:  # a start state with no lines: a zero final weight names it without making it final
         first = [f"{start}\t{_format_number(codec.encode(semiring.zero))}"]
     body = first + others + [final_lines[q] for q in sorted(final_lines)]
-    return "".join(line + "\n" for line in body)
+    text = "".join(line + "\n" for line in body)
+    if file is not None:
+        _write_to(file, text, "write_att")
+    return text

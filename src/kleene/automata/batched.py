@@ -112,7 +112,7 @@ class DenseWFSA:
         if table is None:
             raise AlphabetError("DenseWFSA needs a symbol table: the automaton declares no alphabet")
         s = wfsa.semiring
-        dtype = dtype or (torch.bool if s.name == "boolean" else torch.float64)
+        dtype = dtype or torch.from_numpy(np.zeros(0, dtype=s.numpy_dtype)).dtype
         q = wfsa.num_states
         rows = [s.zeros((q, q))] + [wfsa.transition_matrix(x, env) for x in table]
 

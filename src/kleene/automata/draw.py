@@ -81,7 +81,7 @@ def arc_label(wfsa: WFSA, index: int, env: Env | None = None, show_weights: bool
     """
     arc = wfsa.arcs[index]
     label = _label_text(arc)
-    if not show_weights or wfsa.semiring.name == "boolean":
+    if not show_weights or wfsa.semiring.weightless:
         return label
     if isinstance(arc.label, Sym):
         weight = _evaluated(wfsa, arc.weight, env, arc.label.symbol, f"arc {index}")
@@ -113,7 +113,7 @@ def state_weight_label(
     Raises:
         WeightError: ``env`` is given and lacks a value that the weight needs (the message starts with ``where``).
     """
-    if wfsa.semiring.name == "boolean" or (not is_symbolic(weight) and weight == wfsa.semiring.one):
+    if wfsa.semiring.weightless or (not is_symbolic(weight) and weight == wfsa.semiring.one):
         return None
     return format_weight(_evaluated(wfsa, weight, env, None, where), precision=precision)
 

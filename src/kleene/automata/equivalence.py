@@ -22,7 +22,6 @@ import sympy
 
 from kleene.automata.labels import OneOf, Sym
 from kleene.automata.ops import merged_alphabet, remove_epsilon
-from kleene.automata.semiring import LOG, REAL
 from kleene.automata.weights import Env, Weight, is_symbolic
 from kleene.automata.wfsa import WFSA
 from kleene.errors import AlphabetError, DivergenceError, SemiringError
@@ -119,13 +118,13 @@ def _linear_form(wfsa: WFSA, symbols: list[Hashable], env: Env | None, side: str
     Raises:
         SemiringError: a semiring other than real or log.
     """
-    if wfsa.semiring not in (REAL, LOG):
+    if not wfsa.semiring.has_real_image:
         raise SemiringError(
-            f"equivalent: the {side} automaton is over the {wfsa.semiring.name} semiring; "
-            "only real and log (compared as real after exponentiating) are supported"
+            f"equivalent: the {side} automaton is over the {wfsa.semiring.name} semiring; only semirings that embed "
+            "into the real field (real, log: compared as real after exponentiating) are supported"
         )
     signed = _series(wfsa, symbols, env)
-    if wfsa.semiring is LOG:  # exponentiated log weights are already non-negative
+    if wfsa.semiring.real_image_nonnegative:  # e.g. exponentiated log weights: no cancellation
         return _LinearForm(signed, signed, log_domain=True)
     try:
         magnitude = _series(_absolute(wfsa), symbols, env)
@@ -141,7 +140,7 @@ def _series(wfsa: WFSA, symbols: list[Hashable], env: Env | None) -> _Series:
     plain = remove_epsilon(wfsa, env=env) if wfsa.has_epsilons else wfsa
 
     def real(values: np.ndarray) -> np.ndarray:
-        return np.exp(values) if wfsa.semiring is LOG else np.asarray(values, dtype=float)
+        return np.asarray(wfsa.semiring.to_real(np.asarray(values, dtype=float)), dtype=float)
 
     n = plain.num_states
     matrices = {
@@ -164,7 +163,7 @@ def _magnitude(weight: Weight) -> Weight:
     return sympy.Abs(weight) if is_symbolic(weight) else abs(weight)
 
 
-def _adds_direction(basis: list[np.ndarray], vector: np.ndarray, tolerance: float) -> bool:
+def adds_direction(basis: list[np.ndarray], vector: np.ndarray, tolerance: float) -> bool:
     """Whether ``vector`` leaves span(``basis``) by more than ``tolerance`` (relative); if so, extend ``basis``.
 
     Note:
@@ -224,7 +223,7 @@ def equivalent(a: WFSA, b: WFSA, env: Env | None = None, tolerance: float = 1e-9
         if abs(score_a - score_b) > tolerance * float(magnitude @ final_magnitude):
             witness = Counterexample(word, form_a.report(score_a), form_b.report(score_b))
             return EquivalenceResult(False, witness, len(basis))
-        if _adds_direction(basis, vector, tolerance):
+        if adds_direction(basis, vector, tolerance):
             for x in symbols:
                 pending.append(((*word, x), vector @ matrices[x], magnitude @ magnitudes[x]))
     return EquivalenceResult(True, None, len(basis))

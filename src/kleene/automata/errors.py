@@ -2,6 +2,8 @@
 
 from kleene.errors import (
     AlphabetError,
+    ArgumentError,
+    BudgetExceededError,
     DivergenceError,
     FormatError,
     KleeneError,
@@ -12,6 +14,8 @@ from kleene.errors import (
 
 __all__ = [
     "AlphabetError",
+    "ArgumentError",
+    "BudgetExceededError",
     "DivergenceError",
     "FormatError",
     "KleeneError",

@@ -96,7 +96,7 @@ def _label_json(label: Label, where: str) -> dict[str, Any]:
 def _weight_json(weight: Weight, semiring: Semiring) -> Any:
     if is_symbolic(weight):
         return _ExactFloatPrinter().doprint(weight)
-    if semiring is BOOLEAN:
+    if isinstance(semiring.one, bool):  # truth values stay JSON booleans
         return bool(weight)
     number = float(weight)
     if math.isinf(number):

@@ -19,6 +19,16 @@ max-times  [0, inf)             max           *             0     1
 boolean    {False, True}        or            and           False True
 ========== ==================== ============= ============= ===== =====
 
+Weighted determinization, pushing, reduction and sampling use ``divide`` (residuals), ``zero_sum_free``,
+``quantize`` (comparing weights up to a delta) and ``to_real``/``from_real`` (the homomorphism of real and log
+onto the reals).
+
+A semiring also owns its storage form (``storage``, ``to_storage``, ``from_storage``), the
+sympy node types the prover reads back (``sym_plus_head``/``sym_times_head``) and its kernel
+algebra for generated code (``kernel``: ⊕ and ⊗ as ``KernelOp``s, spelled per dialect, with
+the rule their reverse mode follows). ``register_semiring`` makes a user-defined one known by
+name; docs/semirings.md shows how to write one.
+
 ``log`` holds log-probabilities (larger is more likely); OpenFst's ``log``
 semiring holds their negatives, which the AT&T reader and writer convert.
 ``min-plus`` is OpenFst's ``tropical``.
@@ -28,14 +38,17 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 import numpy as np
 import sympy
 
-from kleene.errors import DivergenceError, SemiringError, WeightError
+from kleene.errors import CompileError, DivergenceError, SemiringError, WeightError
 
 Array = Any  # numpy.ndarray | torch.Tensor | a Python scalar
+_LN2 = math.log(2.0)
 
 
 def _is_torch(x: object) -> bool:
@@ -62,10 +75,10 @@ def _logsumexp(x: Array, axis: int) -> Array:
         peak = torch.amax(x, dim=axis, keepdim=True)
         peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak)).detach()
         total = torch.sum(torch.exp(x - peak), dim=axis)
-        positive = total > 0
-        safe = torch.where(positive, total, torch.ones_like(total))
+        empty = total == 0  # every term -inf (a NaN term makes ``total`` NaN, and the result NaN)
+        safe = torch.where(empty, torch.ones_like(total), total)
         out = torch.log(safe) + peak.squeeze(axis)
-        return torch.where(positive, out, torch.full_like(out, -math.inf))
+        return torch.where(empty, torch.full_like(out, -math.inf), out)
     arr = np.asarray(x, dtype=float)
     if arr.shape[axis] == 0:
         return np.full(np.delete(arr.shape, axis), -np.inf)
@@ -79,10 +92,14 @@ def _logaddexp(a: Array, b: Array) -> Array:
     if _is_torch(a) or _is_torch(b):
         import torch
 
-        a_t = a if _is_torch(a) else torch.as_tensor(a, dtype=b.dtype)
-        b_t = b if _is_torch(b) else torch.as_tensor(b, dtype=a_t.dtype)
-        a_t, b_t = a_t.expand_as(a_t + b_t), b_t.expand_as(a_t + b_t)
-        return _logsumexp(torch.stack([a_t, b_t]), 0)
+        a_t = a if _is_torch(a) else torch.as_tensor(a, dtype=b.dtype, device=b.device)
+        b_t = b if _is_torch(b) else torch.as_tensor(b, dtype=a_t.dtype, device=a_t.device)
+        # max + log1p(exp(min - max)): elementwise, no stacking; where the max is infinite (both -inf: the zero)
+        # the result is the max itself, with zero gradient through the masked difference rather than NaN
+        high, low = torch.maximum(a_t, b_t), torch.minimum(a_t, b_t)
+        infinite = torch.isinf(high)
+        gap = torch.where(infinite, torch.zeros_like(high), low - high)
+        return torch.where(infinite, high.detach(), high + torch.log1p(torch.exp(gap)))
     return np.logaddexp(a, b)
 
 
@@ -127,6 +144,97 @@ def sympy_constant(value: Any) -> sympy.Expr:
     return sympy.sympify(value)
 
 
+# -- OpenFst weight conventions: maps between a file's numbers and a semiring's values ---------------------------------
+def _openfst_identity(x: Any) -> float:
+    return float(x)
+
+
+def _openfst_negate(x: Any) -> float:
+    return -float(x)
+
+
+def _openfst_probability(cost: float) -> float:
+    return math.exp(-cost)
+
+
+def _openfst_cost_of_probability(p: Any) -> float:
+    p = float(p)
+    if p < 0:
+        raise WeightError(f"{p!r} has no OpenFst weight -log(p): it is negative")
+    return math.inf if p == 0 else -math.log(p)
+
+
+def _openfst_support(cost: float) -> bool:
+    return cost != math.inf
+
+
+def _openfst_cost_of_support(value: Any) -> float:
+    return 0.0 if value else math.inf
+
+
+#: (decode a file number into a value, encode a value as a file number)
+OpenFstCodec = tuple[Callable[[float], Any], Callable[[Any], float]]
+_OPENFST_IDENTITY: OpenFstCodec = (_openfst_identity, _openfst_identity)
+_OPENFST_NEGATION: OpenFstCodec = (_openfst_negate, _openfst_negate)
+_OPENFST_PROBABILITY: OpenFstCodec = (_openfst_probability, _openfst_cost_of_probability)
+_OPENFST_SUPPORT: OpenFstCodec = (_openfst_support, _openfst_cost_of_support)
+
+# ------------------------------------------------------------------------------------------------
+# Kernel algebra: how a semiring's operations are spelled in generated code
+# ------------------------------------------------------------------------------------------------
+#: The code-generation dialects: C++ (the CPU kernels and CUDA) and Triton.
+DIALECTS: tuple[str, ...] = ("c", "triton")
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    """A binary operation of generated kernels: its spelling per dialect and its reverse mode.
+
+    ``spellings[dialect]`` is an expression with the operands ``{a}`` and ``{b}``. ``rule`` says how the
+    gradient of ``a ∘ b ∘ ...`` reaches each operand: ``"sum"`` (all of it, to every operand: ``+``),
+    ``"product"`` (times the product of the other operands: ``*``), ``"softmax"`` (times ``exp(operand -
+    result)``: logaddexp) or ``"select"`` (all of it to the first operand equal to the result, none to the
+    rest: max and min, whose derivative is the argmax route). Every spelling must propagate NaN from
+    either operand (the kernels' ``kleene_max``/``kleene_min`` do; ``std::max`` does not).
+    """
+
+    name: str
+    spellings: Mapping[str, str]
+    rule: Literal["sum", "product", "softmax", "select"]
+
+    def spell(self, dialect: str, a: str, b: str) -> str:
+        """``a ∘ b`` in ``dialect``.
+
+        Raises:
+            CompileError: the operation has no spelling in ``dialect``.
+        """
+        if dialect not in self.spellings:
+            raise CompileError(f"the kernel operation {self.name!r} has no spelling in the {dialect!r} dialect")
+        return self.spellings[dialect].format(a=a, b=b)
+
+
+ADD = KernelOp("add", {"c": "({a} + {b})", "triton": "({a} + {b})"}, "sum")
+MUL = KernelOp("mul", {"c": "({a} * {b})", "triton": "({a} * {b})"}, "product")
+MAX = KernelOp("max", {"c": "kleene_max({a}, {b})", "triton": "_kleene_max({a}, {b})"}, "select")
+MIN = KernelOp("min", {"c": "kleene_min({a}, {b})", "triton": "_kleene_min({a}, {b})"}, "select")
+LOGADDEXP = KernelOp(
+    "logaddexp", {"c": "kleene_logaddexp({a}, {b})", "triton": "_kleene_logaddexp({a}, {b})"}, "softmax"
+)
+
+
+@dataclass(frozen=True)
+class KernelAlgebra:
+    """A (storage) semiring as generated kernels compute it: ⊕ and ⊗ as kernel operations.
+
+    Zero and one are the semiring's own numbers (each dialect spells a number); how the reverse mode of
+    ⊕/⊗ is formed follows from the operations' ``rule``.
+    """
+
+    plus: KernelOp
+    times: KernelOp
+
+
+
 class Semiring(ABC):
     """A commutative semiring ``<K, plus, times, zero, one>`` (see the module table).
 
@@ -151,8 +259,29 @@ class Semiring(ABC):
     k_closed: int | None = None
     #: Every element but zero has a ⊗-inverse (a semifield): weights can be divided (pushing, determinization).
     invertible: bool = True
+    #: Only zero and one exist (boolean): weights carry no information, so drawings and listings omit them.
+    weightless: bool = False
+    #: The semiring is itself the real field (additive inverses exist): ranks and solves apply to its values directly.
+    is_field: bool = False
+    #: ``to_real``/``from_real`` map the semiring homomorphically into the real field (+, ×): Tzeng equivalence,
+    #: Hankel ranks, the linear-algebra reduction and sampling work on that image.
+    has_real_image: bool = False
+    #: Every image under ``to_real`` is >= 0 (log: exp(x)), so no cancellation can occur in the field.
+    real_image_nonnegative: bool = False
     #: The semiring whose ``plus`` picks the best single path (Viterbi).
     viterbi_name: str = ""
+    #: OpenFst arc type -> the homomorphism between that arc type's weights and this semiring's values.
+    openfst_codecs: tuple[tuple[str, OpenFstCodec], ...] = ()
+    #: The arc type whose weights ARE this semiring's values up to OpenFst's sign convention (tropical for min-plus,
+    #: log for log); AT&T text without an arc type is read in it. None: files hold kleene's own numbers.
+    openfst_native: str | None = None
+
+    #: How generated kernels compute in this semiring (``None``: it has no kernel realisation). Only the
+    #: storage semiring's algebra is used (see ``kernel_algebra``).
+    kernel: KernelAlgebra | None = None
+    #: The sympy node types of ``sym_plus``/``sym_times`` results (read back by ``sym_plus_args``/``sym_times_args``).
+    sym_plus_head: type[sympy.Basic] | None = None
+    sym_times_head: type[sympy.Basic] | None = None
 
     # -- scalar and array operations ------------------------------------------------
     @abstractmethod
@@ -292,7 +421,161 @@ class Semiring(ABC):
         """
         return bool(self.zero == -math.inf and self.one == 0.0)
 
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        """A random element in the semiring's usual range, finite and away from overflow (for numeric cross-checks
+        of symbolic identities); signed values lie in ±``scale``."""
+        return float(rng.uniform(-2.0, 1.0))
+
+    # -- OpenFst interchange ------------------------------------------------------------
+    @property
+    def openfst_arc_type(self) -> str | None:
+        """The OpenFst arc type that represents this semiring's values (None: no homomorphic image)."""
+        return self.openfst_codecs[0][0] if self.openfst_codecs else None
+
+    def openfst_codec(self, arc_type: str | None) -> OpenFstCodec:
+        """(decode, encode) between the numbers of an AT&T file of ``arc_type`` and this semiring's values;
+        ``arc_type=None``: the native convention (``openfst_native``), or kleene's own numbers.
+
+        Raises:
+            SemiringError: the arc type's weights do not map onto this semiring.
+        """
+        codecs = dict(self.openfst_codecs)
+        if arc_type is None:
+            return codecs[self.openfst_native] if self.openfst_native else _OPENFST_IDENTITY
+        if arc_type not in codecs:
+            fits = sorted(s.name for s in SEMIRINGS if arc_type in dict(s.openfst_codecs))
+            raise SemiringError(
+                f"OpenFst {arc_type} weights do not map onto the {self.name} semiring; they map onto {', '.join(fits)}"
+            )
+        return codecs[arc_type]
+
+    # -- division and the reals (determinize, push, reduce, sampling) -----------------
+    #: Whether a sum of non-zero weights is never zero (weighted determinization needs it: real weights cancel).
+    zero_sum_free: bool = True
+
+    def divide(self, a: Any, b: Any) -> Any:
+        """The weight ``c`` with ``b ⊗ c = a`` (the residual of weight pushing and determinization).
+
+        Raises:
+            WeightError: ``b`` is the semiring zero.
+            SemiringError: the semiring has no division.
+        """
+        if self.is_zero(b):
+            raise WeightError(f"the {self.name} semiring cannot divide {a!r} by its zero {b!r}")
+        return self._divide(a, b)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        raise SemiringError(f"the {self.name} semiring has no division")
+
+    def quantize(self, value: Any, delta: float) -> Any:
+        """A key equal for weights in the same cell of a ``delta`` grid (OpenFst's ``Quantize``), so that
+        rounding does not tell equal weights apart; infinities are their own keys.
+
+        Additive weights (log, tropical) are quantised as they are; multiplicative ones (real, max-times) on the
+        scale of their logarithm, so that the grid is relative and small weights are not collapsed to zero.
+        """
+        number = float(value)
+        if math.isinf(number):
+            return number
+        return round(number / delta)
+
+    def to_real(self, value: Array) -> Array:
+        """``value`` (a scalar, array or tensor) as real numbers under the homomorphism onto ``<R, +, *>`` (real:
+        itself, log: exp); see ``has_real_image``.
+
+        Raises:
+            SemiringError: the semiring's ⊕ is not an image of + (idempotent semirings pick one path).
+        """
+        raise SemiringError(self._no_real_image())
+
+    def _no_real_image(self) -> str:
+        return f"the {self.name} semiring has no homomorphism onto the real numbers (its ⊕ does not add weights)"
+
+    def from_real(self, value: float) -> Any:
+        """The inverse of ``to_real``.
+
+        Raises:
+            SemiringError: as ``to_real``.
+            WeightError: a real number outside the image (a negative one for log).
+        """
+        raise SemiringError(self._no_real_image())
+
+    def from_probability(self, p: float) -> Any:
+        """The element standing for probability ``p`` in (0, 1] (default: ``p`` itself)."""
+        return p
+
+    def kernel_algebra(self) -> KernelAlgebra:
+        """The kernel realisation of this semiring: its storage semiring's ``kernel``.
+
+        Raises:
+            CompileError: the semiring has no kernel realisation (e.g. boolean), naming it.
+        """
+        algebra = self.storage.kernel
+        if algebra is None:
+            raise CompileError(
+                f"the {self.name} semiring has no kernel realisation (its storage semiring {self.storage.name} "
+                "defines no `kernel`), so it cannot be compiled"
+            )
+        return algebra
+    # -- sparse engine support (numpy arrays) ------------------------------------------
+    @property
+    def log_domain(self) -> bool:
+        """The elements are natural logarithms of their real image (log-weights with a real image: log): cycle sums
+        are linear solves of the image in scaled space (``is_field`` semirings solve their values directly)."""
+        return self.log_weights and self.has_real_image
+
+    #: The numpy ufunc of ``plus`` (used by ``scatter_plus``), for semirings whose plus is one.
+    _plus_ufunc: np.ufunc | None = None
+
+    def scatter_plus(self, out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+        """In place, ``out[index[i]] = out[index[i]] ⊕ values[i]`` for every i (repeated indices accumulate)."""
+        if self._plus_ufunc is not None:
+            self._plus_ufunc.at(out, index, values)
+            return
+        for k, v in zip(index.tolist(), values.tolist()):  # generic and slow: one plus per value
+            out[k] = self.plus(out[k], v)
+
+    def segment_sum(self, values: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
+        """``out[k] = ⊕ {values[i] : index[i] == k}`` for ``k < size`` (zero where nothing lands)."""
+        out: np.ndarray = self.zeros((size,))
+        self.scatter_plus(out, index, values)
+        return out
+
+    def repeated_sum(self, values: np.ndarray, count: int) -> np.ndarray:
+        """``values ⊕ values ⊕ ... (count times)`` elementwise (zero for count 0), by doubling."""
+        result: np.ndarray = self.zeros(np.shape(values))
+        power = np.asarray(values)
+        while count:
+            if count & 1:
+                result = self.plus(result, power)
+            power = self.plus(power, power)
+            count >>= 1
+        return result
+
     # -- symbolic realisation ---------------------------------------------------------
+    def sym_plus_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
+        """The terms of ``e`` when it is a ``sym_plus`` node, else ``None``."""
+        head = self.sym_plus_head
+        return tuple(e.args) if head is not None and isinstance(e, head) else None
+
+    def sym_times_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
+        """The factors of ``e`` when it is a ``sym_times`` node (``x**k`` read as k factors for Mul), else ``None``."""
+        head = self.sym_times_head
+        if head is None:
+            return None
+        if isinstance(e, head):
+            return tuple(e.args)
+        if head is sympy.Mul and isinstance(e, sympy.Pow):
+            base, exponent = e.args
+            if exponent.is_Integer and int(exponent) >= 2:
+                return (base,) * int(exponent)
+        return None
+
+    def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
+        """``e`` mapped by an injective homomorphism into the real field (where sympy decides equality), or
+        ``None`` when the semiring has none (then equality is decided on formal polynomials)."""
+        return None
+
     @abstractmethod
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         ...
@@ -327,6 +610,20 @@ class RealSemiring(Semiring):
     aliases = ("probability", "plus-times", "sum-product")
     zero, one = 0.0, 1.0
     viterbi_name = "max-times"
+    is_field = True
+    has_real_image = True
+    openfst_codecs = (("log", _OPENFST_PROBABILITY),)
+
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return float(rng.uniform(-scale, scale))
+
+    kernel = KernelAlgebra(ADD, MUL)
+    sym_plus_head, sym_times_head = sympy.Add, sympy.Mul
+
+    def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
+        return e
+    _plus_ufunc = np.add
 
     def _check_number(self, number: float, where: str) -> None:
         if math.isinf(number):
@@ -355,6 +652,23 @@ class RealSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return 1.0 / (1.0 - a)
 
+    zero_sum_free = False
+
+    def quantize(self, value: Any, delta: float) -> Any:
+        number = float(value)
+        if number == 0.0 or math.isinf(number):
+            return number
+        return (number > 0, round(math.log(abs(number)) / delta))
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a / b
+
+    def to_real(self, value: Array) -> Array:
+        return float(value) if _is_scalar(value) else value
+
+    def from_real(self, value: float) -> Any:
+        return float(value)
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Add(*terms)
 
@@ -372,6 +686,33 @@ class LogSemiring(Semiring):
     aliases = ("log-sum-exp",)
     zero, one = -math.inf, 0.0
     viterbi_name = "max-plus"
+    has_real_image = True
+    real_image_nonnegative = True
+    openfst_codecs = (("log", _OPENFST_NEGATION),)
+    openfst_native = "log"
+
+    kernel = KernelAlgebra(LOGADDEXP, ADD)
+    sym_times_head = sympy.Add
+
+    def from_probability(self, p: float) -> Any:
+        return math.log(p)
+
+    def sym_plus_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
+        """``log(k1 exp(a1) + k2 exp(a2) + ...)`` as a1 (k1 times), a2 (k2 times), ...; sympy merges equal
+        terms (``log(exp(c) + exp(c))`` is ``log(2 exp(c))``), so small integer counts are read back."""
+        if not isinstance(e, sympy.log):
+            return None
+        out: list[sympy.Basic] = []
+        for part in sympy.Add.make_args(e.args[0]):
+            count, rest = part.as_coeff_Mul()
+            if not isinstance(rest, sympy.exp) or not count.is_Integer or not 1 <= int(count) <= 64:
+                return None
+            out.extend([rest.args[0]] * int(count))
+        return tuple(out)
+
+    def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
+        return sympy.exp(e)  # exp maps the log semiring isomorphically onto (R>=0, +, *)
+    _plus_ufunc = np.logaddexp
 
     def plus(self, a: Array, b: Array) -> Array:
         return _scalar_result(_logaddexp(a, b), a, b)
@@ -391,7 +732,30 @@ class LogSemiring(Semiring):
         return a >= 0.0
 
     def _star_values(self, a: Array) -> Array:
-        return -_apply(-_apply(a, "exp"), "log1p")
+        # -log(1 - e^a) to a few ulps for every a < 0: log(-expm1(a)) near 0 (where 1 - e^a loses digits),
+        # log1p(-exp(a)) below -log 2 (where log(1 - tiny) would round to 0)
+        if _is_torch(a):
+            import torch
+
+            near = a > -_LN2
+            return -torch.where(near, torch.log(-torch.expm1(a)), torch.log1p(-torch.exp(a)))
+        if _is_scalar(a):
+            v = float(a)
+            return -(math.log(-math.expm1(v)) if v > -_LN2 else math.log1p(-math.exp(v)))
+        x = np.asarray(a, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -np.where(x > -_LN2, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a - b
+
+    def to_real(self, value: Array) -> Array:
+        return _apply(value, "exp")
+
+    def from_real(self, value: float) -> Any:
+        if value < 0:
+            raise WeightError(f"{value!r} is negative: it has no logarithm in the log semiring")
+        return math.log(value) if value > 0 else -math.inf
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         live = [t for t in terms if t != -sympy.oo]
@@ -415,7 +779,11 @@ class _MaxPlusLike(Semiring):
 
     idempotent = True
     k_closed = 0
+    sym_times_head = sympy.Add
     _pick_numpy: Callable[..., Any] = staticmethod(np.maximum)
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a - b
 
     def times(self, a: Array, b: Array) -> Array:
         return _scalar_result(a + b, a, b)
@@ -439,6 +807,14 @@ class MaxPlusSemiring(_MaxPlusLike):
     aliases = ("maxplus", "max-sum", "arctic")
     zero, one = -math.inf, 0.0
     best = "max"
+    openfst_codecs = (("tropical", _OPENFST_NEGATION),)
+
+    kernel = KernelAlgebra(MAX, ADD)
+    sym_plus_head = sympy.Max
+
+    def from_probability(self, p: float) -> Any:
+        return math.log(p)
+    _plus_ufunc = np.maximum
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -471,6 +847,15 @@ class MinPlusSemiring(_MaxPlusLike):
     aliases = ("tropical", "minplus", "min-sum")
     zero, one = math.inf, 0.0
     best = "min"
+    openfst_codecs = (("tropical", _OPENFST_IDENTITY),)
+    openfst_native = "tropical"
+
+    kernel = KernelAlgebra(MIN, ADD)
+    sym_plus_head = sympy.Min
+
+    def from_probability(self, p: float) -> Any:
+        return -math.log(p)
+    _plus_ufunc = np.minimum
 
     def plus(self, a: Array, b: Array) -> Array:
         if _is_torch(a) or _is_torch(b):
@@ -505,6 +890,9 @@ class MaxTimesSemiring(Semiring):
     idempotent = True
     best = "max"
     k_closed = 0
+    openfst_codecs = (("tropical", _OPENFST_PROBABILITY),)
+
+    sym_plus_head, sym_times_head = sympy.Max, sympy.Mul
 
     @property
     def storage(self) -> Semiring:
@@ -521,6 +909,10 @@ class MaxTimesSemiring(Semiring):
 
     def from_storage(self, x: Array) -> Array:
         return _apply(x, "exp")
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return float(rng.uniform(0.0, 1.0))
+    _plus_ufunc = np.maximum
 
     def _check_number(self, number: float, where: str) -> None:
         if number < 0 or math.isinf(number):
@@ -552,6 +944,15 @@ class MaxTimesSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return 1.0 if _is_scalar(a) else _apply(a, "ones_like")
 
+    def quantize(self, value: Any, delta: float) -> Any:
+        number = float(value)
+        if number == 0.0 or math.isinf(number):
+            return number
+        return (number > 0, round(math.log(abs(number)) / delta))
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a / b
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Max(*terms) if terms else self.sym_zero
 
@@ -571,6 +972,17 @@ class BooleanSemiring(Semiring):
     idempotent = True
     best = "max"  # False < True
     k_closed = 0
+    weightless = True
+    openfst_codecs = (("tropical", _OPENFST_SUPPORT), ("log", _OPENFST_SUPPORT))
+
+    def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
+        return bool(rng.integers(0, 2))
+
+    sym_plus_head, sym_times_head = sympy.Or, sympy.And
+
+    def from_probability(self, p: float) -> Any:
+        return p > 0
+    _plus_ufunc = np.logical_or
 
     @property
     def numpy_dtype(self) -> type:
@@ -612,6 +1024,9 @@ class BooleanSemiring(Semiring):
             return torch.ones_like(a, dtype=torch.bool)
         return np.ones(np.shape(a), dtype=bool)
 
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a
+
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Or(*terms)
 
@@ -640,10 +1055,39 @@ BOOLEAN = BooleanSemiring()
 SEMIRINGS: tuple[Semiring, ...] = (REAL, LOG, MAX_PLUS, MIN_PLUS, MAX_TIMES, BOOLEAN)
 
 _BY_NAME: dict[str, Semiring] = {}
+_REGISTERED: list[Semiring] = []
+
+
+def _keys(semiring: Semiring) -> list[str]:
+    names = [semiring.name, *semiring.aliases]
+    return [k for n in names for k in dict.fromkeys((n.strip().lower(), n.strip().lower().replace("-", "_")))]
+
+
+def register_semiring(semiring: Semiring) -> Semiring:
+    """Make ``get_semiring`` (and so every API taking a semiring name) find ``semiring`` by its name and aliases.
+
+    Registering the same object again is a no-op; returns ``semiring``.
+
+    Raises:
+        SemiringError: ``semiring`` is not a ``Semiring``, has no name, or a name or alias already names another
+            semiring.
+    """
+    if not isinstance(semiring, Semiring):
+        raise SemiringError(f"register_semiring expects a Semiring instance, got {semiring!r}")
+    if not semiring.name:
+        raise SemiringError(f"{semiring!r}: a semiring needs a non-empty `name` to be registered")
+    for key in _keys(semiring):
+        if key in _BY_NAME and _BY_NAME[key] is not semiring:
+            raise SemiringError(f"the name {key!r} already names the {_BY_NAME[key].name} semiring")
+    for key in _keys(semiring):
+        _BY_NAME[key] = semiring
+    if semiring not in _REGISTERED:
+        _REGISTERED.append(semiring)
+    return semiring
+
+
 for _s in SEMIRINGS:
-    for _n in (_s.name, *_s.aliases):
-        _BY_NAME[_n] = _s
-        _BY_NAME[_n.replace("-", "_")] = _s
+    register_semiring(_s)
 
 
 def get_semiring(semiring: str | Semiring) -> Semiring:
@@ -652,6 +1096,6 @@ def get_semiring(semiring: str | Semiring) -> Semiring:
         return semiring
     key = str(semiring).strip().lower()
     if key not in _BY_NAME:
-        known = ", ".join(s.name for s in SEMIRINGS)
+        known = ", ".join(s.name for s in _REGISTERED)
         raise SemiringError(f"unknown semiring {semiring!r}; known: {known} (and 'tropical')")
     return _BY_NAME[key]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import networkx
 
     from kleene.automata.algorithms import ViterbiPath
+    from kleene.automata.equivalence import EquivalenceResult
 
 StateRef = int | str
 
@@ -60,11 +61,34 @@ class WFSA:
             alphabet if isinstance(alphabet, SymbolTable) or alphabet is None else SymbolTable(alphabet)
         )
         self.name = name
+        #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
+        self._version = 0
+        self._sparse_cache: Any = None
         self._names: list[str] = []
         self._index: dict[str, int] = {}
-        self.arcs: list[Arc] = []
+        self._arcs: list[Arc] | None = []
         self.initial: dict[int, Weight] = {}
         self.final: dict[int, Weight] = {}
+
+    # -- arcs ---------------------------------------------------------------------------
+    @property
+    def arcs(self) -> list[Arc]:
+        """The arcs, in insertion order (a fast AT&T read keeps them in its arc store until first asked for)."""
+        if self._arcs is None:
+            from .sparse import materialize_arcs
+
+            self._arcs = materialize_arcs(self)
+        return self._arcs
+
+    @arcs.setter
+    def arcs(self, arcs: list[Arc]) -> None:
+        self._arcs = arcs
+        self._version += 1
+
+    def _arcs_key(self) -> tuple[int, int, int, int]:
+        """Identifies the arcs, states and version the sparse arc store was built for (no materialisation)."""
+        arcs = self._arcs
+        return (self._version, id(arcs), -1 if arcs is None else len(arcs), len(self._names))
 
     # -- construction -------------------------------------------------------------------
     def add_state(self, name: str | None = None) -> int:
@@ -75,6 +99,7 @@ class WFSA:
             raise UnknownStateError(f"state {name!r} already exists")
         self._names.append(name)
         self._index[name] = index
+        self._version += 1
         return index
 
     def add_states(self, *names: str) -> list[int]:
@@ -111,17 +136,20 @@ class WFSA:
                 raise AlphabetError(f"{where}: symbol {lab.symbol!r} is not in the alphabet")
         w = normalize_weight(weight, self.semiring, where, consumes=lab.consumes)
         self.arcs.append(Arc(s, d, lab, w))
+        self._version += 1
         return len(self.arcs) - 1
 
     def set_initial(self, state: StateRef, weight: Any = None) -> None:
         """Make ``state`` initial with weight lambda (semiring one by default)."""
         q = self.state(state)
         self.initial[q] = normalize_weight(weight, self.semiring, f"initial weight of {self._names[q]}", False)
+        self._version += 1
 
     def set_final(self, state: StateRef, weight: Any = None) -> None:
         """Make ``state`` final with weight rho (semiring one by default)."""
         q = self.state(state)
         self.final[q] = normalize_weight(weight, self.semiring, f"final weight of {self._names[q]}", False)
+        self._version += 1
 
     def _name_of(self, ref: StateRef) -> str:
         try:
@@ -142,10 +170,6 @@ class WFSA:
     def state_name(self, index: int) -> str:
         return self._names[index]
 
-    def arcs_from(self, state: StateRef) -> Iterator[Arc]:
-        q = self.state(state)
-        return (a for a in self.arcs if a.src == q)
-
     @property
     def is_symbolic(self) -> bool:
         """Whether any weight is a sympy expression."""
@@ -157,7 +181,9 @@ class WFSA:
         return any(not a.label.consumes for a in self.arcs)
 
     def copy(self) -> WFSA:
-        out = WFSA(self.semiring, self.alphabet, self.name)
+        """An independent copy (states, arcs, weights and a fresh alphabet table; labels and weights are immutable)."""
+        table = None if self.alphabet is None else SymbolTable(self.alphabet, epsilon=self.alphabet.epsilon)
+        out = WFSA(self.semiring, table, self.name)
         out._names = list(self._names)
         out._index = dict(self._index)
         out.arcs = list(self.arcs)
@@ -168,6 +194,124 @@ class WFSA:
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.name else ""
         return f"<WFSA{name} over {self.semiring.name}: {self.num_states} states, {len(self.arcs)} arcs>"
+
+    def __str__(self) -> str:
+        """The AT&T listing: arc lines ``src dst label [weight]`` (start state first), then final lines.
+
+        A numeric automaton is written by ``write_att`` (weights in its convention, e.g. ``-log p`` for log),
+        except that predicate labels are shown as labels (``∀α``, ``{a,b}``, ``Σ∖{a}``), never expanded over
+        the alphabet, and symbols that are not AT&T fields are shown quoted. A symbolic automaton is listed
+        in the same layout with every weight as stored (semiring values and sympy expressions).
+        """
+        from kleene.automata.att import write_att
+
+        if not self.is_symbolic:
+            return write_att(self._displayed())
+        return self._symbolic_listing()
+
+    def _displayed(self) -> WFSA:
+        """A copy whose labels all have an AT&T text: predicates and awkward symbols become display symbols."""
+        from kleene.automata.labels import Epsilon, Sym
+
+        epsilon_names = {"0", "<eps>", "<epsilon>", self.alphabet.epsilon if self.alphabet is not None else ""}
+
+        def field(text: str) -> str:  # whitespace would split the AT&T field
+            return "".join(f"\\u{ord(c):04x}" if c.isspace() else c for c in text)
+
+        def shown(label: Label) -> Label:
+            if isinstance(label, Epsilon):
+                return label
+            if isinstance(label, Sym):
+                text = str(label.symbol)
+                fits = text and not any(c.isspace() for c in text) and text not in epsilon_names
+                return label if fits else Sym(field(repr(text)))
+            return Sym(field(str(label)))
+
+        out = self.copy()
+        out.arcs = [replace(arc, label=shown(arc.label)) for arc in self.arcs]
+        return out
+
+    def _symbolic_listing(self) -> str:
+        one = self.semiring.one
+        weights = list(self.initial.values())
+        if len(weights) == 1 and not is_symbolic(weights[0]) and weights[0] == one:
+            start, lines = next(iter(self.initial)), []
+        else:  # as write_att: a fresh start state with epsilon arcs carrying the initial weights
+            start = self.num_states
+            lines = [f"{start}\t{q}\t<eps>\t{w}" for q, w in self.initial.items()]
+        arcs = sorted(self.arcs, key=lambda arc: arc.src != start)
+        for arc in arcs:
+            label = "<eps>" if not arc.label.consumes else str(arc.label)
+            shown = "" if not is_symbolic(arc.weight) and arc.weight == one else f"\t{arc.weight}"
+            lines.append(f"{arc.src}\t{arc.dst}\t{label}{shown}")
+        for q in sorted(self.final):
+            w = self.final[q]
+            lines.append(str(q) if not is_symbolic(w) and w == one else f"{q}\t{w}")
+        return "".join(line + "\n" for line in lines)
+
+    # -- operators in pynini's spirit (free functions in kleene.automata.ops) -----------
+    def __or__(self, other: WFSA) -> WFSA:
+        """``a | b``: the union ``ops.union(a, b)`` (scores ⊕-added).
+
+        Raises:
+            SemiringError: the operands are over different semirings (naming both).
+            AlphabetError: their alphabets cannot be merged (``ops.union`` merges them otherwise).
+        """
+        if not isinstance(other, WFSA):
+            return NotImplemented
+        from kleene.automata.ops import union
+
+        return union(self, other)
+
+    def __add__(self, other: WFSA) -> WFSA:
+        """``a + b``: the concatenation ``ops.concat(a, b)``, as in pynini.
+
+        Raises:
+            SemiringError: the operands are over different semirings (naming both).
+            AlphabetError: their alphabets cannot be merged.
+        """
+        if not isinstance(other, WFSA):
+            return NotImplemented
+        from kleene.automata.ops import concat
+
+        return concat(self, other)
+
+    def __and__(self, other: WFSA) -> WFSA:
+        """``a & b``: the intersection ``ops.intersect(a, b)`` (scores ⊗-multiplied, over the common alphabet).
+
+        Raises:
+            SemiringError: the operands are over different semirings (naming both).
+        """
+        if not isinstance(other, WFSA):
+            return NotImplemented
+        from kleene.automata.ops import intersect
+
+        return intersect(self, other)
+
+    def star(self) -> WFSA:
+        """The Kleene closure ``ops.kleene_star(a)`` (pynini's ``closure(a)``); see its note on ε-accepting ``a``."""
+        from kleene.automata.ops import kleene_star
+
+        return kleene_star(self)
+
+    def plus(self) -> WFSA:
+        """The closure without the empty string ``ops.kleene_plus(a)`` (pynini's ``a.plus``).
+
+        Note:
+            A method, not an operator: ``a + b`` is concatenation, as in pynini.
+        """
+        from kleene.automata.ops import kleene_plus
+
+        return kleene_plus(self)
+
+    def equivalent(self, other: WFSA, env: Env | None = None, tolerance: float = 1e-9) -> EquivalenceResult:
+        """Whether both automata score every string the same (``equivalence.equivalent``; real and log only).
+
+        ``==`` stays identity: value equality is this method, which also names a distinguishing string.
+        """
+        from kleene.automata.equivalence import equivalent
+
+        return equivalent(self, other, env=env, tolerance=tolerance)
 
     # -- numeric weights --------------------------------------------------------------
     def numeric(self, weight: Weight, symbol: Hashable | None, env: Env | None, where: str) -> Any:
@@ -183,7 +327,9 @@ class WFSA:
     def check_symbol(self, symbol: Hashable, position: int | None = None) -> None:
         if self.alphabet is not None and symbol not in self.alphabet:
             at = f" at position {position}" if position is not None else ""
-            raise AlphabetError(f"symbol {symbol!r}{at} is not in the alphabet {self.alphabet._preview()}")
+            alike = [s for s in self.alphabet if str(s) == str(symbol)]
+            hint = f" (it has {alike[0]!r}, a {type(alike[0]).__name__})" if alike else ""
+            raise AlphabetError(f"symbol {symbol!r}{at} is not in the alphabet {self.alphabet._preview()}{hint}")
 
     def arc_weight(self, arc_index: int, symbol: Hashable | None, env: Env | None = None) -> Any:
         arc = self.arcs[arc_index]
@@ -227,7 +373,7 @@ class WFSA:
         """The semiring sum of the scores of all strings (shortest distance)."""
         from kleene.automata.algorithms import pathsum
 
-        return pathsum(self, env=env)
+        return pathsum(self, env=env, epsilon_cap=epsilon_cap)
 
     def score_symbolic(self, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
         """The score of ``symbols`` as a sympy expression in the weight functions."""

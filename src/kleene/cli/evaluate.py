@@ -1,4 +1,7 @@
-"""``kleene evaluate CHECKPOINT --data NAME [--split test]``: a saved model's loss and accuracy on a data split."""
+"""``kleene evaluate CHECKPOINT [--data NAME] [--split dev]``: a saved model's loss and accuracy on a data split.
+
+The development split is the default: the test split is for the final number only and is read when asked.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("checkpoint", type=Path, help="checkpoint directory")
     parser.add_argument("--data", help="data set (default: the one it was trained on)")
-    parser.add_argument("--split", default="test", choices=["train", "dev", "valid", "test"])
+    parser.add_argument(
+        "--split", default="dev", choices=["train", "dev", "valid", "test"], help="split to evaluate (default: dev)"
+    )
     parser.add_argument("--fold", type=int, help="cross-validation fold (default: the training fold)")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -24,22 +29,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli.report import warn_if_chance
     from kleene.data import load
     from kleene.nn import CheckpointError, TrainConfig, Trainer, load_checkpoint
 
     checkpoint = load_checkpoint(args.checkpoint)
-    metadata = checkpoint.config.get("metadata", {})
+    metadata = checkpoint.config.get("metadata") or {}
     data_name = args.data or metadata.get("data")
-    if not data_name:
-        raise CheckpointError(f"{args.checkpoint}: no data set recorded; pass --data")
-    fold = args.fold if args.fold is not None else int(metadata.get("fold", 0) or 0)
+    if not isinstance(data_name, str) or not data_name:
+        raise CheckpointError(f"{args.checkpoint}: no data set name recorded (got {data_name!r}); pass --data")
+    fold = args.fold if args.fold is not None else metadata.get("fold") or 0
     if checkpoint.vocab is None:
         raise CheckpointError(f"{args.checkpoint}: the checkpoint holds no vocabulary")
-    window = int(metadata.get("training", {}).get("window", 64))
-    config = TrainConfig(batch_size=args.batch_size, window=window, progress=False)
+    training = metadata.get("training") or {}
+    window = training.get("window", 64)
+    carry_state = bool(training.get("carry_state", False))
+    config = TrainConfig(batch_size=args.batch_size, window=window, carry_state=carry_state, progress=False)
+    data = load(data_name, fold)
     trainer = Trainer(
         checkpoint.model,
-        load(data_name, fold),
+        data,
         checkpoint.vocab,
         config,
         model_name=checkpoint.config["model"],
@@ -52,4 +61,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.checkpoint} on {data_name} ({args.split}):")
         for key, value in metrics.items():
             print(f"  {key}: {value:.4f}")
+    warn_if_chance(metrics["accuracy"], data, args.split)
     return 0

@@ -34,6 +34,17 @@ _FLAG_PARAMETERS = {
 }
 
 
+def _positive(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from kleene.rational.zoo import ZOO
 
@@ -46,18 +57,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("target", nargs="?", help="a zoo name or a Python file defining `recurrence` or `build()`")
     parser.add_argument("--all", action="store_true", help="every zoo entry: a table (with --markdown) or JSON list")
-    parser.add_argument("--window", type=int, help="QRNN convolution window K")
-    parser.add_argument("--order", type=int, help="RCNN n-gram order n")
+    parser.add_argument("--window", type=_positive, help="QRNN convolution window K")
+    parser.add_argument("--order", type=_positive, help="RCNN n-gram order n")
     parser.add_argument("--semiring", help="semiring for entries that take one (sopa, rrnn-b)")
-    parser.add_argument("--dim", type=int, help="hidden size d for ISAN and the linear Elman network")
-    parser.add_argument("--layers", type=int, help="layers of a stacked entry (stacked-linear, delayed-linear)")
+    parser.add_argument("--dim", type=_positive, help="hidden size d for ISAN and the linear Elman network")
+    parser.add_argument("--layers", type=_positive, help="layers of a stacked entry (stacked-linear, delayed-linear)")
     parser.add_argument(
         "--flatten",
         action="store_true",
         help="with stacked-linear: also prove its flattening delayed-linear and check that it equals the stack "
         "with delay layers-1 (Theorem 1 of the delayed-RNN paper) for every input",
     )
-    parser.add_argument("--length", type=int, help="SoPa pattern length / CNN filter width")
+    parser.add_argument("--length", type=_positive, help="SoPa pattern length / CNN filter width")
     parser.add_argument("--alphabet", help="comma-separated finite alphabet (history constructions, Hankel ranks)")
     parser.add_argument("--constant-lambda", action="store_true", default=None, help="RCNN with a constant λ")
     parser.add_argument("--json", action="store_true", help="print one JSON object (a list with --all)")
@@ -117,7 +128,7 @@ def _prove(rec: Any, args: argparse.Namespace) -> Any:
     result = prove(rec, hankel=False)
     if isinstance(result, Certificate) and not args.no_cross_check:
         result.cross_check()
-    if args.hankel and rec.ring.name == "real":
+    if args.hankel and rec.ring.is_field:
         from kleene.rational.hankel import hankel_evidence
 
         result.hankel = hankel_evidence(rec, rec.alphabet)
@@ -136,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
     except (_UsageError, KleeneError) as exc:
         print(f"kleene prove: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    if args.flatten and args.json:  # one JSON object holding both certificates and the delay check
+        return _flatten(result, args)
     if args.json:
         print(json.dumps(result.summary(), ensure_ascii=False, indent=2))
     elif args.markdown:
@@ -149,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if args.draw and result.rational:
         for path in result.draw(args.draw):
             print(f"wrote {path}", file=sys.stderr)
-    if args.flatten:
+    if args.flatten and not args.json:
         return _flatten(result, args)
     if result.rational:
         return EXIT_PROVED if result.checked else EXIT_REFUSED
@@ -157,7 +170,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _flatten(stacked: Any, args: argparse.Namespace) -> int:
-    """Prove the delayed flattening of a proved ``stacked-linear`` and check the delay identity."""
+    """Prove the delayed flattening of a proved ``stacked-linear`` and check the delay identity.
+
+    With ``--json`` the output is one JSON object ``{"stacked": ..., "flattened": ..., "delay_check": ...}`` (the
+    stacked certificate's summary is not printed before it).
+    """
+    from dataclasses import asdict
+
     from kleene.rational.flatten import check_delay
     from kleene.rational.zoo import delayed_linear
 
@@ -165,12 +184,20 @@ def _flatten(stacked: Any, args: argparse.Namespace) -> int:
         print("kleene prove: error: --flatten applies to stacked-linear only", file=sys.stderr)
         return EXIT_ERROR
     if not (stacked.rational and stacked.checked):
+        if args.json:
+            print(json.dumps({"stacked": stacked.summary(), "flattened": None, "delay_check": None}, indent=2))
         return EXIT_REFUSED
     layers = args.layers or 2
     delayed = _prove(delayed_linear(layers, args.dim or 1), args)
-    print(delayed.render_markdown() if args.markdown else delayed.render_text())
     check = check_delay(stacked, delayed, layers - 1)
-    print(f"\n{check}")
+    if args.json:
+        counterexample = None if check.counterexample is None else str(check.counterexample)
+        verdict = {**asdict(check), "counterexample": counterexample}
+        document = {"stacked": stacked.summary(), "flattened": delayed.summary(), "delay_check": verdict}
+        print(json.dumps(document, ensure_ascii=False, indent=2, default=str))
+    else:
+        print(delayed.render_markdown() if args.markdown else delayed.render_text())
+        print(f"\n{check}")
     return EXIT_PROVED if delayed.checked and check.holds else EXIT_REFUSED
 
 

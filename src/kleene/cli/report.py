@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,14 +44,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
+def warn_if_chance(accuracy: Any, data: Any, split: str) -> bool:
+    """Print a visible warning on stderr when ``accuracy`` on ``split`` of classification ``data`` does not beat
+    chance (``ClassificationData.chance_bound``: the majority rate plus two standard errors); returns whether it
+    warned."""
+    from kleene.data import ClassificationData
+
+    if not isinstance(data, ClassificationData) or not isinstance(accuracy, (int, float)):
+        return False
+    bound, majority = data.chance_bound(split), data.majority_rate(split)
+    if accuracy > bound:
+        return False
+    print(
+        f"WARNING: the model is at chance level on {data.name} {split}: accuracy {accuracy:.4f} does not beat "
+        f"always predicting the most frequent label ({majority:.4f}; +2 standard errors = {bound:.4f}). "
+        "Train longer or check the data before reading its patterns.",
+        file=sys.stderr,
+    )
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from kleene.nn import SoPaClassifier, load_checkpoint
     from kleene.viz.report import ReportOptions, write_report
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.threads is not None:
+        from kleene.data.checks import check_count
+        from kleene.errors import KleeneError
+
+        torch.set_num_threads(check_count(args.threads, "--threads", minimum=1, error=KleeneError))
     options = ReportOptions(
         patterns=args.patterns,
         documents=args.documents,
@@ -65,5 +89,11 @@ def run(args: argparse.Namespace) -> int:
         name = type(checkpoint.model).__name__
         print(f"kleene report: note: {name} has no patterns; the report holds its facts and curves", file=sys.stderr)
     path = write_report(args.output, checkpoint, data=args.data, options=options, source=args.checkpoint)
+    metadata = checkpoint.config.get("metadata") or {}
+    data_name = args.data or metadata.get("data")
+    if isinstance(data_name, str) and checkpoint.metrics.get("dev_accuracy") is not None:
+        from kleene.data import load
+
+        warn_if_chance(checkpoint.metrics["dev_accuracy"], load(data_name, metadata.get("fold") or 0), "dev")
     print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)")
     return 0

@@ -5,6 +5,7 @@ Examples::
     kleene train cnn --data sst2 --out runs/cnn-sst2
     kleene train bilstm --data subj --fold 3 --epochs 20 --set hidden_size=150
     kleene train lstm-lm --data tinyshakespeare --max-steps 500 --set hidden_size=128
+    kleene train sopa --data my_reviews.tsv             # your own LABEL<TAB>TEXT lines (docs/data.md)
     torchrun --nproc_per_node 2 -m kleene.cli train cnn --data sst2 --max-steps 100   # DistributedDataParallel, gloo
 """
 
@@ -15,18 +16,37 @@ import json
 from pathlib import Path
 from typing import Any
 
+#: Stands for the registered model names in the help text; filled in only when help is shown (the registry loads torch).
+MODELS = "<registered models>"
+
+
+class _ModelsHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help whose ``MODELS`` placeholder becomes the registered model names."""
+
+    def format_help(self) -> str:
+        from kleene.nn.registry import registered_models
+
+        return super().format_help().replace(MODELS, ", ".join(registered_models()))
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "train",
+        formatter_class=_ModelsHelpFormatter,
+        epilog=f"registered models: {MODELS}",
         help="train a registered model on a data set and save a checkpoint",
         description="Train a registered model (kleene.nn.registered_models(), e.g. cnn, bilstm, lstm-lm) with Adam, "
         "gradient clipping, early stopping and learning-rate halving on the development set; the best model is "
         "evaluated on the test set and saved as model.safetensors + config.json. Under torchrun every process trains "
         "on its shard with DistributedDataParallel (gloo).",
     )
-    parser.add_argument("model", help="registered model name")
-    parser.add_argument("--data", required=True, help="sst2, subj, cr, mr (classification); ptb, tinyshakespeare (LM)")
+    parser.add_argument("model", help=f"registered model name: {MODELS}")
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="sst2, subj, cr, mr (classification); ptb, tinyshakespeare (LM); or the path of a LABEL<TAB>TEXT file or "
+        "of a folder of train/dev/test files (docs/data.md)",
+    )
     parser.add_argument("--out", type=Path, help="checkpoint directory (default: runs/MODEL-DATA)")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
@@ -38,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--halve-after", type=int, default=10, help="evaluations without improvement before lr /= 2")
     parser.add_argument("--eval-every", type=int, help="evaluate every N steps (default: every epoch)")
     parser.add_argument("--window", type=int, default=64, help="language models: tokens per training window")
+    parser.add_argument(
+        "--carry-state",
+        action="store_true",
+        help="language models: read the stream in order, each window continuing from the last one's state (TBPTT)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fold", type=int, default=0, help="cross-validation fold for subj, cr, mr (0-9)")
     parser.add_argument("--train-size", type=int, help="train on a seeded random subset of this many examples")
@@ -76,8 +101,11 @@ def run(args: argparse.Namespace) -> int:
 
     from kleene.nn import TrainConfig, train
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.threads is not None:
+        from kleene.data.checks import check_count
+        from kleene.errors import KleeneError
+
+        torch.set_num_threads(check_count(args.threads, "--threads", minimum=1, error=KleeneError))
     config = TrainConfig(
         epochs=args.epochs,
         max_steps=args.max_steps,
@@ -90,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
         eval_every=args.eval_every,
         seed=args.seed,
         window=args.window,
+        carry_state=args.carry_state,
         progress=not args.no_progress,
     )
-    out = args.out or Path("runs") / f"{args.model}-{args.data}"
+    out = args.out or Path("runs") / f"{args.model}-{Path(args.data).stem or 'data'}"
     result = train(
         args.model,
         args.data,

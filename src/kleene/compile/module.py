@@ -7,7 +7,6 @@ to ``(output, final_state)`` with the semantics documented in ``kleene.compile.t
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -18,6 +17,7 @@ from torch import nn
 from kleene.automata.semiring import Semiring
 from kleene.compile.reference import check_inputs, run_reference, static_params
 from kleene.compile.template import Options, OutputMode, Plan, Template, lower
+from kleene.data.checks import check_count, check_features, check_lengths
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -55,9 +55,9 @@ def backends() -> list[str]:
     return sorted(_BACKENDS)
 
 
-def _default_constant(semiring: str) -> float:
-    """0.5 as a probability-like weight, in each storage form."""
-    return {"real": 0.5, "min-plus": math.log(2.0)}.get(semiring, -math.log(2.0))
+def _default_constant(semiring: Semiring) -> float:
+    """Probability 0.5 as the semiring's element, in its storage form."""
+    return float(semiring.to_storage(semiring.from_probability(0.5)))
 
 
 class CompiledRecurrence(nn.Module):
@@ -80,16 +80,21 @@ class CompiledRecurrence(nn.Module):
         init: Mapping[str, float] | None = None,
     ):
         super().__init__()
+        if not isinstance(template, Template):
+            raise CompileError(f"template must be a kleene.compile.Template, got {type(template).__name__}")
         self.template = template
         self.plan = lower(template, semiring, options)
-        self.dim = dim
+        self.dim = check_count(dim, "dim", minimum=1, error=CompileError)
         init = dict(init or {})
         unknown = set(init) - set(template.constants)
         if unknown:
             raise CompileError(f"init names unknown constants {sorted(unknown)}; constants: {template.constants}")
-        default = _default_constant(self.plan.algebra.name)
+        default = _default_constant(self.plan.semiring)
         values = torch.tensor([init.get(c, default) for c in template.constants], dtype=torch.float32)
-        self.constants = nn.Parameter(values[:, None].repeat(1, dim))
+        if template.constants:
+            self.constants = nn.Parameter(values[:, None].repeat(1, dim))
+        else:  # nothing to learn: a (0, dim) buffer, not a parameter without a gradient (DDP refuses those)
+            self.register_buffer("constants", values[:, None].repeat(1, dim))
         self.backend, self._runner = self._choose(backend)
 
     def _choose(self, backend: str) -> tuple[str, Runner]:
@@ -118,20 +123,33 @@ class CompiledRecurrence(nn.Module):
         return static_params(self.plan, self.constants.to(like.dtype), like)
 
     def forward(self, slots: Tensor, lengths: Tensor | None = None, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if slots.dim() == 4 and slots.shape[-1] != self.dim:
+        """Run the recurrence; see the class docstring for the shapes.
+
+        Raises:
+            CompileError: slots that are not a real floating (B, T, S, dim) tensor, lengths that are not one integer
+                in 0..T per sequence, or an h0 that is not a real floating (B, Q, dim) tensor.
+        """
+        shape = f"(B, T, S={self.plan.num_slots}, D={self.dim})"
+        check_features(slots, None, error=CompileError, name="slots", rank=4, shape=shape)
+        if slots.shape[-1] != self.dim:
             raise CompileError(f"slots have D={slots.shape[-1]} dimensions; this module has dim={self.dim}")
+        if h0 is not None:
+            check_features(h0, self.dim, error=CompileError, name="h0", shape=f"(B, Q={self.plan.num_states}, D)")
+        lengths = check_lengths(lengths, slots.shape[0], slots.shape[1], error=CompileError, device=slots.device)
         if slots.dtype not in (torch.float32, torch.float64):
             slots = slots.float()
         if h0 is not None and h0.dtype != slots.dtype:
             h0 = h0.to(slots.dtype)
         checked = check_inputs(self.plan, slots, lengths, h0)
         like = slots.new_empty((1, self.dim))
-        return self._runner(self.plan, slots, self.params(like), checked, h0)
+        # an empty batch has no work to split: the reference runner returns the empty results of every backend
+        runner = run_reference if slots.shape[0] == 0 else self._runner
+        return runner(self.plan, slots, self.params(like), checked, h0)
 
     def extra_repr(self) -> str:
         o = self.plan.options
         return (
-            f"{self.template.name}, semiring={self.plan.algebra.name}, dim={self.dim}, backend={self.backend}, "
+            f"{self.template.name}, semiring={self.plan.semiring.name}, dim={self.dim}, backend={self.backend}, "
             f"restart={o.restart}, output={o.output}, epsilon_cap={o.epsilon_cap}, "
             f"bidirectional={o.bidirectional}"
         )
@@ -157,8 +175,8 @@ def compile(
     ``init`` gives constants' initial values in storage form.
 
     Raises:
-        CompileError: an unknown backend, or a backend that cannot build this plan.
-        WeightError: a template that cannot be compiled for ``semiring``.
+        CompileError: an unknown backend, a backend that cannot build this plan, or a template that cannot be
+            compiled for ``semiring``.
     """
     options = Options(restart=restart, output=output, epsilon_cap=epsilon_cap, bidirectional=bidirectional)
     return CompiledRecurrence(template, semiring, dim, backend, options, init)

@@ -23,12 +23,12 @@ Tensor = torch.Tensor
 # --------------------------------------------------------------------------------------------
 def _factor_value(plan: Plan, factor: Factor, constants: Tensor, like: Tensor) -> Tensor:
     """The static part (constants ⊗ literal) of a factor, one value per dimension."""
-    s = plan.algebra.storage
+    s = plan.storage
     value = s.ones((like.shape[-1],), like=like)
     for c in factor.constants:
         value = s.times(value, constants[c])
     if factor.literal is not None:
-        value = s.times(value, plan.algebra.to_storage(factor.literal))
+        value = s.times(value, plan.semiring.to_storage(factor.literal))
     return value
 
 
@@ -38,7 +38,7 @@ def closure_tensor(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
     Raises:
         DivergenceError: the closure of some dimension diverges (naming the dimension and a cycle of states).
     """
-    s = plan.algebra.storage
+    s = plan.storage
     q, d = plan.num_states, like.shape[-1]
     eye = s.identity(q, like=like).expand(d, q, q)
     template = plan.template
@@ -63,7 +63,7 @@ def static_params(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
         constants: (C, D) learned constants in storage form.
         like: any tensor of the wanted dtype and device whose last dimension is D.
     """
-    s = plan.algebra.storage
+    s = plan.storage
     template = plan.template
     d = like.shape[-1]
     closure = closure_tensor(plan, constants, like) if template.epsilons else None
@@ -145,7 +145,7 @@ def _run_one_direction(
     plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Left-to-right run: per-step outputs (B, T, D), final state (B, Q, D), last output (B, D)."""
-    s = plan.algebra.storage
+    s = plan.storage
     b, _, _, d = slots.shape
     q = plan.num_states
     zero = s.zeros((b, d), like=slots)
@@ -186,7 +186,7 @@ def _run_one_direction(
 
 
 def _emit(plan: Plan, rows: tuple[Tensor, ...], z: list[Tensor], zero: Tensor) -> Tensor:
-    s = plan.algebra.storage
+    s = plan.storage
     terms = [z[q] if p is None else s.times(z[q], rows[p]) for q, p in plan.final]
     return _reduce(s, terms, zero)
 
@@ -215,7 +215,7 @@ def run_reference(
         return steps, final
     if output == "last":
         return last, final
-    s = plan.algebra.storage
+    s = plan.storage
     if steps.shape[1] == 0:
         return s.zeros(last.shape, like=last), final
     return s.sum(steps, axis=1), final

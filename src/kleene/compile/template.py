@@ -15,12 +15,12 @@ weights may not use slots. ``Template.from_wfsa`` reads a kleene ``WFSA`` whose 
 are such products (``mu(ALPHA)`` -> slot ``mu``, free symbol ``gamma`` -> constant).
 
 ``lower(template, semiring, options)`` turns it into a **Plan**, which is what kernels run.
-A plan fixes the kernel algebra and a table of per-dimension **static parameters**
-``params[k, d]`` (built in torch by ``kleene.compile.reference.static_params``,
+A plan fixes the semiring (whose ``kernel_algebra()`` the code generators spell) and a table
+of per-dimension **static parameters** ``params[k, d]`` (built in torch by ``kleene.compile.reference.static_params``,
 differentiable, once per call): the constant/literal part of each move, the entries of the
 epsilon closure ``C = E*`` (exact, Lehmann's algorithm) or ``I ⊕ E ⊕ ... ⊕ E^cap``, the
-start vector ``λ ⊗ C`` and the final weights ρ. With ``⊕``/``⊗`` the storage semiring of
-``plan.algebra``, every backend computes for each sequence b and dimension d::
+start vector ``λ ⊗ C`` and the final weights ρ. With ``⊕``/``⊗`` those of ``plan.storage``
+(the semiring's storage form), every backend computes for each sequence b and dimension d::
 
     z_0 = h0[b, :, d]  if given, else (zero vector if restart else start)
     for t in 0 .. length[b]-1 (dimensions with reverse[d] read step length[b]-1-t):
@@ -34,14 +34,14 @@ start vector ``λ ⊗ C`` and the final weights ρ. With ``⊕``/``⊗`` the sto
 
 The ``reverse`` dimensions are the upper half when ``options.bidirectional`` (D even):
 those run right to left over each sequence's own valid steps, so padding never matters.
-Kernel algebras: ``real`` (+, ×), ``log`` (logaddexp, +), ``max-plus`` (max, +), ``min-plus``;
+Any semiring whose storage form has a ``kernel`` algebra compiles: ``real`` (+, ×), ``log``
+(logaddexp, +), ``max-plus`` (max, +), ``min-plus`` (min, +), user-defined ones (see docs/semirings.md);
 ``max-times`` runs as max-plus on log values (as SoPa does): its slots, constants and
-outputs are log-weights and its literals are converted with ``log``.
+outputs are log-weights and its literals are converted with ``to_storage``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -50,77 +50,12 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from kleene.automata.labels import ANY, EPSILON, AnySymbol
-from kleene.automata.semiring import LOG, MAX_PLUS, MAX_TIMES, MIN_PLUS, REAL, Semiring, get_semiring
+from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
-from kleene.errors import WeightError
+from kleene.errors import CompileError
 
 OutputMode = Literal["steps", "sum", "last"]
-
-
-# --------------------------------------------------------------------------------------------
-# Kernel algebras: how a user-facing semiring is realised in a kernel (one table, keyed by Semiring)
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class KernelAlgebra:
-    """A semiring as kernels compute it.
-
-    ``storage`` is the semiring whose arithmetic runs on stored values (max-times stores
-    logs and runs max-plus). ``plus_rule`` tells a backward pass how a ⊕-reduction
-    routes gradient: ``"sum"`` (1 to every term), ``"softmax"`` (exp(term - result)) or
-    ``"select"`` (all to the first best term); ``times_rule`` is ``"product"`` (the product
-    of the other factors) or ``"add"`` (1 to every factor). The ``c_*`` fields are the
-    C/C++ realisation used by the code generators (``{a}``, ``{b}`` are operands).
-    """
-
-    semiring: Semiring
-    storage: Semiring
-    to_storage: Callable[[float], float]
-    plus_rule: Literal["sum", "softmax", "select"]
-    times_rule: Literal["product", "add"]
-    c_plus: str
-    c_times: str
-    c_zero: str
-    c_one: str
-    #: "max" or "min" for the select rule: which term is best.
-    best: Literal["max", "min", ""] = ""
-
-    @property
-    def name(self) -> str:
-        return self.semiring.name
-
-
-def _log(value: float) -> float:
-    return math.log(value) if value > 0 else -math.inf
-
-
-_ALGEBRAS: dict[str, KernelAlgebra] = {
-    "real": KernelAlgebra(REAL, REAL, float, "sum", "product", "({a} + {b})", "({a} * {b})", "0", "1"),
-    "log": KernelAlgebra(
-        LOG, LOG, float, "softmax", "add", "kleene_logaddexp({a}, {b})", "({a} + {b})", "(-INFINITY)", "0"
-    ),
-    "max-plus": KernelAlgebra(
-        MAX_PLUS, MAX_PLUS, float, "select", "add", "std::max({a}, {b})", "({a} + {b})", "(-INFINITY)", "0", "max"
-    ),
-    "min-plus": KernelAlgebra(
-        MIN_PLUS, MIN_PLUS, float, "select", "add", "std::min({a}, {b})", "({a} + {b})", "(INFINITY)", "0", "min"
-    ),
-    "max-times": KernelAlgebra(
-        MAX_TIMES, MAX_PLUS, _log, "select", "add", "std::max({a}, {b})", "({a} + {b})", "(-INFINITY)", "0", "max"
-    ),
-}
-
-
-def kernel_algebra(semiring: str | Semiring) -> KernelAlgebra:
-    """The kernel realisation of ``semiring`` (real, log, max-plus, min-plus, max-times).
-
-    Raises:
-        WeightError: the semiring has no kernel realisation (boolean).
-    """
-    s = get_semiring(semiring)
-    if s.name not in _ALGEBRAS:
-        raise WeightError(f"the {s.name} semiring cannot be compiled; use one of {sorted(_ALGEBRAS)}")
-    return _ALGEBRAS[s.name]
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,11 +68,6 @@ class Factor:
     slots: tuple[int, ...] = ()
     constants: tuple[int, ...] = ()
     literal: float | None = None
-
-    @property
-    def is_static(self) -> bool:
-        """Whether the factor uses no slot (so it is one value per dimension)."""
-        return not self.slots
 
 
 @dataclass(frozen=True)
@@ -171,29 +101,29 @@ class Template:
         where_all += [(f"epsilon {i}", a) for i, a in enumerate(self.epsilons)]
         for where, arc in where_all:
             if not (0 <= arc.src < n and 0 <= arc.dst < n):
-                raise WeightError(f"{self.name}: {where} joins unknown states {arc.src}->{arc.dst} ({n} states)")
+                raise CompileError(f"{self.name}: {where} joins unknown states {arc.src}->{arc.dst} ({n} states)")
         for where, arc in where_all[len(self.moves) :]:
             if arc.weight.slots:
-                raise WeightError(
+                raise CompileError(
                     f"{self.name}: {where} ({self._arc_text(arc)}) uses a slot; epsilon weights "
                     "must be constants or literals (they consume no step)"
                 )
         for kind, pairs in (("initial", self.initial), ("final", self.final)):
             for q, w in pairs:
                 if not 0 <= q < n:
-                    raise WeightError(f"{self.name}: {kind} weight on unknown state {q}")
+                    raise CompileError(f"{self.name}: {kind} weight on unknown state {q}")
                 if w.slots:
-                    raise WeightError(f"{self.name}: the {kind} weight of {self.states[q]} uses a slot")
+                    raise CompileError(f"{self.name}: the {kind} weight of {self.states[q]} uses a slot")
         everything = [a.weight for _, a in where_all] + [w for _, w in self.initial + self.final]
         for w in everything:
             for s in w.slots:
                 if not 0 <= s < len(self.slots):
-                    raise WeightError(f"{self.name}: slot index {s} out of range")
+                    raise CompileError(f"{self.name}: slot index {s} out of range")
             for c in w.constants:
                 if not 0 <= c < len(self.constants):
-                    raise WeightError(f"{self.name}: constant index {c} out of range")
+                    raise CompileError(f"{self.name}: constant index {c} out of range")
         if not self.final:
-            raise WeightError(f"{self.name}: the template has no final state")
+            raise CompileError(f"{self.name}: the template has no final state")
 
     def _arc_text(self, arc: TemplateArc) -> str:
         return f"{self.states[arc.src]} -> {self.states[arc.dst]}"
@@ -214,10 +144,11 @@ class Template:
             (constants) and numbers (literals); literal-zero arcs are dropped.
 
         Raises:
-            WeightError: a label other than ∀α or ε, or a weight outside that form.
+            CompileError: a label other than ∀α or ε, a weight outside that form, or a semiring without a
+                kernel realisation.
         """
         semiring = wfsa.semiring
-        kernel_algebra(semiring)
+        semiring.kernel_algebra()
         slots: list[str] = []
         constants: list[str] = []
 
@@ -229,7 +160,7 @@ class Template:
         for i, arc in enumerate(wfsa.arcs):
             where = f"arc {i} ({wfsa.state_name(arc.src)} -{arc.label}-> {wfsa.state_name(arc.dst)})"
             if arc.label.consumes and not isinstance(arc.label, AnySymbol):
-                raise WeightError(f"{where}: template arcs consume any symbol (∀α); got label {arc.label}")
+                raise CompileError(f"{where}: template arcs consume any symbol (∀α); got label {arc.label}")
             f = factor(arc.weight, where, arc.label.consumes)
             if f is not None:
                 (moves if arc.label.consumes else epsilons).append(TemplateArc(arc.src, arc.dst, f))
@@ -295,16 +226,14 @@ def _parse_factor(
         if semiring.is_zero(value):
             return None
         return Factor(literal=None if value == semiring.one else value)
-    multiplicative = semiring.name in ("real", "max-times")
-    node = sympy.Mul if multiplicative else sympy.Add
-    parts = weight.args if isinstance(weight, node) else (weight,)
+    parts = semiring.sym_times_args(weight) or (weight,)
     slot_ids: list[int] = []
     const_ids: list[int] = []
     literal: float | None = None
     for part in parts:
         if isinstance(part, AppliedUndef) and part.args == (ALPHA,):
             if not allow_slots:
-                raise WeightError(f"{where}: {part} is a per-step slot, but this weight consumes no step")
+                raise CompileError(f"{where}: {part} is a per-step slot, but this weight consumes no step")
             slot_ids.append(_intern(slots, part.func.__name__))
         elif isinstance(part, sympy.Symbol) and part != ALPHA:
             const_ids.append(_intern(constants, part.name))
@@ -312,9 +241,9 @@ def _parse_factor(
             value = semiring.check(float(part), where)
             literal = value if literal is None else semiring.times(literal, value)
         else:
-            op = "*" if multiplicative else "+"
-            raise WeightError(
-                f"{where}: weight {weight} is not a {semiring.name} product ({op}) of slots f(alpha), "
+            head = semiring.sym_times_head.__name__ if semiring.sym_times_head else "?"
+            raise CompileError(
+                f"{where}: weight {weight} is not a {semiring.name} product ({head}) of slots f(alpha), "
                 f"constants and numbers (offending part: {part})"
             )
     if literal is not None and semiring.is_zero(literal):
@@ -342,10 +271,10 @@ def sopa_pattern(length: int, self_loops: bool = True, epsilons: bool = True, se
     document score over all spans.
 
     Raises:
-        WeightError: ``length`` < 2.
+        CompileError: ``length`` < 2.
     """
     if length < 2:
-        raise WeightError(f"a SoPa pattern needs at least 2 states, got {length}")
+        raise CompileError(f"a SoPa pattern needs at least 2 states, got {length}")
     states = tuple(f"s{i}" for i in range(length))
     slots: list[str] = []
     constants: list[str] = []
@@ -415,9 +344,9 @@ class Options:
 
     def __post_init__(self) -> None:
         if self.output not in ("steps", "sum", "last"):
-            raise WeightError(f"output must be 'steps', 'sum' or 'last', not {self.output!r}")
+            raise CompileError(f"output must be 'steps', 'sum' or 'last', not {self.output!r}")
         if self.epsilon_cap is not None and self.epsilon_cap < 0:
-            raise WeightError(f"epsilon_cap must be None (exact) or >= 0, not {self.epsilon_cap}")
+            raise CompileError(f"epsilon_cap must be None (exact) or >= 0, not {self.epsilon_cap}")
 
 
 @dataclass(frozen=True)
@@ -453,13 +382,23 @@ class Plan:
     """The lowered template a kernel runs (see the module docstring for its semantics)."""
 
     template: Template
-    algebra: KernelAlgebra
+    semiring: Semiring
     options: Options
     moves: tuple[PlanMove, ...]
     closure: tuple[PlanClosure, ...]
     start: tuple[int | None, ...]
     final: tuple[tuple[int, int | None], ...]
     params: tuple[ParamSource, ...] = field(default=())
+
+    @property
+    def storage(self) -> Semiring:
+        """The semiring the kernels compute in (``semiring.storage``)."""
+        return self.semiring.storage
+
+    @property
+    def algebra(self) -> Semiring:
+        """The plan's semiring (older name, kept for readers of ``plan.algebra.storage``/``to_storage``)."""
+        return self.semiring
 
     @property
     def num_states(self) -> int:
@@ -482,7 +421,7 @@ class Plan:
         """A stable text identifying everything generated code depends on."""
         return repr(
             (
-                self.algebra.name,
+                self.semiring.name,
                 self.options,
                 self.moves,
                 self.closure,
@@ -518,17 +457,19 @@ def lower(template: Template, semiring: str | Semiring, options: Options | None 
     """Lower ``template`` for ``semiring`` and ``options`` into a kernel plan.
 
     Raises:
-        WeightError: a literal other than one when ``semiring`` is not the template's.
+        CompileError: the semiring has no kernel realisation, or a literal other than one when ``semiring`` is
+            not the template's.
     """
     options = options or Options()
-    algebra = kernel_algebra(semiring)
-    if algebra.semiring.name != get_semiring(template.semiring).name:
+    target = get_semiring(semiring)
+    target.kernel_algebra()
+    if target is not get_semiring(template.semiring):
         literal_arcs = [a for a in template.moves + template.epsilons if a.weight.literal is not None]
         literal_ends = [w for _, w in template.initial + template.final if w.literal is not None]
         if literal_arcs or literal_ends:
-            raise WeightError(
+            raise CompileError(
                 f"{template.name}: literals are written in the {template.semiring} semiring and cannot be "
-                f"compiled for {algebra.semiring.name} (only literal one/zero carry over)"
+                f"compiled for {target.name} (only literal one/zero carry over)"
             )
     params: list[ParamSource] = []
 
@@ -557,4 +498,4 @@ def lower(template: Template, semiring: str | Semiring, options: Options | None 
         (q, new_param(ParamSource("final", q)) if (w.constants or w.literal is not None) else None)
         for q, w in template.final
     )
-    return Plan(template, algebra, options, tuple(moves), tuple(closure), start, final, tuple(params))
+    return Plan(template, target, options, tuple(moves), tuple(closure), start, final, tuple(params))

@@ -10,14 +10,17 @@ from kleene.data.datasets import (
     LanguageModelData,
     UnknownDatasetError,
     cross_validation_folds,
+    is_data_path,
     load,
     load_classification,
+    load_labelled,
     load_language_model,
     read_classification_file,
 )
 from kleene.data.embeddings import GLOVE_DIM, glove_matrix, load_glove
 from kleene.data.sources import VENDOR_DIR, DatasetNotFoundError, data_roots, find_file, read_lines, read_text
 from kleene.data.vocab import PAD, UNK, Vocabulary
+from kleene.errors import DataError
 
 __all__ = [
     "CLASSIFICATION",
@@ -28,6 +31,7 @@ __all__ = [
     "VENDOR_DIR",
     "Batch",
     "ClassificationData",
+    "DataError",
     "DatasetNotFoundError",
     "Example",
     "LanguageModelData",
@@ -38,10 +42,12 @@ __all__ = [
     "data_roots",
     "find_file",
     "glove_matrix",
+    "is_data_path",
     "language_model_batches",
     "load",
     "load_classification",
     "load_glove",
+    "load_labelled",
     "load_language_model",
     "pad_sequences",
     "read_classification_file",

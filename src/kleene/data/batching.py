@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
+from kleene.data.checks import check_count
 from kleene.data.datasets import Example
 from kleene.data.vocab import Vocabulary
+from kleene.errors import DataError
 
 __all__ = ["Batch", "classification_batches", "language_model_batches", "pad_sequences"]
 
@@ -43,7 +45,7 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[
 
 def _shard(chunks: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
     if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
+        raise DataError(f"rank {rank} outside 0..{world_size - 1}")
     usable = len(chunks) - len(chunks) % world_size
     return chunks[rank:usable:world_size]
 
@@ -66,7 +68,12 @@ def classification_batches(
     rank: int = 0,
     world_size: int = 1,
 ) -> list[Batch]:
-    """Batches of ``batch_size`` examples (the last may be smaller), shuffled per epoch when ``shuffle``."""
+    """Batches of ``batch_size`` examples (the last may be smaller), shuffled per epoch when ``shuffle``.
+
+    Raises:
+        DataError: ``batch_size`` that is not an integer >= 1, or a rank outside 0..world_size-1.
+    """
+    check_count(batch_size, "batch_size", minimum=1, error=DataError)
     order = _order(len(examples), shuffle, seed, epoch)
     chunks = _shard([order[i : i + batch_size] for i in range(0, len(order), batch_size)], rank, world_size)
     batches = []
@@ -88,11 +95,18 @@ def language_model_batches(
     world_size: int = 1,
 ) -> list[Batch]:
     """The stream cut into non-overlapping windows of ``window`` inputs, each predicting the next ``window`` tokens;
-    windows are grouped ``batch_size`` at a time (in stream order, or shuffled per epoch when ``shuffle``)."""
+    windows are grouped ``batch_size`` at a time (in stream order, or shuffled per epoch when ``shuffle``).
+
+    Raises:
+        DataError: ``batch_size`` or ``window`` that is not an integer >= 1, a stream shorter than one window + 1,
+            or a rank outside 0..world_size-1.
+    """
+    check_count(batch_size, "batch_size", minimum=1, error=DataError)
+    check_count(window, "window", minimum=1, error=DataError)
     stream = torch.as_tensor(list(ids), dtype=torch.long)
     count = (len(stream) - 1) // window
     if count == 0:
-        raise ValueError(f"a stream of {len(stream)} tokens is shorter than one window of {window} + 1")
+        raise DataError(f"a stream of {len(stream)} tokens is shorter than one window of {window} + 1")
     inputs = stream[: count * window].view(count, window)
     targets = stream[1 : count * window + 1].view(count, window)
     order = _order(count, shuffle, seed, epoch)

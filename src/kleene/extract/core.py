@@ -17,7 +17,7 @@ from kleene.automata.labels import EPSILON, Sym, SymbolTable
 from kleene.automata.semiring import Semiring
 from kleene.automata.weights import ALPHA, sigmoid
 from kleene.automata.wfsa import WFSA
-from kleene.errors import ExtractionError
+from kleene.errors import ExtractionError, WeightError
 from kleene.rational.certificate import AutomatonProof, Certificate
 from kleene.rational.prover import prove
 from kleene.rational.recurrence import BOS, Recurrence, input_symbol, symbol_atom
@@ -500,17 +500,22 @@ def openfst_arc_type(semiring: Semiring) -> str | None:
 
     real -> log (``−log p``, needs nonnegative weights), log -> log, max-plus/min-plus/max-times -> tropical.
     """
-    return {"real": "log", "log": "log", "max-plus": "tropical", "min-plus": "tropical", "max-times": "tropical"}.get(
-        semiring.name
-    )
+    return semiring.openfst_arc_type
 
 
 def arc_type_usable(wfsa: WFSA) -> bool:
-    """Whether every weight of a constant ``wfsa`` maps into its OpenFst arc type (real: all nonnegative)."""
-    if wfsa.semiring.name != "real":
-        return openfst_arc_type(wfsa.semiring) is not None
+    """Whether every weight of a constant ``wfsa`` maps into its OpenFst arc type (real: only nonnegative ones)."""
+    arc_type = wfsa.semiring.openfst_arc_type
+    if arc_type is None:
+        return False
+    encode = wfsa.semiring.openfst_codec(arc_type)[1]
     weights = [a.weight for a in wfsa.arcs] + list(wfsa.initial.values()) + list(wfsa.final.values())
-    return all(float(w) >= 0 for w in weights)
+    try:
+        for w in weights:
+            encode(w)
+    except WeightError:
+        return False
+    return True
 
 
 def to_numpy(x: Any) -> np.ndarray:

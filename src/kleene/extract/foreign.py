@@ -94,7 +94,8 @@ def from_qrnn_weights(
 ) -> Extraction:
     """A pytorch-qrnn ``QRNNLayer``'s f-pooling cell state, from its ``linear`` weights.
 
-    pytorch-qrnn computes ``Y = linear(cat([x_{t−1}, x_t]))`` (window 2) or ``linear(x_t)`` and
+    pytorch-qrnn computes ``Y = linear(cat([x_t, x_{t−1}]))`` (window 2: the current word's columns
+    first, x_{−1} = 0) or ``linear(x_t)`` and
     splits Y into Z, F (and O with ``output_gate``) along features; ``z = tanh(Z)``,
     ``F = σ(F)``, ``c_t = F ⊙ z + (1 − F) ⊙ c_{t−1}``. The paper's forget gate is ``f = 1 − F
     = σ(−F)``, so the unit's f input has the negated weights (the f ↔ 1 − f swap).
@@ -111,7 +112,7 @@ def from_qrnn_weights(
     if w.shape[0] % parts or b.shape != (w.shape[0],):
         raise ExtractionError(f"weight rows {w.shape[0]} (bias {b.shape}) do not split into {parts} gates")
     d = w.shape[0] // parts
-    rows = w.reshape(w.shape[0], window, n)
+    rows = newest_first_to_oldest_first(w, window)
     z = [AffineInput("tanh", rows[i], float(b[i])) for i in range(d)]
     f = [AffineInput("sigmoid", -rows[d + i], -float(b[d + i])) for i in range(d)]
     units = _gated_units(
@@ -124,13 +125,22 @@ def qrnn_output_gate(weight: Any, bias: Any, vectors: np.ndarray, window: int = 
     """pytorch-qrnn's output gate ``σ(O)`` for a sentence's vectors ``[T, n]`` (for reading h = o ⊙ c)."""
     w, b = to_numpy(weight), to_numpy(bias)
     d = w.shape[0] // 3
-    return windowed_sigmoid(w[2 * d :], b[2 * d :], vectors, window)
+    oldest_first = newest_first_to_oldest_first(w[2 * d :], window)
+    return windowed_sigmoid(oldest_first.reshape(d, -1), b[2 * d :], vectors, window)
+
+
+def newest_first_to_oldest_first(weight: np.ndarray, window: int) -> np.ndarray:
+    """pytorch-qrnn's ``[rows, K·n]`` weights (columns of x_t, then x_{t−1}, ...) as ``[rows, K, n]`` with the
+    oldest word first (``AffineInput``'s and a causal convolution's order)."""
+    rows: np.ndarray = weight.reshape(weight.shape[0], window, -1)[:, ::-1]
+    return np.ascontiguousarray(rows)
 
 
 def windowed_sigmoid(weight: np.ndarray, bias: np.ndarray, vectors: np.ndarray, window: int) -> np.ndarray:
     """``σ(W [v_{t−K+1}; …; v_t] + b)`` for every step of ``vectors`` ``[T, n]`` (zero vectors before the start).
 
-    ``weight`` is ``[d, K·n]`` with the oldest word's columns first (pytorch-qrnn's ``cat([x_{t−1}, x_t])``).
+    ``weight`` is ``[d, K·n]`` with the oldest word's columns first (a causal convolution's order; pytorch-qrnn's
+    weights are newest first: see ``newest_first_to_oldest_first``).
     """
     vectors = np.asarray(vectors, dtype=np.float64)
     padded = np.concatenate([np.zeros((window - 1, vectors.shape[1])), vectors]) if window > 1 else vectors

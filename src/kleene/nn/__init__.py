@@ -2,10 +2,11 @@
 
 from kleene.nn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from kleene.nn.delayed import ConversionError, Delayed, DelayedStack, delayed_from_stacked, delayed_loss_mask
+from kleene.nn.generate import Generation, generate
 from kleene.nn.isan import ISANClassifier, ISANLanguageModel, ISANLayer
 from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel, QRNNLayer
 from kleene.nn.rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
-from kleene.nn.registry import UnknownModelError, build_model, register_model, registered_models
+from kleene.nn.registry import ModelConfigError, UnknownModelError, build_model, register_model, registered_models
 from kleene.nn.rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
 from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
 from kleene.nn.sru import SRUClassifier, SRULanguageModel, SRULayer
@@ -17,6 +18,8 @@ __all__ = [
     "ConversionError",
     "Delayed",
     "DelayedStack",
+    "Generation",
+    "ModelConfigError",
     "TrainConfig",
     "TrainResult",
     "Trainer",
@@ -25,6 +28,7 @@ __all__ = [
     "build_model",
     "delayed_from_stacked",
     "delayed_loss_mask",
+    "generate",
     "load_checkpoint",
     "prepare",
     "register_model",

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from kleene.nn.embedding import word_embedding
+from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import RationalClassifier, RationalLayer, last_states
 
@@ -53,11 +53,20 @@ class CNNClassifier(nn.Module):
         self.head = _mlp(channels, mlp_hidden, num_classes, dropout)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Logits (B, C); an empty document (length 0) pools to zeros.
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (see ``check_token_batch``).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         embedded = self.dropout(self.embedding(tokens)) * length_mask(lengths, tokens.shape[1]).unsqueeze(-1)
-        padded = nn.functional.pad(embedded.transpose(1, 2), (0, self.window - 1))
+        # T = 0: one more zero column, so that the convolution has `window` inputs (no window starts there)
+        extra = self.window - 1 + (tokens.shape[1] == 0)
+        padded = nn.functional.pad(embedded.transpose(1, 2), (0, extra))
         features = torch.relu(self.convolution(padded))  # (B, channels, T): window t covers tokens t..t+window-1
         valid = length_mask(lengths, features.shape[2]).unsqueeze(1)
         pooled = features.masked_fill(~valid, float("-inf")).amax(dim=2)
+        pooled = torch.where((lengths > 0)[:, None], pooled, torch.zeros_like(pooled))
         return self.head(pooled)
 
 
@@ -83,11 +92,24 @@ class BiLSTMClassifier(nn.Module):
         self.head = _mlp(2 * hidden_size, mlp_hidden, num_classes, dropout)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        embedded = self.dropout(self.embedding(tokens))
-        packed = nn.utils.rnn.pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        """Logits (B, C); an empty document (length 0) averages to zeros.
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (see ``check_token_batch``).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
+        steps = tokens.shape[1]
+        if tokens.shape[0] == 0:
+            return self.head(self.embedding.weight.new_zeros((0, 2 * self.lstm.hidden_size)))
+        # packing needs one step per row: empty rows read one padding step, whose states are masked out below
+        embedded = nn.functional.pad(self.dropout(self.embedding(tokens)), (0, 0, 0, 1 if steps == 0 else 0))
+        packed = nn.utils.rnn.pack_padded_sequence(
+            embedded, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False
+        )
         states, _ = self.lstm(packed)
-        padded, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=tokens.shape[1])
-        average = padded.sum(dim=1) / lengths.unsqueeze(1).to(padded.dtype)
+        padded, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=embedded.shape[1])
+        padded = padded * length_mask(lengths, embedded.shape[1]).unsqueeze(-1).to(padded.dtype)
+        average = padded.sum(dim=1) / lengths.clamp_min(1).unsqueeze(1).to(padded.dtype)
         return self.head(average)
 
 
@@ -103,10 +125,14 @@ class LSTMLayer(RationalLayer):
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
-        self.output_size = hidden_size
+        self.input_size, self.output_size = input_size, hidden_size
         self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True)
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        lengths = self.check(x, lengths)
+        if x.shape[0] == 0 or x.shape[1] == 0:  # torch's LSTM refuses empty batches and sequences
+            states = x.new_zeros((x.shape[0], x.shape[1], self.output_size))
+            return states, x.new_zeros((x.shape[0], self.output_size)) if h0 is None else h0
         initial = None if h0 is None else (h0.unsqueeze(0), torch.zeros_like(h0).unsqueeze(0))
         states, _ = self.lstm(x, initial)
         states = states * length_mask(lengths, x.shape[1]).unsqueeze(-1).to(states.dtype)
@@ -149,6 +175,14 @@ class LSTMLanguageModel(nn.Module):
             self.output.weight = self.embedding.weight
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Next-token logits (B, T, V) (``lengths`` is checked; the logits at padded positions are not masked).
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (see ``check_token_batch``).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
+        if tokens.shape[0] == 0 or tokens.shape[1] == 0:  # torch's LSTM refuses empty batches and sequences
+            return self.output.weight.new_zeros((*tokens.shape, self.output.out_features))
         states, _ = self.lstm(self.dropout(self.embedding(tokens)))
         return self.output(self.dropout(states))
 

@@ -118,7 +118,8 @@ def read_config(path: str | Path) -> dict[str, Any]:
     """The checked ``config.json`` of the checkpoint at ``path`` (its directory or the config file).
 
     Raises:
-        CheckpointError: missing files, malformed JSON, or a config without the kleene format tag and model name.
+        CheckpointError: missing files, malformed JSON, a config without the kleene format tag and model name, or
+            fields of the wrong type (metrics, metadata, curve; a vocabulary whose length is not ``vocab_size``).
     """
     config_path = _config_path(Path(path))
     if not config_path.is_file():
@@ -132,6 +133,18 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{config_path}: format {found!r}, expected {FORMAT!r}")
     if not isinstance(config.get("model"), str) or not isinstance(config.get("kwargs"), dict):
         raise CheckpointError(f"{config_path}: needs a string 'model' and an object 'kwargs'")
+    for key, kind, name in (("metrics", dict, "an object"), ("metadata", dict, "an object"), ("curve", list, "a list")):
+        if config.get(key) is not None and not isinstance(config[key], kind):
+            raise CheckpointError(f"{config_path}: {key!r} must be {name}, got {type(config[key]).__name__}")
+    if not all(isinstance(point, dict) for point in config.get("curve") or []):
+        raise CheckpointError(f"{config_path}: 'curve' must be a list of objects")
+    metadata = config.get("metadata") or {}
+    if metadata.get("training") is not None and not isinstance(metadata["training"], dict):
+        raise CheckpointError(f"{config_path}: metadata 'training' must be an object")
+    vocab, size = config.get("vocab"), config["kwargs"].get("vocab_size")
+    if vocab is not None and (not isinstance(vocab, list) or (size is not None and len(vocab) != size)):
+        shown = f"{len(vocab)} tokens" if isinstance(vocab, list) else type(vocab).__name__
+        raise CheckpointError(f"{config_path}: 'vocab' must be a list of vocab_size = {size!r} tokens, got {shown}")
     return config
 
 
@@ -142,6 +155,7 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
         CheckpointError: not a checkpoint directory, malformed config, weights that are not safetensors or do not
             match the rebuilt model.
         UnknownModelError: the model name is not registered (import the module that registers it first).
+        ModelConfigError: keyword arguments the model cannot be built from (an unknown keyword, a wrong type).
     """
     config = read_config(path)
     directory = _config_path(Path(path)).parent

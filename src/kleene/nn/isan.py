@@ -49,6 +49,7 @@ class ISANLayer(RationalLayer):
 
     def __init__(self, input_size: int, hidden_size: int, *, backend: str = "auto"):
         super().__init__()
+        self.input_size = input_size
         self.size = self.output_size = hidden_size
         self.matrix = nn.Linear(input_size, hidden_size * hidden_size)  # W_x = reshape(A v_x + a)
         self.offset = nn.Linear(input_size, hidden_size)  # b_x
@@ -66,6 +67,7 @@ class ISANLayer(RationalLayer):
         self.register_buffer("_slot_index", torch.tensor(positions), persistent=False)
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        lengths = self.check(x, lengths)
         b, t, _ = x.shape
         weights = torch.cat([self.offset(x), self.matrix(x)], -1).index_select(-1, self._slot_index)
         state = h0

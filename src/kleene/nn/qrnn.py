@@ -30,13 +30,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from kleene.nn.embedding import check_token_batch
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     LayerError,
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
+    StreamState,
     compile_layer,
+    full_lengths,
     last_states,
     rrnn_template,
     task_builder,
@@ -75,16 +78,29 @@ class QRNNLayer(RationalLayer):
             raise LayerError(f"zoneout must lie in [0, 1), got {zoneout}")
         self.window, self.pooling, self.zoneout = window, pooling, zoneout
         self.gates = POOLINGS[pooling]
+        self.input_size = input_size
         self.hidden_size = self.output_size = hidden_size
         self.convolution = nn.Conv1d(input_size, len(self.gates) * hidden_size, window)
         # encoder-decoder: V^l h̃_T^l added to every gate's pre-activation
         self.context = nn.Linear(context_size, len(self.gates) * hidden_size, bias=False) if context_size else None
         self.recurrence = compile_layer(rrnn_template("B"), "real", hidden_size, False, backend)
 
-    def gate_values(self, x: Tensor, context: Tensor | None = None) -> dict[str, Tensor]:
-        """Z, F, O, I (B, T, hidden) from the masked convolution (step t sees inputs t-K+1 .. t)."""
-        padded = nn.functional.pad(x.transpose(1, 2), (self.window - 1, 0))
-        pre = self.convolution(padded).transpose(1, 2)
+    def gate_values(
+        self, x: Tensor, context: Tensor | None = None, prev_x: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """Z, F, O, I (B, T, hidden) from the masked convolution (step t sees inputs t-K+1 .. t).
+
+        ``prev_x`` (B, K-1, input): the K-1 inputs before ``x`` (a streamed sequence's earlier chunk, oldest
+        first); zeros when None.
+
+        Raises:
+            LayerError: ``prev_x`` of the wrong shape.
+        """
+        joined = self.previous_inputs(x, prev_x)
+        if x.shape[1] == 0:  # an empty sequence (or chunk): no step, and a convolution needs K inputs
+            pre = x.new_zeros((x.shape[0], 0, self.convolution.out_channels))
+        else:
+            pre = self.convolution(joined.transpose(1, 2)).transpose(1, 2)
         if context is not None:
             if self.context is None:
                 raise LayerError("this QRNN layer was built without context_size; it cannot take a context")
@@ -96,11 +112,35 @@ class QRNNLayer(RationalLayer):
             values["f"] = 1 - keep * (1 - values["f"])
         return values
 
+    def previous_inputs(self, x: Tensor, prev_x: Tensor | None) -> Tensor:
+        """``x`` (B, T, input) preceded by its K-1 previous inputs (zeros when ``prev_x`` is None): (B, K-1+T, input).
+
+        Raises:
+            LayerError: ``prev_x`` is not (B, K-1, input).
+        """
+        expected = (x.shape[0], self.window - 1, x.shape[2])
+        if prev_x is None:
+            prev_x = x.new_zeros(expected)
+        elif tuple(prev_x.shape) != expected:
+            raise LayerError(f"prev_x must have shape (B, window-1, input) = {expected}; got {tuple(prev_x.shape)}")
+        return torch.cat([prev_x.to(x.dtype), x], 1)
+
     def run(
-        self, x: Tensor, lengths: Tensor, context: Tensor | None = None, h0: Tensor | None = None
+        self,
+        x: Tensor,
+        lengths: Tensor,
+        context: Tensor | None = None,
+        h0: Tensor | None = None,
+        prev_x: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor], Tensor]:
-        """(c (B, T, hidden) un-gated pooled states, final WFSA state, gate values, valid-step mask)."""
-        g = self.gate_values(x, context)
+        """(c (B, T, hidden) un-gated pooled states, final WFSA state, gate values, valid-step mask).
+
+        Raises:
+            LayerError: ``x`` or ``lengths`` that do not fit the layer (see ``RationalLayer.check``), or ``prev_x``
+                of the wrong shape.
+        """
+        lengths = self.check(x, lengths)
+        g = self.gate_values(x, context, prev_x)
         u = g["i"] * g["z"] if "i" in g else (1 - g["f"]) * g["z"]
         slots = {"u": u, "f": g["f"]}
         c, final = self.recurrence(torch.stack([slots[s] for s in self.recurrence.template.slots], 2), lengths, h0)
@@ -108,11 +148,36 @@ class QRNNLayer(RationalLayer):
         return c, final, g, valid
 
     def forward(
-        self, x: Tensor, lengths: Tensor, h0: Tensor | None = None, context: Tensor | None = None
+        self,
+        x: Tensor,
+        lengths: Tensor,
+        h0: Tensor | None = None,
+        context: Tensor | None = None,
+        prev_x: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        c, final, g, valid = self.run(x, lengths, context, h0)
+        c, final, g, valid = self.run(x, lengths, context, h0, prev_x)
         h = g["o"] * c if "o" in g else c
         return torch.where(valid, h, torch.zeros_like(h)), final
+
+    def stream(
+        self, x: Tensor, state: Any = None, lengths: Tensor | None = None
+    ) -> tuple[Tensor, StreamState]:
+        """``x`` as the continuation of a sequence: ``state`` is the ``StreamState`` of the chunk before (None: a
+        new sequence). The state keeps the WFSA state and the last K-1 inputs (pytorch-qrnn's ``save_prev_x``),
+        so consecutive chunks give the outputs of the whole sequence. ``lengths`` as in ``forward`` (default: T).
+
+        Raises:
+            LayerError: a state that is not a ``StreamState`` of this layer's shapes.
+        """
+        if state is not None and not isinstance(state, StreamState):
+            raise LayerError(f"a QRNN layer's stream state is a StreamState, got {type(state).__name__}")
+        lengths = full_lengths(x) if lengths is None else lengths
+        h0, prev_x = (None, None) if state is None else (state.recurrence, state.inputs)
+        h, final = self(x, lengths, h0, prev_x=prev_x)
+        joined = self.previous_inputs(x, prev_x)  # the last K-1 valid inputs sit at lengths .. lengths+K-2
+        index = lengths.to(x.device)[:, None] + torch.arange(self.window - 1, device=x.device)[None, :]
+        inputs = torch.gather(joined, 1, index[:, :, None].expand(-1, -1, x.shape[2]))
+        return h, StreamState(final, inputs)
 
 
 class QRNNClassifier(RationalClassifier):
@@ -191,6 +256,17 @@ class QRNNEncoderDecoder(nn.Module):
         return outputs
 
     def forward(self, source: Tensor, source_lengths: Tensor, target: Tensor, target_lengths: Tensor) -> Tensor:
+        """Next-token logits (B, T_target, target_vocab).
+
+        Raises:
+            LayerError: source or target ids outside their vocabularies, lengths that are not one integer in 0..T per
+                sequence, or source and target batches of different sizes.
+        """
+        name = type(self).__name__
+        source, source_lengths = check_token_batch(self.source_embedding, source, source_lengths, f"{name} source")
+        target, target_lengths = check_token_batch(self.target_embedding, target, target_lengths, f"{name} target")
+        if source.shape[0] != target.shape[0]:
+            raise LayerError(f"{name}: {source.shape[0]} source sequences but {target.shape[0]} target sequences")
         encoded = self.encode(source, source_lengths)
         y = self.target_embedding(target)
         for index, layer in enumerate(self.decoder):

@@ -67,6 +67,7 @@ class RCNNLayer(RationalLayer):
         super().__init__()
         template = rcnn_template(order, adaptive_decay)
         dim = hidden_size * (2 if bidirectional else 1)
+        self.input_size = input_size
         self.dim, self.order, self.output_size = dim, order, dim
         self.inputs = nn.Linear(input_size, order * dim, bias=False)  # W_1 .. W_n
         self.decay = nn.Linear(input_size, dim) if adaptive_decay else None

@@ -19,9 +19,18 @@ from typing import Any
 
 from torch import nn
 
-from kleene.errors import UnknownModelError
+from kleene.data.checks import check_count
+from kleene.errors import KleeneError, ModelConfigError, UnknownModelError
 
-__all__ = ["ModelBuilder", "UnknownModelError", "build_model", "model_builder", "register_model", "registered_models"]
+__all__ = [
+    "ModelBuilder",
+    "ModelConfigError",
+    "UnknownModelError",
+    "build_model",
+    "model_builder",
+    "register_model",
+    "registered_models",
+]
 
 ModelBuilder = Callable[..., nn.Module]
 _REGISTRY: dict[str, ModelBuilder] = {}
@@ -56,8 +65,25 @@ def model_builder(name: str) -> ModelBuilder:
 
 
 def build_model(name: str, **kwargs: Any) -> nn.Module:
-    """``builder(**kwargs)`` of the model registered as ``name`` (raises ``UnknownModelError`` for unknown names)."""
-    return model_builder(name)(**kwargs)
+    """``builder(**kwargs)`` of the model registered as ``name``.
+
+    Raises:
+        UnknownModelError: no model registered as ``name``.
+        ModelConfigError: ``vocab_size`` or ``num_classes`` that is not an integer >= 1, or keyword arguments the
+            builder refuses (an unknown keyword, a wrong type or value: the message names the model, the arguments
+            and the builder's own complaint).
+    """
+    builder = model_builder(name)
+    for key in ("vocab_size", "num_classes"):
+        if key in kwargs:
+            check_count(kwargs[key], f"model {name!r}: {key}", minimum=1, error=ModelConfigError)
+    try:
+        return builder(**kwargs)
+    except KleeneError:
+        raise
+    except (TypeError, ValueError, RuntimeError, IndexError, OverflowError) as error:
+        shown = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
+        raise ModelConfigError(f"model {name!r} cannot be built from {shown}: {error}") from error
 
 
 #: Modules of kleene.nn that register models when imported; a new layer module adds its name here.

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -34,8 +34,9 @@ from torch.nn.utils import parametrize
 
 from kleene.automata.semiring import get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from kleene.data.checks import check_count, check_features, check_lengths, check_real
 from kleene.errors import LayerError
-from kleene.nn.embedding import word_embedding
+from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "RationalLanguageModel",
     "RationalLayer",
     "RationalStack",
+    "StreamState",
     "chain_template",
     "rrnn_template",
 ]
@@ -166,15 +168,45 @@ def compile_layer(
 # --------------------------------------------------------------------------------------------
 # Layers
 # --------------------------------------------------------------------------------------------
+def full_lengths(x: Tensor) -> Tensor:
+    """Every sequence of ``x`` (B, T, ...) at its full length T."""
+    return torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device)
+
+
+class StreamState(NamedTuple):
+    """What a layer carries from one chunk of a sequence to the next: its WFSA state (B, Q, D) and, for layers
+    with a convolution window K > 1, the last K-1 inputs (B, K-1, input) (None for the others)."""
+
+    recurrence: Tensor
+    inputs: Tensor | None = None
+
+    def detach(self) -> StreamState:
+        """The same state cut from the graph (truncated backpropagation through time)."""
+        return StreamState(self.recurrence.detach(), None if self.inputs is None else self.inputs.detach())
+
+
 class RationalLayer(nn.Module):
     """One rational recurrent layer: ``forward(x (B, T, in), lengths) -> (h (B, T, out), final state)``.
 
     Subclasses set ``self.recurrence`` (a compiled template) and implement ``slots(x) -> (B, T, S, D)``
-    and ``output(c, x, gates) -> h``. Padded positions of the output are zero.
+    and ``output(c, x, gates) -> h``. Padded positions of the output are zero. Subclasses set ``input_size``.
     """
 
     recurrence: CompiledRecurrence
+    input_size: int
     output_size: int
+
+    def check(self, x: Any, lengths: Any) -> Tensor:
+        """The checked lengths (int64, on x's device) of a layer input ``x``.
+
+        Raises:
+            LayerError: ``x`` is not a real floating (B, T, input_size) tensor, or ``lengths`` is not one integer in
+                0..T per sequence.
+        """
+        name = type(self).__name__
+        check_features(x, self.input_size, error=LayerError, name=f"{name} input x")
+        batch, steps = x.shape[0], x.shape[1]
+        return check_lengths(lengths, batch, steps, error=LayerError, device=x.device, name=f"{name}: lengths")
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         raise NotImplementedError
@@ -183,11 +215,29 @@ class RationalLayer(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        lengths = self.check(x, lengths)
         slots, extra = self.slots(x)
         c, final = self.recurrence(slots, lengths, h0)
         h = self.output(c, x, extra)
         valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
         return torch.where(valid, h, torch.zeros_like(h)), final
+
+    def stream(self, x: Tensor, state: Any = None, lengths: Tensor | None = None) -> tuple[Tensor, StreamState]:
+        """``x`` as the continuation of a sequence whose previous chunk left ``state`` (None: a new sequence):
+        consecutive chunks give the outputs of the whole sequence. ``lengths`` as in ``forward`` (default: T);
+        a sequence shorter than T ends inside this chunk and its state is the one at its length.
+
+        Raises:
+            LayerError: a state that is not a ``StreamState``, or a bidirectional layer (its backward direction
+                reads each chunk's end first).
+        """
+        if state is not None and not isinstance(state, StreamState):
+            raise LayerError(f"a stream state is a StreamState, got {type(state).__name__}")
+        if self.recurrence.plan.options.bidirectional:
+            raise LayerError("a bidirectional layer cannot stream: its backward direction reads each chunk's end first")
+        lengths = full_lengths(x) if lengths is None else lengths
+        h, final = self(x, lengths, None if state is None else state.recurrence)
+        return h, StreamState(final)
 
 
 class RRNNLayer(RationalLayer):
@@ -210,6 +260,7 @@ class RRNNLayer(RationalLayer):
     ):
         super().__init__()
         template = rrnn_template(kind)
+        self.input_size = input_size
         self.kind, self.output_gate = kind, output_gate
         self.algebra = get_semiring("max-plus" if kind == "B-maxplus" else "real")
         self.semiring = self.algebra.name
@@ -330,6 +381,28 @@ class RationalStack(nn.Module):
         mask = torch.bernoulli(x.new_full((x.shape[0], 1, x.shape[2]), keep)) / keep
         return x * mask
 
+    def stream(
+        self, x: Tensor, states: Sequence[StreamState] | None = None, lengths: Tensor | None = None
+    ) -> tuple[Tensor, list[StreamState]]:
+        """Each layer's ``stream``: ``x`` continues the sequence whose previous chunk left ``states`` (one per layer;
+        None: a new sequence). Returns the last layer's outputs and the states for the next chunk. In training,
+        variational dropout draws its mask per chunk.
+
+        Raises:
+            LayerError: ``states`` of the wrong length.
+        """
+        if states is not None and len(states) != len(self.layers):
+            raise LayerError(f"states must hold one state per layer ({len(self.layers)}); got {len(states)}")
+        new_states = []
+        for index, layer in enumerate(self.layers):
+            if index:
+                x = self.vertical(x)
+            assert isinstance(layer, RationalLayer)
+            h, state = layer.stream(self.variational(x), None if states is None else states[index], lengths)
+            x = torch.cat([x, h], -1) if self.dense else h
+            new_states.append(state)
+        return x, new_states
+
     def forward(
         self, x: Tensor, lengths: Tensor, states: Sequence[Tensor | None] | None = None
     ) -> tuple[Tensor, list[Tensor]]:
@@ -348,13 +421,28 @@ class RationalStack(nn.Module):
 # --------------------------------------------------------------------------------------------
 def last_states(h: Tensor, lengths: Tensor, bidirectional: bool) -> Tensor:
     """The sequence representation: h at each sequence's last valid step (forward half) and at step 0
-    (backward half, which has read the whole sequence there)."""
+    (backward half, which has read the whole sequence there). An empty sequence is represented by zeros, as its
+    padded positions are (so T = 0 and a zero length with T > 0 agree)."""
+    if h.shape[1] == 0:
+        return h.new_zeros((h.shape[0], h.shape[2]))
     index = (lengths - 1).clamp_min(0)
     forward = h[torch.arange(h.shape[0], device=h.device), index]
     if not bidirectional:
         return forward
     half = h.shape[-1] // 2
     return torch.cat([forward[:, :half], h[:, 0, half:]], -1)
+
+
+def check_sizes(owner: str, *, sizes: dict[str, Any], dropouts: dict[str, Any]) -> None:
+    """Sizes must be integers >= 1 and dropout probabilities numbers in [0, 1).
+
+    Raises:
+        LayerError: the first value that is not (named with ``owner``).
+    """
+    for key, value in sizes.items():
+        check_count(value, f"{owner}: {key}", minimum=1, error=LayerError)
+    for key, value in dropouts.items():
+        check_real(value, f"{owner}: {key}", minimum=0.0, below=1.0, error=LayerError)
 
 
 def _layer_name(layer: LayerFactory) -> str:
@@ -390,6 +478,13 @@ class RationalClassifier(nn.Module):
         backend: str = "auto",
     ):
         super().__init__()
+        check_sizes(
+            type(self).__name__,
+            sizes={"hidden_size": hidden_size, "num_layers": num_layers, "embedding_dim": embedding_dim,
+                   "mlp_hidden": mlp_hidden, "num_classes": num_classes},
+            dropouts={"embedding_dropout": embedding_dropout, "vertical_dropout": vertical_dropout,
+                      "recurrent_dropout": recurrent_dropout},
+        )  # fmt: skip
         self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
         self.stack = RationalStack.of(
@@ -412,6 +507,12 @@ class RationalClassifier(nn.Module):
         )
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Logits (B, C) or (B, T, V) of ``tokens`` (B, T) ids in 0..vocab_size-1 and ``lengths`` (B,) in 0..T.
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (the message names which and why).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
         return self.head(last_states(h, lengths, self.bidirectional))
 
@@ -438,6 +539,13 @@ class RationalLanguageModel(nn.Module):
         backend: str = "auto",
     ):
         super().__init__()
+        check_sizes(
+            type(self).__name__,
+            sizes={"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
+                   "embedding_dim": embedding_dim},
+            dropouts={"embedding_dropout": embedding_dropout, "vertical_dropout": vertical_dropout,
+                      "recurrent_dropout": recurrent_dropout},
+        )  # fmt: skip
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
         self.stack = RationalStack.of(
@@ -453,8 +561,20 @@ class RationalLanguageModel(nn.Module):
         self.decoder = nn.Linear(self.stack.output_size, vocab_size)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Logits (B, C) or (B, T, V) of ``tokens`` (B, T) ids in 0..vocab_size-1 and ``lengths`` (B,) in 0..T.
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (the message names which and why).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
         return self.decoder(self.dropout(h))
+
+    def stream(self, tokens: Tensor, states: Sequence[StreamState] | None = None) -> tuple[Tensor, list[StreamState]]:
+        """Logits of ``tokens`` (B, T) continuing the streams whose previous chunk left ``states`` (None: new
+        streams), and the states for the next chunk (``RationalStack.stream``)."""
+        h, new_states = self.stack.stream(self.embedding_dropout(self.embedding(tokens)), states)
+        return self.decoder(self.dropout(h)), new_states
 
 
 class RRNNClassifier(RationalClassifier):

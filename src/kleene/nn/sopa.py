@@ -48,7 +48,7 @@ from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
 from kleene.compile.template import OutputMode
 from kleene.errors import SemiringError, SoPaError, WeightError
-from kleene.nn.embedding import word_embedding
+from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
 __all__ = [
@@ -710,7 +710,12 @@ class SoPaClassifier(nn.Module):
         return padded, lengths + 2 * p
 
     def pattern_scores(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        """Document scores (B, P) as numbers (max-times: probabilities)."""
+        """Document scores (B, P) as numbers (max-times: probabilities).
+
+        Raises:
+            LayerError: tokens or lengths that do not fit (see ``kleene.nn.embedding.check_token_batch``).
+        """
+        tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         vectors, padded_lengths = self.embed(tokens, lengths)
         transition_dropout = self.dropout if self.patterns.mode == "reference" else None
         scores = self.patterns(vectors, padded_lengths, transition_dropout)

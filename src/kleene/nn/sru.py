@@ -36,6 +36,7 @@ class SRULayer(RationalLayer):
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = False, backend: str = "auto"):
         super().__init__()
         dim = hidden_size * (2 if bidirectional else 1)
+        self.input_size = input_size
         self.dim = self.output_size = dim
         self.transform = nn.Linear(input_size, dim, bias=False)  # W
         self.gates = nn.Linear(input_size, 2 * dim)  # W_f, W_r with biases

@@ -6,6 +6,11 @@ models) is measured after every epoch (or every ``eval_every`` steps); the learn
 ``halve_after`` evaluations without improvement and training stops after ``patience`` evaluations without
 improvement. The best model on the development set is the one kept, evaluated on the test set and saved.
 
+Language models: by default the stream is cut into independent windows of ``window`` tokens (shuffled, each from
+the initial state). With ``carry_state`` the stream is cut into ``batch_size`` contiguous rows read ``window`` tokens
+at a time in order, and each window continues from the (detached) ``StreamState`` of the one before: truncated
+backpropagation through time over the whole stream, for models with ``stream(tokens, states)`` (the rational LMs).
+
 Distributed: under ``torchrun`` (``WORLD_SIZE`` > 1) ``init_distributed()`` joins a gloo process group; every rank
 trains on its own shard of each epoch's batches, DDP averages the gradients, all ranks evaluate the whole development
 set (so that they take the same schedule decisions), and rank 0 alone writes the checkpoint and shows progress.
@@ -35,10 +40,12 @@ from kleene.data import (
     Vocabulary,
     classification_batches,
     glove_matrix,
+    is_data_path,
     language_model_batches,
     load,
     load_glove,
 )
+from kleene.data.checks import check_count, check_real
 from kleene.errors import TrainingError
 from kleene.nn.checkpoint import save_checkpoint
 from kleene.nn.registry import build_model, model_builder
@@ -51,6 +58,7 @@ __all__ = [
     "init_distributed",
     "prepare",
     "seed_everything",
+    "stream_batches",
     "train",
 ]
 
@@ -73,9 +81,36 @@ def init_distributed() -> tuple[int, int]:
     return 0, 1
 
 
+def stream_batches(ids: list[int], batch_size: int, window: int) -> list[Batch]:
+    """The stream cut into ``batch_size`` contiguous rows, read ``window`` inputs at a time: batch k's row i continues
+    batch k-1's row i (the last batch may be narrower). Targets are the next tokens.
+
+    Raises:
+        TrainingError: a stream too short for one token per row, or a batch size or window below 1.
+    """
+    if batch_size < 1 or window < 1:
+        raise TrainingError(f"batch_size and window must be >= 1; got {batch_size} and {window}")
+    stream = torch.as_tensor(ids, dtype=torch.long)
+    row = (len(stream) - 1) // batch_size
+    if row == 0:
+        raise TrainingError(f"a stream of {len(stream)} tokens is too short for {batch_size} rows of one token + 1")
+    inputs = stream[: batch_size * row].view(batch_size, row)
+    targets = stream[1 : batch_size * row + 1].view(batch_size, row)
+    return [
+        Batch(inputs[:, s : s + window], torch.full((batch_size,), min(window, row - s)), targets[:, s : s + window])
+        for s in range(0, row, window)
+    ]
+
+
 @dataclass
 class TrainConfig:
-    """Training settings (stored in the checkpoint)."""
+    """Training settings (stored in the checkpoint).
+
+    Raises:
+        TrainingError: a count that is not an integer >= 1 (epochs, batch_size, patience, halve_after, window;
+            max_steps and eval_every when given), a learning rate that is not a finite number > 0, or a weight decay
+            or clipping norm that is not a finite number >= 0.
+    """
 
     epochs: int = 10
     max_steps: int | None = None
@@ -88,7 +123,21 @@ class TrainConfig:
     eval_every: int | None = None
     seed: int = 0
     window: int = 64
+    carry_state: bool = False
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "patience", "halve_after", "window", "max_steps", "eval_every"):
+            value = getattr(self, name)
+            if value is not None or name not in ("max_steps", "eval_every"):
+                check_count(value, f"training setting {name}", minimum=1, error=TrainingError)
+        check_count(self.seed, "training setting seed", minimum=0, error=TrainingError)
+        if check_real(self.lr, "training setting lr", minimum=0.0, error=TrainingError) == 0:
+            raise TrainingError("training setting lr must be a finite number > 0, got 0.0")
+        check_real(self.weight_decay, "training setting weight_decay", minimum=0.0, error=TrainingError)
+        check_real(self.clip, "training setting clip", minimum=0.0, error=TrainingError)
+        if not isinstance(self.progress, bool):
+            raise TrainingError(f"training setting progress must be True or False, got {self.progress!r}")
 
 
 @dataclass
@@ -151,6 +200,13 @@ class Trainer:
         self.metadata = metadata or {}
         self.rank, self.world_size = init_distributed()
         self.is_classifier = expected == "classification"
+        if config.carry_state:
+            if self.is_classifier:
+                raise TrainingError("carry_state is for language models; the data set is a classification one")
+            if not callable(getattr(model, "stream", None)):
+                raise TrainingError(f"carry_state needs a model with stream(tokens, states); {model_name!r} has none")
+            if self.world_size > 1:
+                raise TrainingError(f"carry_state runs on one process (WORLD_SIZE is {self.world_size})")
         self._ids: dict[str, list[int]] = {}
         trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
         self.optimizer = torch.optim.Adam(trainable, lr=config.lr, weight_decay=config.weight_decay)
@@ -177,6 +233,8 @@ class Trainer:
             )
         if split not in self._ids:
             self._ids[split] = self.vocab.encode(self.data.split(split))
+        if self.config.carry_state:
+            return stream_batches(self._ids[split], self.config.batch_size, self.config.window)
         return language_model_batches(
             self._ids[split],
             self.config.batch_size,
@@ -206,8 +264,10 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         meter = _Meter()
+        states = None
         for batch in self.batches(split):
-            loss, correct, count = self._loss(self.model(batch.tokens, batch.lengths), batch)
+            logits, states = self._forward(self.model, batch, states)
+            loss, correct, count = self._loss(logits, batch)
             meter.add(float(loss), count, correct, batch.num_tokens)
         self.model.train(was_training)
         summary = meter.summary()
@@ -221,6 +281,14 @@ class Trainer:
         if best is None:
             return True
         return new["accuracy"] > best["accuracy"] if self.is_classifier else new["loss"] < best["loss"]
+
+    def _forward(self, network: nn.Module, batch: Batch, states: Any) -> tuple[torch.Tensor, Any]:
+        """The logits of ``batch``; with ``carry_state`` it continues from ``states`` (None at an epoch's start) and
+        returns the detached states for the next batch."""
+        if not self.config.carry_state:
+            return network(batch.tokens, batch.lengths), None
+        logits, new_states = self.model.stream(batch.tokens, states)  # type: ignore[operator]
+        return logits, [state.detach() for state in new_states]
 
     # -- training ------------------------------------------------------------------------------------------------------
     def _steps(self) -> Iterator[tuple[int, Batch]]:
@@ -250,8 +318,12 @@ class Trainer:
         tokens_seen = 0
         with _progress(config.progress and self.rank == 0, total, self.model_name, self.data.name) as update:
             self.model.train()
+            states, state_epoch = None, -1
             for epoch, batch in self._steps():
-                loss, correct, count = self._loss(self.network(batch.tokens, batch.lengths), batch)
+                if epoch != state_epoch:  # each epoch reads the stream from its start
+                    states, state_epoch = None, epoch
+                logits, states = self._forward(self.network, batch, states)
+                loss, correct, count = self._loss(logits, batch)
                 self.optimizer.zero_grad()
                 loss.backward()
                 if config.clip > 0:
@@ -376,6 +448,10 @@ def prepare(
         TrainingError: a model whose builder declares another ``task`` than the data set's, an unknown
             ``pretrained`` value, or GloVe with an embedding size other than 50.
     """
+    if train_size is not None:
+        check_count(train_size, "train_size", minimum=1, error=TrainingError)
+    if model_kwargs is not None and not isinstance(model_kwargs, dict):
+        raise TrainingError(f"model_kwargs must be a dict of keyword arguments, got {model_kwargs!r}")
     seed_everything(seed)
     data = load(data_name, fold)
     task = "classification" if isinstance(data, ClassificationData) else "language_model"
@@ -424,8 +500,17 @@ def train(
     train_size: int | None = None,
     pretrained: str | None = "glove",
 ) -> TrainResult:
-    """Train a registered model on a named data set (``prepare`` + ``Trainer.fit``)."""
+    """Train a registered model on a named data set or a user's labelled text (``prepare`` + ``Trainer.fit``).
+
+    Note:
+        A data path is recorded in the checkpoint as an absolute path, so that ``kleene evaluate`` and ``kleene
+        report`` find it again from any directory.
+    """
     config = config or TrainConfig()
+    if not isinstance(config, TrainConfig):
+        raise TrainingError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if isinstance(data_name, str) and is_data_path(data_name):
+        data_name = str(Path(data_name).expanduser().resolve())
     model, data, vocab, kwargs = prepare(
         model_name,
         data_name,

@@ -670,14 +670,7 @@ def history_comparison(rec: Recurrence, proof: AutomatonProof) -> str:
 
 def random_value(semiring: Semiring, rng: np.random.Generator, scale: float = 1.0) -> Any:
     """A random element in the semiring's usual range (finite, away from overflow); real values in ±scale."""
-    name = semiring.name
-    if name == "boolean":
-        return bool(rng.integers(0, 2))
-    if name == "max-times":
-        return float(rng.uniform(0.0, 1.0))
-    if name == "real":
-        return float(rng.uniform(-scale, scale))
-    return float(rng.uniform(-2.0, 1.0))
+    return semiring.random_element(rng, scale)
 
 
 def random_environment(

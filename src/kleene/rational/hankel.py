@@ -136,7 +136,7 @@ def hankel_evidence(
     Raises:
         RecurrenceError: a semiring other than real (ranks are linear algebra over a field).
     """
-    if rec.ring.name != "real":
+    if not rec.ring.is_field:
         raise RecurrenceError(f"{rec.name}: Hankel ranks need the real semiring, not {rec.ring.name}")
     alphabet = list(alphabet or rec.alphabet or ["a", "b"])
     output = output or next(iter(rec.outputs))

@@ -446,10 +446,20 @@ def prove(
         hankel: attach Hankel-rank evidence (real semiring only; alphabet default ``a, b``).
 
     Raises:
-        RecurrenceError: a malformed recurrence (undeclared symbols, missing updates, ...).
+        RecurrenceError: ``rec`` that is not a ``Recurrence``, an alphabet that is not a list of hashable symbols, or
+            a malformed recurrence (undeclared symbols, missing updates, ...).
     """
+    if not isinstance(rec, Recurrence):
+        raise RecurrenceError(
+            f"prove needs a kleene Recurrence (build one with kleene.rational.Recurrence or take a zoo entry, e.g. "
+            f"kleene.rational.zoo.ZOO['rrnn-b']()), got {type(rec).__name__} {rec!r:.60}"
+        )
     started = time.perf_counter()
     if alphabet is not None:
+        if isinstance(alphabet, (str, bytes)) or not isinstance(alphabet, Sequence):
+            raise RecurrenceError(f"alphabet must be a list of symbols (not a string), got {alphabet!r:.60}")
+        if not all(isinstance(symbol, Hashable) for symbol in alphabet):
+            raise RecurrenceError(f"alphabet symbols must be hashable, got {list(alphabet)!r:.60}")
         rec.alphabet = list(alphabet)
     try:
         analysis = analyse(rec)
@@ -468,7 +478,7 @@ def prove(
         result = Certificate(rec, automata)
         if check:
             result.check()
-    if hankel and rec.ring.name == "real":
+    if hankel and rec.ring.is_field:
         from kleene.rational.hankel import hankel_evidence
 
         result.hankel = hankel_evidence(rec, rec.alphabet)

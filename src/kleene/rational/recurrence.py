@@ -127,44 +127,10 @@ class SemiringSyntax:
         self.name = semiring.name
 
     def plus_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
-        n = self.name
-        if n == "real" and isinstance(e, sympy.Add):
-            return e.args
-        if n in ("max-plus", "max-times") and isinstance(e, sympy.Max):
-            return e.args
-        if n == "min-plus" and isinstance(e, sympy.Min):
-            return e.args
-        if n == "boolean" and isinstance(e, sympy.Or):
-            return e.args
-        if n == "log" and isinstance(e, sympy.log):
-            return self._log_sum_args(e.args[0])
-        return None
-
-    @staticmethod
-    def _log_sum_args(inside: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
-        """``log(k1 exp(a1) + k2 exp(a2) + ...)`` as a1 (k1 times), a2 (k2 times), ...; sympy merges
-        equal terms (``log(exp(c) + exp(c))`` is ``log(2 exp(c))``), so small integer counts are read back."""
-        out: list[sympy.Basic] = []
-        for part in sympy.Add.make_args(inside):
-            count, rest = part.as_coeff_Mul()
-            if not isinstance(rest, sympy.exp) or not count.is_Integer or not 1 <= int(count) <= 64:
-                return None
-            out.extend([rest.args[0]] * int(count))
-        return tuple(out)
+        return self.semiring.sym_plus_args(e)
 
     def times_args(self, e: sympy.Basic) -> tuple[sympy.Basic, ...] | None:
-        n = self.name
-        if n in ("real", "max-times") and isinstance(e, sympy.Mul):
-            return e.args
-        if n in ("real", "max-times") and isinstance(e, sympy.Pow):
-            base, exponent = e.args
-            if exponent.is_Integer and int(exponent) >= 2:
-                return (base,) * int(exponent)
-        if n in ("max-plus", "min-plus", "log") and isinstance(e, sympy.Add):
-            return e.args
-        if n == "boolean" and isinstance(e, sympy.And):
-            return e.args
-        return None
+        return self.semiring.sym_times_args(e)
 
     def expand(self, e: sympy.Basic, blocked: frozenset[sympy.Symbol] | None = None) -> list[list[sympy.Basic]]:
         """``e`` as a list of products (lists of factors): the semiring sum of the products.
@@ -202,7 +168,8 @@ class SemiringSyntax:
         log semiring through its isomorphism ``exp`` onto the non-negative reals.
         """
         s = self.semiring
-        if self.name == "real":
+        image = s.sym_to_real(e)
+        if image is not None and image == e:  # the real field itself: sympy's polynomial normal form
             return sympy.expand(e)
         terms = [s.sym_times(*p) for p in self.expand(e)]
         terms = [t for t in terms if t != s.sym_zero]
@@ -223,9 +190,9 @@ class SemiringSyntax:
     def residual(self, a: sympy.Basic, b: sympy.Basic) -> str:
         """``""`` when ``a == b`` is decided true; otherwise the difference, printed."""
         a, b = canonical_numbers(a), canonical_numbers(b)
-        if self.name == "log":  # exp maps the log semiring isomorphically onto (R>=0, +, *)
-            a, b = sympy.expand(sympy.exp(a)), sympy.expand(sympy.exp(b))
-        if self.name in ("real", "log"):
+        image_a, image_b = self.semiring.sym_to_real(a), self.semiring.sym_to_real(b)
+        if image_a is not None and image_b is not None:  # decided in the real field (log: through exp)
+            a, b = sympy.expand(image_a), sympy.expand(image_b)
             diff = sympy.expand(a - b)
             if diff != 0 and sympy.simplify(diff) != 0:
                 return str(diff)

@@ -18,6 +18,31 @@ from kleene.rational.recurrence import Recurrence, RecurrenceError, sigmoid
 DEFAULT_ALPHABET = ("a", "b", "c")
 
 
+def _size(entry: str, name: str, value: Any) -> int:
+    """``value`` checked to be an integer >= 1 (not a bool).
+
+    Raises:
+        RecurrenceError: anything else, naming the zoo entry, the argument and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RecurrenceError(f"{entry} needs {name} to be an integer >= 1, got {value!r}")
+    return value
+
+
+def _alphabet(entry: str, alphabet: Any) -> list[Hashable]:
+    """``alphabet`` checked to be a non-empty list (or tuple) of hashable symbols; a string is refused (is "ab" one
+    symbol or two?).
+
+    Raises:
+        RecurrenceError: anything else.
+    """
+    if isinstance(alphabet, (str, bytes)) or not isinstance(alphabet, Sequence) or not alphabet:
+        raise RecurrenceError(f"{entry} needs alphabet to be a non-empty list of symbols, got {alphabet!r}")
+    if not all(isinstance(symbol, Hashable) for symbol in alphabet):
+        raise RecurrenceError(f"{entry}: alphabet symbols must be hashable, got {list(alphabet)!r}")
+    return list(alphabet)
+
+
 def _gated_unit(name: str, doc: str, meaning_u: str, with_nonlinearity: bool = False) -> Recurrence:
     """c_t = f_t ⊙ c_{t−1} + (1 − f_t) ⊙ g_t: Example 6 and its relatives (automaton B)."""
     rec = Recurrence(name, "real", dims="d", doc=doc)
@@ -104,8 +129,7 @@ def rrnn_f() -> Recurrence:
 
 def rcnn(order: int = 2, constant_lambda: bool = False) -> Recurrence:
     """n-gram RCNN (Lei et al. 2016; §4.2 Eq. 14, Appendix B): n + 1 states."""
-    if order < 1:
-        raise RecurrenceError(f"rcnn needs order >= 1, got {order}")
+    _size("rcnn", "order", order)
     kind = "constant" if constant_lambda else "input-only"
     rec = Recurrence(f"rcnn-{order}", "real", dims="d", doc=f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B)")
     cs = rec.states(" ".join(f"c{j}" for j in range(1, order + 1)), init=0)
@@ -130,7 +154,12 @@ def matrix_entry(prefix: str, i: int, j: int, d: int) -> str:
 
 
 def isan(d: int = 2) -> Recurrence:
-    """ISAN (Foerster et al. 2017; §4.3 Eq. 16-18, Appendix C): c_t = W_{x_t} c_{t−1} + b_{x_t}."""
+    """ISAN (Foerster et al. 2017; §4.3 Eq. 16-18, Appendix C): c_t = W_{x_t} c_{t−1} + b_{x_t}.
+
+    Raises:
+        RecurrenceError: ``d`` is not an integer >= 1.
+    """
+    _size("isan", "d", d)
     rec = Recurrence(f"isan-{d}", "real", doc=f"ISAN of hidden size {d} (Eq. 16, Appendix C)")
     cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
     for i in range(1, d + 1):
@@ -142,7 +171,12 @@ def isan(d: int = 2) -> Recurrence:
 
 
 def elman_linear(d: int = 2) -> Recurrence:
-    """The Elman network without nonlinearity (Corollary 14): c_t = W_c c_{t−1} + W_v v_t + b."""
+    """The Elman network without nonlinearity (Corollary 14): c_t = W_c c_{t−1} + W_v v_t + b.
+
+    Raises:
+        RecurrenceError: ``d`` is not an integer >= 1.
+    """
+    _size("elman-linear", "d", d)
     rec = Recurrence(f"elman-linear-{d}", "real", doc=f"linear Elman network of size {d} (Corollary 14)")
     cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
     for i in range(1, d + 1):
@@ -160,8 +194,8 @@ def stack_name(kind: str, layer: int, d: int, *indices: int) -> str:
 
 def _stacked_names(layers: int, d: int) -> list[list[str]]:
     """State names of a stack, one list per layer (1-based, top layer last)."""
-    if layers < 1 or d < 1:
-        raise RecurrenceError(f"a stack needs layers >= 1 and d >= 1, got layers={layers}, d={d}")
+    _size("a stack", "layers", layers)
+    _size("a stack", "d", d)
     return [[stack_name("h", layer, d, i) for i in range(1, d + 1)] for layer in range(1, layers + 1)]
 
 
@@ -262,8 +296,8 @@ def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET, pooli
     ``pooling="f"`` (and fo, whose output gate lies outside the recurrence): ``c_t = f ⊙ c_{t−1} + (1 − f) ⊙ z``;
     ``"ifo"``: ``c_t = f ⊙ c_{t−1} + i ⊙ z`` with an independent input gate.
     """
-    if window < 1:
-        raise RecurrenceError(f"qrnn needs window >= 1, got {window}")
+    _size("qrnn", "window", window)
+    alphabet = _alphabet("qrnn", alphabet)
     if pooling not in ("f", "fo", "ifo"):
         raise RecurrenceError(f"qrnn pooling must be f, fo or ifo, got {pooling!r}")
     ifo = pooling == "ifo"
@@ -285,6 +319,7 @@ def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET, pooli
 
 def t_lstm(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
     """T-LSTM (Balduzzi & Ghifary 2016): gates read x_{t−1} and x_t (Eq. 10)."""
+    alphabet = _alphabet("t-lstm", alphabet)
     rec = Recurrence(
         "t-lstm", "real", dims="d", alphabet=alphabet, doc="T-LSTM: c_t = f⊙c + i⊙z, f and i read x_(t-1), x_t"
     )
@@ -299,6 +334,7 @@ def t_lstm(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
 
 def t_gru(alphabet: Sequence[Hashable] = DEFAULT_ALPHABET) -> Recurrence:
     """T-GRU (Balduzzi & Ghifary 2016): h_t = f⊙h + (1 − f)⊙z with f reading x_{t−1}, x_t."""
+    alphabet = _alphabet("t-gru", alphabet)
     rec = Recurrence(
         "t-gru", "real", dims="d", alphabet=alphabet, doc="T-GRU: h_t = f⊙h + (1−f)⊙z, f reads x_(t-1), x_t"
     )
@@ -321,6 +357,7 @@ def sopa(
     score over time: the document score of Eq. 8 (max-times/max-plus: best span; real:
     expected count).
     """
+    _size("sopa", "length", length)
     rec = Recurrence(
         f"sopa-{length}-{semiring}",
         semiring,

@@ -30,7 +30,7 @@ import torch
 from kleene import __version__
 from kleene.automata.draw import format_number
 from kleene.data.batching import classification_batches
-from kleene.data.datasets import CLASSIFICATION, Example, load_classification
+from kleene.data.datasets import CLASSIFICATION, Example, is_data_path, load_classification
 from kleene.data.vocab import Vocabulary
 from kleene.errors import ReportError
 from kleene.nn.checkpoint import Checkpoint
@@ -192,16 +192,17 @@ def _add_pattern_sections(
         raise ReportError("the checkpoint has no vocabulary; a SoPa report needs the words of its embedding rows")
     if data_name is None:
         raise ReportError("the checkpoint does not record its data set; pass one (--data NAME)")
-    if data_name not in CLASSIFICATION:
+    if data_name not in CLASSIFICATION and not is_data_path(data_name):
         raise ReportError(
-            f"a SoPa report needs a classification data set ({', '.join(CLASSIFICATION)}), not {data_name!r}"
+            f"a SoPa report needs a classification data set ({', '.join(CLASSIFICATION)}, or the path of labelled "
+            f"text), not {data_name!r}"
         )
     fold = int(checkpoint.config.get("metadata", {}).get("fold") or 0)
     dataset = load_classification(data_name, fold)
     classes = model.mlp.layers[-1].out_features  # type: ignore[union-attr]
     if dataset.num_classes != classes:
         raise ReportError(f"data set {data_name!r} has {dataset.num_classes} classes but the model predicts {classes}")
-    names = CLASS_NAMES.get(data_name, tuple(f"class {c}" for c in range(classes)))
+    names = CLASS_NAMES.get(data_name, dataset.labels or tuple(f"class {c}" for c in range(classes)))
     say = _Stages(options.progress)
     dev = _nonempty(dataset.dev)
 

@@ -77,7 +77,7 @@ class Kernels:
 
 
 def _storage_zero(plan: Plan) -> float:
-    return float(plan.algebra.storage.zero)
+    return float(plan.storage.zero)
 
 
 class _GpuRecurrence(torch.autograd.Function):
@@ -286,7 +286,7 @@ def triton_ptx(
     from triton.compiler import ASTSource
 
     value = "*" + _TRITON_TYPES[dtype]
-    sizes = {"T": "i32", "D": "i32", "HALF": "i32"}
+    sizes = {"Tn": "i32", "D": "i32", "HALF": "i32"}
     forward = dict.fromkeys(("slots", "params", "h0", "out", "final_state", "states"), value)
     backward = dict.fromkeys(("slots", "params", "h0", "states", "out", "grad_out", "grad_final", "grad_slots",
                               "grad_params", "grad_h0"), value)

@@ -1,0 +1,202 @@
+"""kleene's sparse automata engine against OpenFst (pynini), side by side in one run.
+
+Three automata, each written as AT&T text once and read by both:
+
+- ``random``: states with uniformly random arcs (tropical costs in [0, 5), 100 symbols);
+- ``lexicon``: a character trie of up to 50k distinct words from the bundled corpora (tropical, final costs);
+- ``eps-cycles``: a log-semiring automaton whose epsilon arcs form cycles (substochastic, so every sum converges).
+
+Operations: read AT&T; score 1000 strings (kleene ``score``; OpenFst: compose the string's acceptor, then the
+shortest distance); pathsum (kleene ``pathsum``; OpenFst ``shortestdistance(reverse=True)`` at the start state).
+Times are wall-clock seconds of one run each (after a warm-up of the reader on a small file); kleene's peak
+Python memory while reading is measured with tracemalloc in a second, untimed read and shown as a multiple of the
+text size.
+
+    python benchmarks/automata_openfst.py --quick     # small sizes, < 1 min
+    python benchmarks/automata_openfst.py             # 100k states / 1M arcs, 50k words, 10k states
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pynini
+import pywrapfst as fst
+
+from kleene.automata import SymbolTable, read_att
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPORA = [ROOT.parent / "shared" / "data", Path("/work/shared/data")]
+
+
+def random_automaton(rng: np.random.Generator, states: int, arcs: int, symbols: int) -> str:
+    src = rng.integers(0, states, arcs)
+    src[:states] = np.arange(states)  # every state has an arc out
+    dst = rng.integers(0, states, arcs)
+    label = rng.integers(1, symbols + 1, arcs)
+    cost = np.round(rng.uniform(0, 5, arcs), 3)
+    lines = [f"{s}\t{d}\t{lab}\t{c}" for s, d, lab, c in zip(src.tolist(), dst.tolist(), label.tolist(), cost.tolist())]
+    lines += [f"{q}\t{c}" for q, c in zip(rng.choice(states, states // 10, replace=False).tolist(),
+                                          np.round(rng.uniform(0, 5, states // 10), 3).tolist())]
+    return "\n".join(lines) + "\n"
+
+
+def words_from_corpora(count: int) -> list[str]:
+    words: dict[str, None] = {}
+    for base in CORPORA:
+        if not base.is_dir():
+            continue
+        for path in sorted(base.glob("*/*.txt")):
+            for token in path.read_text(errors="ignore").split():
+                if token.isalpha() and token.isascii():
+                    words.setdefault(token.lower(), None)
+                    if len(words) >= count:
+                        return list(words)
+    return list(words)
+
+
+def lexicon_trie(words: list[str], rng: np.random.Generator) -> tuple[str, list[str]]:
+    alphabet = sorted({c for w in words for c in w})
+    ids = {c: i + 1 for i, c in enumerate(alphabet)}
+    children: list[dict[str, int]] = [{}]
+    lines, finals = [], []
+    for w in words:
+        q = 0
+        for c in w:
+            nxt = children[q].get(c)
+            if nxt is None:
+                nxt = children[q][c] = len(children)
+                children.append({})
+                lines.append(f"{q}\t{nxt}\t{ids[c]}\t0")
+            q = nxt
+        finals.append(f"{q}\t{round(float(rng.uniform(1, 10)), 3)}")
+    return "\n".join(lines + finals) + "\n", alphabet
+
+
+def epsilon_cycles(rng: np.random.Generator, states: int, symbols: int) -> str:
+    """Log weights (OpenFst costs -log p): each state splits probability 0.9 over ~4 arcs, 1 in 4 an epsilon."""
+    lines = []
+    for q in range(states):
+        out = 4
+        probs = rng.dirichlet(np.ones(out)) * 0.9
+        for p in probs:
+            d = int(rng.integers(0, states))
+            label = 0 if rng.random() < 0.25 else int(rng.integers(1, symbols + 1))
+            lines.append(f"{q}\t{d}\t{label}\t{-math.log(p):.6f}")
+        lines.append(f"{q}\t{-math.log(0.1):.6f}")
+    return "\n".join(lines) + "\n"
+
+
+def walks(text: str, count: int, length: int, rng: np.random.Generator) -> list[list[int]]:
+    """Label-id strings of random walks (epsilons skipped), so that most strings have paths."""
+    arcs: dict[int, list[tuple[int, int]]] = {}
+    start = None
+    for line in text.splitlines():
+        f = line.split("\t")
+        if start is None:
+            start = int(f[0])
+        if len(f) >= 3:
+            arcs.setdefault(int(f[0]), []).append((int(f[1]), int(f[2])))
+    out = []
+    for _ in range(count):
+        q, word = start or 0, []
+        for _ in range(int(rng.integers(1, length + 1))):
+            if q not in arcs:
+                break
+            d, lab = arcs[q][int(rng.integers(0, len(arcs[q])))]
+            if lab:
+                word.append(lab)
+            q = d
+        out.append(word)
+    return out
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def run(name: str, text: str, semiring: str, arc_type: str, table: SymbolTable, words: list[list[int]]) -> list[Any]:
+    rows: list[Any] = []
+    symbols_of = {table.id(s): s for s in table}
+
+    def openfst_read() -> Any:
+        compiler = fst.Compiler(arc_type=arc_type, acceptor=True)
+        compiler.write(text)
+        return compiler.compile()
+
+    k_read, automaton = timed(lambda: read_att(text, semiring, symbols=table, arc_type=arc_type))
+    tracemalloc.start()  # a second read for the memory (tracemalloc slows allocation-heavy code several times)
+    read_att(text, semiring, symbols=table, arc_type=arc_type)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    o_read, machine = timed(openfst_read)
+    rows.append((name, "read AT&T", k_read, o_read, peak / len(text)))
+
+    k_first, _ = timed(lambda: automaton.score([symbols_of[w] for w in words[0]]))  # builds the arc store
+    k_score, ours = timed(lambda: [automaton.score([symbols_of[w] for w in word]) for word in words])
+    machine.arcsort(sort_type="olabel")
+
+    def openfst_scores() -> list[float]:
+        out = []
+        for word in words:
+            string = fst.Compiler(arc_type=arc_type, acceptor=True)
+            string.write("".join(f"{i}\t{i + 1}\t{w}\n" for i, w in enumerate(word)) + f"{len(word)}\n")
+            composed = fst.compose(machine, string.compile())
+            d = fst.shortestdistance(composed, reverse=True) if composed.start() >= 0 else []
+            out.append(float(d[composed.start()]) if composed.start() >= 0 and len(d) else math.inf)
+        return out
+
+    o_score, theirs = timed(openfst_scores)
+    rows.append((name, f"score {len(words)} strings (+{k_first:.2f}s store)", k_score, o_score, None))
+    k_sum, total = timed(automaton.pathsum)
+    o_sum, distance = timed(lambda: fst.shortestdistance(machine, reverse=True))
+    rows.append((name, "pathsum", k_sum, o_sum, None))
+    sign = -1.0 if semiring == "log" else 1.0
+    mismatch = max(abs(sign * a - b) / max(1.0, abs(b)) for a, b in zip(ours, theirs) if math.isfinite(b))
+    print(f"  {name}: max relative score difference {mismatch:.2e}; pathsum kleene {sign * total:.6f} "
+          f"OpenFst {float(distance[machine.start()]):.6f}")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    big = not args.quick
+    states, arcs = (100_000, 1_000_000) if big else (10_000, 100_000)
+    word_count = 50_000 if big else 5_000
+    eps_states = 10_000 if big else 2_000
+    print(f"# {platform.processor() or platform.machine()}, pynini {pynini.__version__}, sizes: random {states} states "
+          f"{arcs} arcs, lexicon {word_count} words, epsilon cycles {eps_states} states")
+    numbers = SymbolTable([str(i) for i in range(1, 101)])
+    read_att("0\t1\t1\t0.5\n1\n", "min-plus", symbols=numbers, arc_type="tropical")  # warm-up
+    rows = []
+    text = random_automaton(rng, states, arcs, 100)
+    rows += run("random", text, "min-plus", "standard", numbers, walks(text, 1000, 8, rng))
+    words = words_from_corpora(word_count)
+    text, alphabet = lexicon_trie(words, rng)
+    letters = SymbolTable(alphabet)
+    rows += run(f"lexicon ({len(words)} words)", text, "min-plus", "standard", letters, walks(text, 1000, 12, rng))
+    text = epsilon_cycles(rng, eps_states, 20)
+    twenty = SymbolTable([str(i) for i in range(1, 21)])
+    rows += run("eps-cycles", text, "log", "log", twenty, walks(text, 1000, 8, rng))
+    print(f"\n{'automaton':<24} {'operation':<36} {'kleene s':>9} {'OpenFst s':>9} {'ratio':>7} {'mem/text':>9}")
+    for name, op, ours, theirs, memory in rows:
+        mem = f"{memory:.1f}x" if memory is not None else ""
+        print(f"{name:<24} {op:<36} {ours:9.3f} {theirs:9.3f} {ours / theirs:7.1f} {mem:>9}")
+
+
+if __name__ == "__main__":
+    main()

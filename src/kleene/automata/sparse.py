@@ -1,0 +1,819 @@
+"""The sparse engine: a compact arc store and shortest-distance algorithms in time proportional to the arcs touched.
+
+``ArcStore`` holds a constant-weight ``WFSA`` as source-sorted arrays (CSR): destinations, label ids and weights.
+Symbols are ids; predicate labels (``ANY``, ``OneOf``, ``NoneOf``) stay symbolic: a symbol matches an arc by its
+label id or by one of the distinct predicates. The store is built lazily (``arc_store``) and cached on the
+automaton until a mutating method (``add_state``, ``add_arc``, ``set_initial``, ``set_final``) runs.
+
+``shortest_distance`` is the generic single-source algorithm: the states reachable from the source vector are
+split into strongly connected components, visited in topological order of the condensation (level by level, so
+acyclic parts are one vectorised propagation per level). A cyclic component is solved by the semiring's means:
+
+- a linear solve (a sparse LU factorisation, ``scipy.sparse.linalg.splu``, kept for later solves) for
+  ``is_field`` semirings and for ``log_domain`` ones in scaled space (max-plus potentials make every arc
+  weight <= 0 and the source is shifted by its maximum, so weights like 750 or -800 neither overflow nor
+  underflow);
+- Lehmann's dense star for small blocks and Bellman-Ford relaxation (FIFO rounds, vectorised) for large ones
+  in the idempotent semirings, raising ``DivergenceError`` when a cycle keeps improving;
+(Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
+
+Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
+graph, restricted to the states the frontier touches. Everything here works on the *useful* part of the automaton
+(accessible and co-accessible states), so a divergent cycle on no successful path does not raise (as OpenFst).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.sparse import csr_matrix, identity
+from scipy.sparse.csgraph import breadth_first_order, connected_components
+from scipy.sparse.linalg import MatrixRankWarning, gmres, splu
+
+from .errors import AlphabetError, DivergenceError, SemiringError, WeightError
+from .labels import EPSILON, Label, Sym
+from .semiring import Semiring
+from .weights import is_symbolic
+from .wfsa import WFSA, Arc
+
+#: Label id of epsilon arcs and of predicate arcs (symbols have ids >= 0).
+EPSILON_ID = -1
+PREDICATE_ID = -2
+#: Components up to this size are solved densely (their star is cached); larger ones by sparse solves/relaxation.
+DENSE_BLOCK = 256
+#: Linear components larger than this are solved iteratively (GMRES) instead of by a sparse LU.
+ITERATIVE_FROM = 2000
+IntArray = np.ndarray
+
+
+def _gather(indptr: IntArray, rows: IntArray) -> IntArray:
+    """The concatenated ranges ``[indptr[r], indptr[r+1])`` for ``r`` in ``rows`` (positions, in row order)."""
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
+def _csr_index(rows: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    """A stable order sorting ``rows`` and the CSR pointer of the sorted rows (length n+1)."""
+    order = np.argsort(rows, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return order, indptr
+
+
+@dataclass(eq=False)
+class ArcStore:
+    """The arcs of a constant-weight automaton as CSR arrays (see the module docstring).
+
+    Arcs of weight zero are left out (they carry no path). ``arc_id[i]`` is the index in ``wfsa.arcs`` of stored
+    arc ``i``; arcs are sorted by source, stably, so arcs of one state keep their order.
+    """
+
+    semiring: Semiring
+    num_states: int
+    indptr: IntArray
+    src: IntArray
+    dst: IntArray
+    label: IntArray
+    weight: np.ndarray
+    arc_id: IntArray
+    symbols: list[Hashable]
+    symbol_ids: dict[Hashable, int]
+    predicates: list[Label]
+    predicate_of: IntArray  # per stored arc: index into ``predicates`` (-1 for other arcs)
+    initial: np.ndarray
+    final: np.ndarray
+    names: list[str]
+    _by_label: tuple[IntArray, IntArray] | None = field(default=None, repr=False)
+    _matches: dict[Hashable, IntArray] = field(default_factory=dict, repr=False)
+    _graphs: dict[str, _Graph] = field(default_factory=dict, repr=False)
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.dst)
+
+    def _label_index(self) -> tuple[IntArray, IntArray]:
+        if self._by_label is None:
+            shifted = self.label - PREDICATE_ID  # predicates 0, epsilons 1, symbol k at k + 2
+            self._by_label = _csr_index(shifted, len(self.symbols) + 2)
+        return self._by_label
+
+    def arcs_with_label(self, label_id: int) -> IntArray:
+        """Positions of the stored arcs whose label id is ``label_id`` (a symbol id or ``EPSILON_ID``)."""
+        order, indptr = self._label_index()
+        k = label_id - PREDICATE_ID
+        return order[indptr[k] : indptr[k + 1]]
+
+    def matching(self, symbol: Hashable) -> IntArray:
+        """Positions of the stored arcs that consume ``symbol``: by label id or by a predicate (cached per symbol)."""
+        try:
+            return self._matches[symbol]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable symbol: no arc can name it, only predicates may match
+            return self._predicate_arcs(symbol)
+        ident = self.symbol_ids.get(symbol)
+        direct = self.arcs_with_label(ident) if ident is not None else np.zeros(0, dtype=np.int64)
+        if self.predicates:
+            direct = np.sort(np.concatenate([direct, self._predicate_arcs(symbol)]))
+        if len(self._matches) < 100_000:
+            self._matches[symbol] = direct
+        return direct
+
+    def matches_mask(self, symbol: Hashable, arcs: IntArray) -> np.ndarray:
+        """Which of the stored arcs ``arcs`` consume ``symbol``."""
+        try:
+            ident = self.symbol_ids.get(symbol)
+        except TypeError:  # unhashable
+            ident = None
+        labels = self.label[arcs]
+        hit: np.ndarray = labels == (ident if ident is not None else PREDICATE_ID - 1)
+        if self.predicates:
+            accepts = np.array([p.matches(symbol) for p in self.predicates], dtype=bool)
+            hit |= (labels == PREDICATE_ID) & accepts[np.maximum(self.predicate_of[arcs], 0)]
+        return hit
+
+    def _predicate_arcs(self, symbol: Hashable) -> IntArray:
+        if not self.predicates:
+            return np.zeros(0, dtype=np.int64)
+        hits = np.array([p.matches(symbol) for p in self.predicates], dtype=bool)
+        candidates = self.arcs_with_label(PREDICATE_ID)
+        out: IntArray = candidates[hits[self.predicate_of[candidates]]]
+        return out
+
+    def useful(self) -> np.ndarray:
+        """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask)."""
+        live = self.initial != self.semiring.zero
+        ends = self.final != self.semiring.zero
+        out: np.ndarray = _reach(self.src, self.dst, self.num_states, live)
+        out &= _reach(self.dst, self.src, self.num_states, ends)
+        return out
+
+    def graph(self, which: str) -> _Graph:
+        """The graph of the useful states' arcs: ``"all"`` arcs or ``"epsilon"`` arcs (cached)."""
+        if which not in self._graphs:
+            keep = self.useful()
+            mask = keep[self.src] & keep[self.dst]
+            if which == "epsilon":
+                mask &= self.label == EPSILON_ID
+            positions = np.flatnonzero(mask)
+            self._graphs[which] = _Graph(self, positions)
+        return self._graphs[which]
+
+    def total_weights(self, alphabet: Sequence[Hashable] | None) -> np.ndarray:
+        """Per stored arc, the semiring sum of its weight over the symbols it consumes (epsilon arcs: the weight).
+
+        Raises:
+            AlphabetError: a predicate arc and no alphabet to count its symbols.
+        """
+        weights = self.weight.copy()
+        if self.predicates:
+            if alphabet is None:
+                first = int(np.flatnonzero(self.label == PREDICATE_ID)[0])
+                raise AlphabetError(
+                    f"arc {int(self.arc_id[first])} has predicate label {self.predicates[self.predicate_of[first]]}; "
+                    "pathsum needs the automaton's alphabet"
+                )
+            for k, predicate in enumerate(self.predicates):
+                hit = self.predicate_of == k
+                count = sum(1 for x in alphabet if predicate.matches(x))
+                weights[hit] = self.semiring.repeated_sum(weights[hit], count)
+        return weights
+
+
+def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarray:
+    """Which of n states are reachable from the ``start`` mask along arcs ``src -> dst`` (zero or more steps)."""
+    if not start.any():
+        return start.copy()
+    super_src = np.full(int(start.sum()), n)
+    rows = np.concatenate([src, super_src])
+    cols = np.concatenate([dst, np.flatnonzero(start)])
+    graph = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
+    order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
+    seen = np.zeros(n + 1, dtype=bool)
+    seen[order] = True
+    return seen[:n]
+
+
+def arc_store(wfsa: WFSA) -> ArcStore | None:
+    """The cached ``ArcStore`` of ``wfsa``, built now if needed; None when a weight is symbolic."""
+    cached = wfsa._sparse_cache
+    if cached is not None and cached[0] == wfsa._arcs_key() and cached[1] == wfsa.initial and cached[2] == wfsa.final:
+        store: ArcStore | None = cached[3]
+        return store
+    store = _build(wfsa)
+    cache_store(wfsa, store)
+    return store
+
+
+def cache_store(wfsa: WFSA, store: ArcStore | None) -> None:
+    """Remember ``store`` as the arc store of ``wfsa`` in its current state."""
+    wfsa._sparse_cache = (wfsa._arcs_key(), dict(wfsa.initial), dict(wfsa.final), store)
+
+
+def materialize_arcs(wfsa: WFSA) -> list[Arc]:
+    """The ``Arc`` objects of an automaton read into its arc store only (``wfsa._arcs is None``), in arc order;
+    the store stays cached for the materialised list."""
+    cached = wfsa._sparse_cache
+    assert cached is not None and cached[3] is not None, "arcs held nowhere"
+    store: ArcStore = cached[3]
+    order = np.argsort(store.arc_id)
+    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols)]
+    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), (store.label[order] + 1).tolist(),
+                             store.weight[order].tolist())
+    arcs = [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
+    wfsa._arcs = arcs
+    wfsa._sparse_cache = (wfsa._arcs_key(), *cached[1:])
+    return arcs
+
+
+def _build(wfsa: WFSA) -> ArcStore | None:
+    s = wfsa.semiring
+    arcs = wfsa.arcs
+    values = [*(a.weight for a in arcs), *wfsa.initial.values(), *wfsa.final.values()]
+    if any(is_symbolic(w) for w in values):
+        return None
+    n, m = wfsa.num_states, len(arcs)
+    src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=m)
+    dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=m)
+    weight: np.ndarray = np.array([a.weight for a in arcs], dtype=s.numpy_dtype).reshape(m)
+    symbol_ids: dict[Hashable, int] = {}
+    predicate_ids: dict[Label, int] = {}
+    label = np.empty(m, dtype=np.int64)
+    predicate_of = np.full(m, -1, dtype=np.int64)
+    for i, arc in enumerate(arcs):
+        lab = arc.label
+        if not lab.consumes:
+            label[i] = EPSILON_ID
+        elif isinstance(lab, Sym):
+            label[i] = symbol_ids.setdefault(lab.symbol, len(symbol_ids))
+        else:
+            label[i] = PREDICATE_ID
+            predicate_of[i] = predicate_ids.setdefault(lab, len(predicate_ids))
+    return make_store(
+        s, n, src, dst, label, weight, np.arange(m), list(symbol_ids), list(predicate_ids), predicate_of,
+        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa.states,
+    )
+
+
+def make_store(
+    semiring: Semiring, n: int, src: IntArray, dst: IntArray, label: IntArray, weight: np.ndarray, arc_id: IntArray,
+    symbols: list[Hashable], predicates: list[Label], predicate_of: IntArray, initial: np.ndarray,
+    final: np.ndarray, names: list[str],
+) -> ArcStore:
+    """An ``ArcStore`` from unsorted arc arrays (drops zero-weight arcs, sorts by source)."""
+    keep = weight != semiring.zero
+    src, dst, label, weight, arc_id, predicate_of = (x[keep] for x in (src, dst, label, weight, arc_id, predicate_of))
+    order, indptr = _csr_index(src, n)
+    return ArcStore(
+        semiring, n, indptr, src[order], dst[order], label[order], weight[order], arc_id[order],
+        symbols, {x: k for k, x in enumerate(symbols)}, predicates, predicate_of[order], initial, final, names,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Graphs, components and the generic closure
+
+
+class _Graph:
+    """A subset of a store's arcs with its strongly connected components in topological levels."""
+
+    def __init__(self, store: ArcStore, positions: IntArray):
+        self.store = store
+        self.semiring = store.semiring
+        n = store.num_states
+        self.n = n
+        self.src, self.dst = store.src[positions], store.dst[positions]
+        self.positions = positions
+        order, self.indptr = _csr_index(self.src, n)
+        self.src, self.dst, self.positions = self.src[order], self.dst[order], self.positions[order]
+        self.weight = store.weight[self.positions]
+        graph = csr_matrix((np.ones(len(self.src), dtype=np.int8), (self.src, self.dst)), shape=(n, n))
+        count, comp = connected_components(graph, directed=True, connection="strong")
+        self.comp = comp
+        sizes = np.bincount(comp, minlength=count)
+        loops = np.zeros(count, dtype=bool)
+        loops[comp[self.src[self.src == self.dst]]] = True
+        self.cyclic = (sizes > 1) | loops
+        self.cross = comp[self.src] != comp[self.dst]
+        self.level = _levels(comp[self.src[self.cross]], comp[self.dst[self.cross]], count)
+        self._members: dict[int, IntArray] = {}
+        self._solvers: dict[int, _Component] = {}
+        member_order, self._member_ptr = _csr_index(comp, count)
+        self._member_order = member_order
+
+    def members(self, c: int) -> IntArray:
+        return self._member_order[self._member_ptr[c] : self._member_ptr[c + 1]]
+
+    def solver(self, c: int) -> _Component:
+        if c not in self._solvers:
+            states = self.members(c)
+            arcs = _gather(self.indptr, states)
+            arcs = arcs[~self.cross[arcs]]
+            self._solvers[c] = _Component(self, states, arcs)
+        return self._solvers[c]
+
+    def touched(self, vector: np.ndarray) -> IntArray:
+        """The states reachable (zero or more arcs) from the support of ``vector``."""
+        mask = vector != self.semiring.zero
+        frontier = np.flatnonzero(mask)
+        while frontier.size:
+            nxt = self.dst[_gather(self.indptr, frontier)]
+            nxt = np.unique(nxt[~mask[nxt]])
+            mask[nxt] = True
+            frontier = nxt
+        return np.flatnonzero(mask)
+
+    def close(self, vector: np.ndarray) -> np.ndarray:
+        """``vector ⊗ A*`` for this graph's matrix A (``vector`` is changed in place and returned).
+
+        Raises:
+            DivergenceError: a reached cyclic component whose star diverges (naming a cycle).
+        """
+        s = self.semiring
+        states = self.touched(vector)
+        levels = self.level[self.comp[states]]
+        order = np.argsort(levels, kind="stable")
+        states, levels = states[order], levels[order]
+        bounds = np.flatnonzero(np.diff(levels)) + 1
+        for group in np.split(states, bounds):
+            comps = np.unique(self.comp[group])
+            for c in comps[self.cyclic[comps]]:
+                self.solver(int(c)).solve(vector)
+            arcs = _gather(self.indptr, group)
+            arcs = arcs[self.cross[arcs]]
+            if arcs.size:
+                s.scatter_plus(vector, self.dst[arcs], s.times(vector[self.src[arcs]], self.weight[arcs]))
+        return vector
+
+
+def _levels(csrc: IntArray, cdst: IntArray, count: int) -> IntArray:
+    """Topological levels of a DAG on ``count`` nodes (Kahn's algorithm, one vectorised step per level)."""
+    level = np.zeros(count, dtype=np.int64)
+    indegree = np.bincount(cdst, minlength=count)
+    order, indptr = _csr_index(csrc, count)
+    targets = cdst[order]
+    frontier = np.flatnonzero(indegree == 0)
+    depth = 0
+    while frontier.size:
+        level[frontier] = depth
+        nxt = targets[_gather(indptr, frontier)]
+        if not nxt.size:
+            break
+        drop = np.bincount(nxt, minlength=count)
+        touched = np.flatnonzero(drop)
+        indegree[touched] -= drop[touched]
+        frontier = touched[indegree[touched] == 0]
+        depth += 1
+    return level
+
+
+class _Component:
+    """One cyclic strongly connected component: its arcs in local numbering and a solver for ``b ⊗ A_CC*``."""
+
+    def __init__(self, graph: _Graph, states: IntArray, arcs: IntArray):
+        self.graph = graph
+        self.semiring = s = graph.semiring
+        self.states = states
+        local = np.full(graph.n, -1, dtype=np.int64)
+        local[states] = np.arange(len(states))
+        self.src, self.dst = local[graph.src[arcs]], local[graph.dst[arcs]]
+        self.weight = graph.weight[arcs]
+        self.size = len(states)
+        self._dense: Any = None
+        if s.log_domain or s.is_field:
+            self._prepare_linear()
+
+    # -- names for errors
+    def _cycle(self) -> str:
+        """A cycle of this component, by state names (a shortest cycle through its first state)."""
+        k = self.size
+        graph = csr_matrix((np.ones(len(self.src), dtype=np.int8), (self.src, self.dst)), shape=(k, k))
+        _, pred = breadth_first_order(graph, 0, directed=True, return_predecessors=True)
+        back = self.src[self.dst == 0]
+        last = int(back[0]) if back.size else 0
+        path = [last]
+        while path[-1] != 0 and pred[path[-1]] >= 0:
+            path.append(int(pred[path[-1]]))
+        path.reverse()
+        names = self.graph.store.names
+        loop = [names[self.states[i]] for i in path] + [names[self.states[path[0]]]]
+        return "cycle " + " -> ".join(loop)
+
+    def _diverges(self, why: str) -> DivergenceError:
+        return DivergenceError(f"the {self.semiring.name} star diverges: {why}; {self._cycle()}")
+
+    # -- linear solves (real and log)
+    def _prepare_linear(self) -> None:
+        s = self.semiring
+        if s.log_domain:
+            w = self.weight
+            self.potential = np.zeros(self.size)
+            if w.size and (w.max() > 0.0 or w.min() < -700.0):
+                self.potential = self._potentials()
+            scaled = np.exp(w + self.potential[self.src] - self.potential[self.dst])
+        else:
+            self.potential = np.zeros(self.size)
+            scaled = self.weight.astype(float)
+        self.nonnegative = bool(np.all(scaled >= 0))
+        self._radius_checked = False
+        k = self.size
+        self.scaled = csr_matrix((scaled, (self.src, self.dst)), shape=(k, k))  # duplicates add, as plus does
+        # x (I - A) = b  <=>  (I - A)^T x^T = b^T
+        self.system = (identity(k, format="csr") - self.scaled.T).tocsc()
+        if not self.nonnegative:
+            self._check_radius()
+        self._lu: Any = None
+        if k <= ITERATIVE_FROM:
+            self._factorize()
+
+    def _factorize(self) -> None:
+        """One sparse LU factorisation serves every later solve (epsilon closures of many frontiers)."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", MatrixRankWarning)
+                self._lu = splu(self.system)
+        except (RuntimeError, MatrixRankWarning):
+            raise self._diverges("spectral radius >= 1 (the linear system is singular)") from None
+
+    def _solve_system(self, rhs: np.ndarray) -> np.ndarray:
+        """``(I - A)^T x = rhs``: LU for small components; restarted GMRES for large ones (random graphs fill an
+        LU in), falling back to LU when it does not converge."""
+        if self._lu is None:
+            x, info = gmres(self.system, rhs, rtol=1e-13, atol=0.0, restart=50, maxiter=1000)
+            if info == 0:
+                return np.asarray(x, dtype=float)
+            self._factorize()
+        return np.asarray(self._lu.solve(rhs), dtype=float)
+
+    def _check_radius(self) -> None:
+        radius = _spectral_radius(self.scaled)
+        self._radius_checked = True
+        if radius >= 1.0 - 1e-12:
+            raise self._diverges(f"spectral radius {radius:.4g} >= 1")
+
+    def _potentials(self) -> np.ndarray:
+        """Max-plus potentials D with ``w + D[src] - D[dst] <= 0`` on every arc (log weights, any magnitude).
+
+        Raises:
+            DivergenceError: a cycle of positive log weight (its star diverges).
+        """
+        d = np.zeros(self.size)
+        for _ in range(self.size + 1):
+            candidate = d.copy()
+            np.maximum.at(candidate, self.dst, d[self.src] + self.weight)
+            if np.array_equal(candidate, d):
+                return d
+            d = candidate
+        raise self._diverges("a cycle of log weight >= 0")
+
+    def _solve_linear(self, b: np.ndarray) -> np.ndarray:
+        s = self.semiring
+        if s.log_domain:
+            shifted = b - self.potential
+            top = shifted.max()
+            if top == -np.inf:
+                return b
+            rhs = np.exp(shifted - top)
+        else:
+            rhs = b.astype(float)
+        with np.errstate(all="ignore"):
+            x = self._solve_system(rhs)
+        if not np.all(np.isfinite(x)):
+            raise self._diverges("spectral radius >= 1 (the linear system is singular)")
+        if self.nonnegative and np.all(rhs >= 0):
+            # irreducible A >= 0 and b >= 0: a nonnegative solution exists iff the spectral radius is < 1
+            if np.any(x < 0):
+                raise self._diverges("spectral radius >= 1 (the linear system has no nonnegative solution)")
+        elif not self._radius_checked:
+            self._check_radius()
+        if not s.log_domain:
+            return x
+        with np.errstate(divide="ignore"):
+            out: np.ndarray = np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf) + top + self.potential
+        return out
+
+    # -- relaxation (idempotent semirings)
+    def _relax(self, b: np.ndarray) -> np.ndarray:
+        """Bellman-Ford in FIFO rounds from the changed states; an idempotent semiring converges in ``size`` rounds
+        unless a cycle improves paths without bound."""
+        s = self.semiring
+        x = b.copy()
+        changed = np.flatnonzero(x != s.zero)
+        order, indptr = _csr_index(self.src, self.size)
+        src, dst, weight = self.src[order], self.dst[order], self.weight[order]
+        for _ in range(self.size + 1):
+            arcs = _gather(indptr, changed)
+            if not arcs.size:
+                return x
+            before = x.copy()
+            s.scatter_plus(x, dst[arcs], s.times(before[src[arcs]], weight[arcs]))
+            changed = np.flatnonzero(x != before)
+        raise self._diverges("a cycle improves paths without bound")
+
+    def solve(self, vector: np.ndarray) -> None:
+        """In place on the global ``vector``: its entries on this component become ``b ⊗ A_CC*``."""
+        s = self.semiring
+        b = vector[self.states]
+        if s.log_domain or s.is_field:
+            vector[self.states] = self._solve_linear(b)
+        elif not s.idempotent:
+            raise SemiringError(f"the {s.name} semiring has no cycle solver (neither linear nor idempotent)")
+        elif self.size <= DENSE_BLOCK:
+            if self._dense is None:
+                from .algorithms import closure_matrix
+
+                block = s.zeros((self.size, self.size))
+                flat = s.segment_sum(self.weight, self.src * self.size + self.dst, self.size * self.size)
+                block[:] = flat.reshape(self.size, self.size)
+                names = [self.graph.store.names[q] for q in self.states]
+                self._dense = closure_matrix(block, s, None, names)
+            vector[self.states] = s.sum(s.times(b[:, None], self._dense), axis=0)
+        else:
+            vector[self.states] = self._relax(b)
+
+
+def _spectral_radius(matrix: csr_matrix) -> float:
+    k = matrix.shape[0]
+    if k <= 2000:
+        return float(np.max(np.abs(np.linalg.eigvals(matrix.toarray()))))
+    from scipy.sparse.linalg import eigs
+
+    return float(np.max(np.abs(eigs(matrix, k=1, which="LM", return_eigenvectors=False))))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Public algorithms
+
+
+def shortest_distance(wfsa: WFSA) -> np.ndarray:
+    """The single-source shortest distance: per state q, the semiring sum over paths from the initial states to q
+    (initial weights included), over the useful part (states on some successful path; others get zero).
+
+    Caution:
+        Constant weights only (``wfsa.is_symbolic`` false).
+
+    Raises:
+        WeightError: symbolic weights (bind them first).
+        DivergenceError: a cyclic component on a successful path whose star diverges (naming a cycle).
+    """
+    store = _require(wfsa)
+    vector: np.ndarray = np.where(store.useful(), store.initial, store.semiring.zero).astype(store.semiring.numpy_dtype)
+    return store.graph("all").close(vector)
+
+
+def _require(wfsa: WFSA) -> ArcStore:
+    if not isinstance(wfsa, WFSA):
+        raise TypeError(f"wfsa: expected a WFSA, got {type(wfsa).__name__}")
+    store = arc_store(wfsa)
+    if store is None:
+        raise WeightError(f"{wfsa!r} has symbolic weights; the sparse engine needs constant weights")
+    return store
+
+
+def pathsum(wfsa: WFSA) -> Any:
+    """The semiring sum over all successful paths (the scores of all strings), in the sparse engine.
+
+    Raises:
+        WeightError: symbolic weights.
+        AlphabetError: predicate labels and no alphabet to count their symbols.
+        DivergenceError: a cycle on a successful path whose star diverges (naming it).
+    """
+    store = _require(wfsa)
+    s = store.semiring
+    alphabet = list(wfsa.alphabet) if wfsa.alphabet is not None else None
+    weights = store.total_weights(alphabet)
+    totals = ArcStore(
+        s, store.num_states, store.indptr, store.src, store.dst, store.label, weights, store.arc_id, store.symbols,
+        store.symbol_ids, store.predicates, store.predicate_of, store.initial, store.final, store.names,
+    )
+    useful = store.useful()
+    vector: np.ndarray = np.where(useful, store.initial, s.zero).astype(s.numpy_dtype)
+    distance = totals.graph("all").close(vector)
+    return _plain(s.sum(s.times(distance, np.where(useful, store.final, s.zero)), axis=0))
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic | np.ndarray) else value
+
+
+class SparseStepper:
+    """The Forward algorithm's steps on the sparse store (same interface as the dense stepper).
+
+    Caution:
+        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row.
+    """
+
+    def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None):
+        if epsilon_cap is not None and epsilon_cap < 0:
+            raise ValueError(f"epsilon cap must be >= 0, got {epsilon_cap}")
+        self.wfsa, self.store, self.cap = wfsa, store, epsilon_cap
+        self.semiring = store.semiring
+        self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
+        self.epsilons = store.graph("epsilon") if self.has_epsilons and epsilon_cap is None else None
+        if self.has_epsilons and epsilon_cap is not None:
+            eps = store.arcs_with_label(EPSILON_ID)
+            self.eps_src, self.eps_dst, self.eps_weight = store.src[eps], store.dst[eps], store.weight[eps]
+
+    def close(self, vector: np.ndarray) -> np.ndarray:
+        if not self.has_epsilons:
+            return vector
+        if self.epsilons is not None:
+            return self.epsilons.close(vector)
+        s = self.semiring
+        result, power = vector, vector
+        for _ in range(self.cap or 0):
+            live = power[self.eps_src] != s.zero
+            power = s.segment_sum(
+                s.times(power[self.eps_src[live]], self.eps_weight[live]), self.eps_dst[live], len(vector)
+            )
+            result = s.plus(result, power)
+        return result
+
+    def start(self) -> np.ndarray:
+        return self.close(self.store.initial.copy())
+
+    def step(self, vector: np.ndarray, symbol: Hashable, position: int) -> np.ndarray:
+        self.wfsa.check_symbol(symbol, position)
+        s, store = self.semiring, self.store
+        active = np.flatnonzero(vector != s.zero)
+        if active.size * 4 * max(1, store.num_arcs // max(1, store.num_states)) < store.num_arcs // max(
+            1, len(store.symbols)
+        ):  # a small frontier: its own arcs (CSR by source), filtered by label
+            arcs = _gather(store.indptr, active)
+            arcs = arcs[store.matches_mask(symbol, arcs)]
+        else:  # a large frontier: the symbol's arcs
+            arcs = store.matching(symbol)
+            arcs = arcs[vector[store.src[arcs]] != s.zero]
+        src = store.src[arcs]
+        out = s.segment_sum(s.times(vector[src], store.weight[arcs]), store.dst[arcs], store.num_states)
+        return self.close(out)
+
+    def finish(self, vector: np.ndarray) -> Any:
+        s = self.semiring
+        return s.sum(s.times(vector, self.store.final), axis=0)
+
+
+def forward(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
+    """The Forward score of ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.score``)."""
+    store = _require(wfsa)
+    stepper = SparseStepper(wfsa, store, epsilon_cap)
+    vector = stepper.start()
+    for i, x in enumerate(symbols):
+        vector = stepper.step(vector, x, i)
+    return _plain(stepper.finish(vector))
+
+
+#: From this many states on, ``score``/``pathsum``/``all_spans`` of constant-weight automata use the sparse engine
+#: (measured: below it the dense matrices are as fast or faster).
+SPARSE_MIN_STATES = 64
+
+
+def engine_store(wfsa: WFSA) -> ArcStore | None:
+    """The arc store when the sparse engine should run ``wfsa`` (large enough, constant weights), else None."""
+    if wfsa.num_states < SPARSE_MIN_STATES:
+        return None
+    return arc_store(wfsa)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Viterbi
+
+
+@dataclass
+class _Layer:
+    """The best paths into the states of one position: states, weights, and the stored arc that set each (-1: none)."""
+
+    states: IntArray
+    weights: np.ndarray
+    arcs: IntArray
+
+    def lookup(self, q: int) -> int:
+        return int(np.searchsorted(self.states, q))
+
+
+def _best_per_destination(
+    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
+) -> tuple[IntArray, np.ndarray, IntArray]:
+    """Per destination the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order."""
+    best = v.segment_sum(candidate, dst, n)
+    hit = candidate == best[dst]
+    dst, arc_id, positions = dst[hit], arc_id[hit], positions[hit]
+    order = np.lexsort((arc_id, dst))
+    dst, positions = dst[order], positions[order]
+    first = np.ones(len(dst), dtype=bool)
+    first[1:] = dst[1:] != dst[:-1]
+    return dst[first], best[dst[first]], positions[first]
+
+
+def viterbi(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
+    """The best single path deriving ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.viterbi``).
+
+    Caution:
+        Constant weights only; only states on some successful path are searched (so a divergent epsilon cycle
+        elsewhere does not raise). Ties between equally good paths go to the arc first in ``wfsa.arcs``.
+
+    Raises:
+        WeightError: a negative weight in a real-field semiring (max-times ranks paths and needs them nonnegative).
+        DivergenceError: an epsilon cycle improves paths without bound (exact mode).
+    """
+    from .algorithms import Step, ViterbiPath
+
+    store = _require(wfsa)
+    s, v = store.semiring, store.semiring.viterbi
+    n = store.num_states
+    useful = store.useful()
+    keep = useful[store.src] & useful[store.dst]
+
+    def nonnegative(values: np.ndarray, what: Any) -> None:
+        if s.is_field and np.any(values < 0):
+            k = int(np.flatnonzero(values < 0)[0])
+            raise WeightError(
+                f"{what(k)}: Viterbi in the {s.name} semiring ranks paths by max-times and needs nonnegative "
+                f"weights; got {values[k]}"
+            )
+
+    eps = np.flatnonzero(store.label == EPSILON_ID)
+    nonnegative(store.weight[eps], lambda k: f"arc {int(store.arc_id[eps[k]])} on None")
+    eps = eps[keep[eps]]
+    eps_order, eps_ptr = _csr_index(store.src[eps], n)
+    eps = eps[eps_order]
+    nonnegative(store.initial, lambda k: f"initial weight of {store.names[k]}")
+
+    def relax(layer: _Layer) -> _Layer:
+        weights = s.zeros((n,))
+        weights[layer.states] = layer.weights
+        arcs = np.full(n, -1, dtype=np.int64)
+        arcs[layer.states] = layer.arcs
+        frontier = layer.states
+        limit = n if epsilon_cap is None else epsilon_cap
+        for count in range(1, limit + 1):
+            out = eps[_gather(eps_ptr, frontier)]
+            if not out.size:
+                break
+            candidate = v.times(weights[store.src[out]], store.weight[out])
+            live = candidate != s.zero
+            out, candidate = out[live], candidate[live]
+            dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out, n)
+            improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
+            frontier = dst[improved]
+            if not frontier.size:
+                break
+            weights[frontier], arcs[frontier] = best[improved], chosen[improved]
+            if epsilon_cap is None and count == limit:
+                names = ", ".join(store.names[q] for q in frontier)
+                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
+        states = np.flatnonzero(weights != s.zero)
+        return _Layer(states, weights[states], arcs[states])
+
+    start = np.flatnonzero((store.initial != s.zero) & useful)
+    history = [relax(_Layer(start, store.initial[start], np.full(len(start), -1, dtype=np.int64)))]
+    for position, x in enumerate(symbols):
+        wfsa.check_symbol(x, position)
+        previous = history[-1]
+        weights = s.zeros((n,))
+        weights[previous.states] = previous.weights
+        arcs = store.matching(x)
+        arcs = arcs[keep[arcs] & (weights[store.src[arcs]] != s.zero)]
+        nonnegative(store.weight[arcs], lambda k, arcs=arcs, x=x: f"arc {int(store.arc_id[arcs[k]])} on {x!r}")
+        candidate = v.times(weights[store.src[arcs]], store.weight[arcs])
+        live = candidate != s.zero
+        arcs, candidate = arcs[live], candidate[live]
+        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs, n)
+        history.append(relax(_Layer(dst, best, chosen)))
+    last = history[-1]
+    rho = store.final[last.states]
+    nonnegative(rho, lambda k: f"final weight of {store.names[last.states[k]]}")
+    ends = v.times(last.weights, rho)
+    live = np.flatnonzero(ends != s.zero)
+    if not live.size:
+        return ViterbiPath(s.zero)
+    top = v.sum(ends[live], axis=0)
+    winner = int(live[np.flatnonzero(ends[live] == top)[0]])
+    end = int(last.states[winner])
+    steps: list[Any] = []
+    q, t = end, len(symbols)
+    while True:
+        layer = history[t]
+        arc = int(layer.arcs[layer.lookup(q)])
+        if arc < 0:
+            break
+        original = int(store.arc_id[arc])
+        consumes = int(store.label[arc]) != EPSILON_ID
+        symbol = symbols[t - 1] if consumes else None
+        a = wfsa.arcs[original]
+        steps.append(Step(original, store.names[a.src], store.names[a.dst], a.kind, symbol, _plain(store.weight[arc])))
+        q = int(store.src[arc])
+        if consumes:
+            t -= 1
+    steps.reverse()
+    start_name = steps[0].src if steps else store.names[end]
+    return ViterbiPath(_plain(ends[winner]), steps, start_name, store.names[end])

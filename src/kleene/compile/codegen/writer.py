@@ -1,0 +1,479 @@
+"""The one code writer: a plan's step and its reverse mode, derived once and spelled in a dialect.
+
+A **dialect** is a table of spellings (statements, conditionals, numbers, loads and stores of one
+lane, the semiring's ⊕/⊗ through ``Semiring.kernel_algebra()``) plus the kernel skeleton of its
+target. ``LaneWriter`` writes the straight-line code of one lane -- one step of the recurrence of
+``kleene.compile.template`` and the reverse mode of that step -- in any dialect; the C++ CPU kernels
+(``codegen.cpp``) wrap it in a thread pool with checkpoints, and ``lane_kernels`` wraps it in the
+one-lane-per-thread skeleton that CUDA (``codegen.cuda``) and Triton (``codegen.triton``) share.
+
+The reverse mode of an n-ary ⊕ or ⊗ follows from its kernel operation's ``rule`` (see
+``kleene.automata.semiring.KernelOp``): ``sum`` (the gradient to every operand), ``product`` (times
+the other operands), ``softmax`` (times ``exp(operand - result)``) or ``select`` (all of it to the
+first operand equal to the result: the argmax route of max and min).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kleene.automata.semiring import KernelOp
+from kleene.compile.template import Plan
+
+
+class Dialect:
+    """Spelling of values, statements and the kernel algebra in one target language: a table of format
+    strings (class attributes) that a new dialect fills in.
+
+    ``zero``/``one`` are the storage semiring's zero and one and ``fzero`` the number 0 of gradients,
+    each as an expression of the lane's shape (a vector in Triton).
+
+    Raises:
+        CompileError: (on construction) the plan's semiring has no kernel realisation.
+    """
+
+    #: The key of ``KernelOp.spellings``.
+    name = ""
+    zero = "ZERO"
+    one = "ONE"
+    fzero = "FZERO"
+    #: Numbers: +inf, -inf and a finite ``{value}``.
+    inf = neg_inf = finite = ""
+    #: Statements binding a new name, by kind ("float", "int", "bool"), ``{name}``, ``{expr}``.
+    let_forms: ClassVar[dict[str, str]] = {}
+    #: Declaring and updating a mutable float variable.
+    var_form = assign_form = ""
+    #: Expressions: ``{cond}``, ``{a}``, ``{b}``; ``{x}``.
+    where_form = exp_form = ""
+    #: The one-lane skeleton (CUDA, Triton): the lane's value at ``{pointer}[{offset} + lane]``, the same where
+    #: the scalar ``{cond}`` holds (only then read) else ``{fallback}``, a store of ``{value}``.
+    load_form = load_if_form = store_form = ""
+    #: Blocks: a loop of ``{var}`` over ``0 .. {stop} - 1``, a conditional, and the line closing a block (``""``:
+    #: indentation alone closes it).
+    for_form = if_form = close_form = ""
+    #: Conditions of the skeleton: an initial state is given (and not), states are saved (forward).
+    has_h0 = no_h0 = save_states = ""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.kernel = plan.semiring.kernel_algebra()
+
+    def plus(self, a: str, b: str) -> str:
+        return self.kernel.plus.spell(self.name, a, b)
+
+    def times(self, a: str, b: str) -> str:
+        return self.kernel.times.spell(self.name, a, b)
+
+    def number(self, value: float) -> str:
+        """A float literal (``±inf`` included)."""
+        if math.isinf(value):
+            return self.inf if value > 0 else self.neg_inf
+        value = float(value)
+        return self.finite.format(value=int(value) if value.is_integer() else repr(value))
+
+    def let(self, name: str, expr: str, kind: str = "float") -> str:
+        return self.let_forms[kind].format(name=name, expr=expr)
+
+    def var(self, name: str, expr: str) -> str:
+        return self.var_form.format(name=name, expr=expr)
+
+    def assign(self, name: str, expr: str) -> str:
+        return self.assign_form.format(name=name, expr=expr)
+
+    def where(self, cond: str, a: str, b: str) -> str:
+        return self.where_form.format(cond=cond, a=a, b=b)
+
+    def exp(self, x: str) -> str:
+        return self.exp_form.format(x=x)
+
+    def load(self, pointer: str, offset: str) -> str:
+        return self.load_form.format(pointer=pointer, offset=offset)
+
+    def load_if(self, cond: str, pointer: str, offset: str, fallback: str) -> str:
+        return self.load_if_form.format(cond=cond, pointer=pointer, offset=offset, fallback=fallback)
+
+    def store(self, pointer: str, offset: str, value: str) -> str:
+        return self.store_form.format(pointer=pointer, offset=offset, value=value)
+
+    def open_for(self, var: str, stop: str) -> str:
+        return self.for_form.format(var=var, stop=stop)
+
+    def open_if(self, cond: str) -> str:
+        return self.if_form.format(cond=cond)
+
+
+def param(k: int) -> str:
+    """The register holding static parameter k (loaded once, before the time loop)."""
+    return f"p{k}"
+
+
+def slot(s: int) -> str:
+    """The register holding slot s of the current step."""
+    return f"x{s}"
+
+
+def param_grad(k: int) -> str:
+    """The accumulator of static parameter k's gradient."""
+    return f"gp{k}"
+
+
+@dataclass
+class StepNames:
+    """Names one step binds: inputs of the moves, their terms, pre-closure and new states."""
+
+    z_in: list[str]
+    move_factors: list[list[str]]
+    pre_terms: list[list[str]]
+    closure_terms: list[list[str]]
+    new: list[str]
+    tag: str
+
+
+class LaneWriter:
+    """Straight-line code of one lane (one dimension of one sequence) in a dialect.
+
+    Statements are appended to ``lines`` at the current ``depth``; the caller writes loads, stores and
+    loops around them. ``param``/``slot``/``param_grad`` name the registers of static parameters, slots
+    and parameter-gradient accumulators (the C++ CPU kernel reads them from memory instead).
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        dialect: Dialect,
+        indent: str,
+        param: Callable[[int], str] = param,
+        slot: Callable[[int], str] = slot,
+        param_grad: Callable[[int], str] = param_grad,
+    ):
+        self.plan, self.d, self.indent = plan, dialect, indent
+        self.param, self.slot, self.param_grad = param, slot, param_grad
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(self.indent * self.depth + line)
+
+    def open(self, line: str) -> None:
+        self(line)
+        self.depth += 1
+
+    def close(self, tail: str = "") -> None:
+        self.depth -= 1
+        if self.d.close_form:
+            self(self.d.close_form + tail)
+
+    # -- algebra helpers ----------------------------------------------------------------------
+    def product(self, factors: list[str]) -> str:
+        if not factors:
+            return self.d.one
+        out = factors[0]
+        for f in factors[1:]:
+            out = self.d.times(out, f)
+        return out
+
+    def reduce(self, terms: list[str]) -> str:
+        if not terms:
+            return self.d.zero
+        out = terms[0]
+        for t in terms[1:]:
+            out = self.d.plus(out, t)
+        return out
+
+    def add(self, grads: list[str]) -> str:
+        """The ordinary sum of gradient expressions."""
+        return " + ".join(grads) if grads else self.d.fzero
+
+    def accumulate(self, name: str, grad: str) -> None:
+        self(self.d.assign(name, f"{name} + {grad}"))
+
+    # -- forward ------------------------------------------------------------------------------
+    def step(self, z: list[str], tag: str = "") -> StepNames:
+        """Emit one step from states ``z``; returns the names it bound (each suffixed with ``tag``)."""
+        plan, d = self.plan, self.d
+        q = plan.num_states
+        z_in = []
+        for j in range(q):
+            p = plan.start[j]
+            if plan.options.restart and p is not None:
+                self(d.let(f"zin{j}{tag}", d.plus(z[j], self.param(p))))
+                z_in.append(f"zin{j}{tag}")
+            else:
+                z_in.append(z[j])
+        move_factors: list[list[str]] = []
+        pre_terms: list[list[str]] = [[] for _ in range(q)]
+        for m, move in enumerate(plan.moves):
+            factors = [z_in[move.src]] + [self.slot(s) for s in move.slots]
+            if move.param is not None:
+                factors.append(self.param(move.param))
+            move_factors.append(factors)
+            self(d.let(f"mv{m}{tag}", self.product(factors)))
+            pre_terms[move.dst].append(f"mv{m}{tag}")
+        for j in range(q):
+            self(d.let(f"pre{j}{tag}", self.reduce(pre_terms[j])))
+        closure_terms: list[list[str]] = [[] for _ in range(q)]
+        for c, entry in enumerate(plan.closure):
+            if entry.param is None:
+                closure_terms[entry.dst].append(f"pre{entry.src}{tag}")
+            else:
+                self(d.let(f"cl{c}{tag}", d.times(f"pre{entry.src}{tag}", self.param(entry.param))))
+                closure_terms[entry.dst].append(f"cl{c}{tag}")
+        for j in range(q):
+            self(d.let(f"n{j}{tag}", self.reduce(closure_terms[j])))
+        return StepNames(z_in, move_factors, pre_terms, closure_terms, [f"n{j}{tag}" for j in range(q)], tag)
+
+    def emit_terms(self, z: list[str]) -> list[str]:
+        """The terms of ``y = ⊕_(q, ρ) z[q] ⊗ ρ``."""
+        return [z[q] if p is None else self.d.times(z[q], self.param(p)) for q, p in self.plan.final]
+
+    def emit(self, z: list[str]) -> str:
+        """``y = ⊕_(q, ρ) z[q] ⊗ ρ`` as an expression."""
+        return self.reduce(self.emit_terms(z))
+
+    # -- reverse mode -------------------------------------------------------------------------
+    def op_grads(self, op: KernelOp, operands: list[str], result: str, grad: str, name: str) -> list[str]:
+        """The gradient of each operand of ``result = operands[0] ∘ operands[1] ∘ ...`` given ``grad`` of the
+        result (``∘`` the kernel operation ``op``); may bind names starting with ``name``."""
+        d = self.d
+        if not operands:
+            return []
+        if len(operands) == 1 or op.rule == "sum":
+            return [grad] * len(operands)
+        if op.rule == "product":
+            return [" * ".join([grad, *operands[:k], *operands[k + 1 :]]) for k in range(len(operands))]
+        if op.rule == "softmax":
+            dead = f"{result} == {d.number(-math.inf)}"
+            out = []
+            for k, t in enumerate(operands):
+                self(d.let(f"{name}_{k}", d.where(dead, d.fzero, f"{grad} * {d.exp(f'{t} - {result}')}")))
+                out.append(f"{name}_{k}")
+            return out
+        # select: the whole gradient to the first operand equal to the result (branch-free, so it vectorizes)
+        self(d.var(f"{name}_left", grad))
+        out = []
+        for k, t in enumerate(operands[:-1]):
+            self(d.let(f"{name}_{k}", d.where(f"{t} == {result}", f"{name}_left", d.fzero)))
+            self(d.assign(f"{name}_left", d.where(f"{t} == {result}", d.fzero, f"{name}_left")))
+            out.append(f"{name}_{k}")
+        return [*out, f"{name}_left"]
+
+    def reduce_grads(self, terms: list[str], result: str, grad: str, name: str) -> list[str]:
+        """The gradient of each term of ``result = ⊕ terms``."""
+        return self.op_grads(self.d.kernel.plus, terms, result, grad, name)
+
+    def factor_grads(self, factors: list[str], result: str, grad: str, name: str) -> list[str]:
+        """The gradient of each factor of ``result = ⊗ factors``."""
+        return self.op_grads(self.d.kernel.times, factors, result, grad, name)
+
+    def output_grad(self, y: str, agg: str, gagg: str) -> str:
+        """The gradient of step output ``y`` from the gradient ``gagg`` of ``agg = ⊕_t y_t``."""
+        d, rule = self.d, self.d.kernel.plus.rule
+        if rule == "sum":
+            return gagg
+        if rule == "softmax":
+            return d.where(f"{agg} == {d.number(-math.inf)}", d.fzero, f"{gagg} * {d.exp(f'{y} - {agg}')}")
+        if rule == "select":
+            return d.where(f"{y} == {agg}", gagg, d.fzero)
+        raise AssertionError(f"a ⊕ with rule {rule!r}")  # product: ⊕ is never a product
+
+    def emit_backward(self, z: list[str], grad: str, name: str) -> list[str]:
+        """Reverse of ``y = ⊕ z[q] ⊗ ρ_q``: adds ρ gradients to their accumulators, returns the gradient of
+        each state."""
+        terms = self.emit_terms(z)
+        self(self.d.let(f"{name}_y", self.reduce(terms)))
+        term_grads = self.reduce_grads(terms, f"{name}_y", grad, f"{name}_g")
+        per_state: list[list[str]] = [[] for _ in range(self.plan.num_states)]
+        for (q, p), g, term in zip(self.plan.final, term_grads, terms):
+            if p is None:
+                per_state[q].append(g)
+            else:
+                self(self.d.let(f"{name}_t{q}", g))
+                fg = self.factor_grads([z[q], self.param(p)], term, f"{name}_t{q}", f"{name}_f{q}")
+                per_state[q].append(fg[0])
+                self.accumulate(self.param_grad(p), fg[1])
+        return [self.add(g) for g in per_state]
+
+    def step_backward(self, step: StepNames, z_prev: list[str], gn: list[str]) -> tuple[list[str], list[str]]:
+        """Reverse of one step given the gradients ``gn`` of its new states: accumulates parameter
+        gradients; returns (gradient of each slot, gradient of each previous state)."""
+        plan, d, tag = self.plan, self.d, step.tag
+        q = plan.num_states
+        gpre: list[list[str]] = [[] for _ in range(q)]
+        closure_by_dst: list[list[int]] = [[] for _ in range(q)]
+        for c, entry in enumerate(plan.closure):
+            closure_by_dst[entry.dst].append(c)
+        for j in range(q):
+            term_grads = self.reduce_grads(step.closure_terms[j], step.new[j], gn[j], f"gc{j}")
+            for c, g in zip(closure_by_dst[j], term_grads):
+                entry = plan.closure[c]
+                if entry.param is None:
+                    gpre[entry.src].append(g)
+                else:
+                    self(d.let(f"gcl{c}", g))
+                    factors = [f"pre{entry.src}{tag}", self.param(entry.param)]
+                    fg = self.factor_grads(factors, f"cl{c}{tag}", f"gcl{c}", f"gcf{c}")
+                    gpre[entry.src].append(fg[0])
+                    self.accumulate(self.param_grad(entry.param), fg[1])
+        for j in range(q):
+            self(d.let(f"gpre{j}", self.add(gpre[j])))
+        gzin: list[list[str]] = [[] for _ in range(q)]
+        gslot: list[list[str]] = [[] for _ in range(plan.num_slots)]
+        moves_by_dst: list[list[int]] = [[] for _ in range(q)]
+        for m, move in enumerate(plan.moves):
+            moves_by_dst[move.dst].append(m)
+        for j in range(q):
+            term_grads = self.reduce_grads(step.pre_terms[j], f"pre{j}{tag}", f"gpre{j}", f"gm{j}")
+            for m, g in zip(moves_by_dst[j], term_grads):
+                move = plan.moves[m]
+                self(d.let(f"gmv{m}", g))
+                fg = self.factor_grads(step.move_factors[m], f"mv{m}{tag}", f"gmv{m}", f"gmf{m}")
+                gzin[move.src].append(fg[0])
+                for s, g_s in zip(move.slots, fg[1 : 1 + len(move.slots)]):
+                    gslot[s].append(g_s)
+                if move.param is not None:
+                    self.accumulate(self.param_grad(move.param), fg[-1])
+        for s in range(plan.num_slots):
+            self(d.let(f"gx{s}", self.add(gslot[s])))
+        g_prev = []
+        for j in range(q):
+            p = plan.start[j]
+            self(d.let(f"gzin{j}", self.add(gzin[j])))
+            if plan.options.restart and p is not None:
+                grads = self.reduce_grads([z_prev[j], self.param(p)], f"zin{j}{tag}", f"gzin{j}", f"gr{j}")
+                self.accumulate(self.param_grad(p), grads[1])
+                g_prev.append(grads[0])
+            else:
+                g_prev.append(f"gzin{j}")
+        return [f"gx{s}" for s in range(plan.num_slots)], g_prev
+
+
+# --------------------------------------------------------------------------------------------
+# The one-lane-per-thread skeleton shared by CUDA and Triton
+# --------------------------------------------------------------------------------------------
+def _slot_offset(plan: Plan, s: int, position: str = "tt") -> str:
+    return f"((b * Tn + {position}) * {plan.num_slots} + {s}) * D"
+
+
+def _state_offset(plan: Plan, j: int, position: str) -> str:
+    return f"((b * Tn + {position}) * {plan.num_states} + {j}) * D"
+
+
+def _row_offset(plan: Plan, j: int) -> str:
+    return f"(b * {plan.num_states} + {j}) * D"
+
+
+def _initial_states(w: LaneWriter) -> list[str]:
+    """Bind ``init{j}``: h0 when given, else zero (restart) or the start weight."""
+    plan, d = w.plan, w.d
+    for j in range(plan.num_states):
+        p = plan.start[j]
+        w(d.var(f"init{j}", d.zero if (plan.options.restart or p is None) else param(p)))
+    w.open(d.open_if(d.has_h0))
+    for j in range(plan.num_states):
+        w(d.assign(f"init{j}", d.load("h0", _row_offset(plan, j))))
+    w.close()
+    return [f"init{j}" for j in range(plan.num_states)]
+
+
+def _load_slots(w: LaneWriter) -> None:
+    for s in range(w.plan.num_slots):
+        w(w.d.let(slot(s), w.d.load("slots", _slot_offset(w.plan, s))))
+
+
+def lane_forward(w: LaneWriter) -> None:
+    """The body of the forward kernel after the dialect's lane setup (``b``, ``rev``, ``n_steps``, the
+    parameters ``p{k}``): one lane's states through its sequence, saving them when asked."""
+    plan, d = w.plan, w.d
+    q, output = plan.num_states, plan.options.output
+    init = _initial_states(w)
+    for j in range(q):
+        w(d.var(f"z{j}", init[j]))
+    z = [f"z{j}" for j in range(q)]
+    if output == "sum":
+        w(d.var("agg", d.zero))
+    w.open(d.open_for("t", "n_steps"))
+    w(d.let("tt", "t + rev * (n_steps - 1 - 2 * t)", "int"))
+    _load_slots(w)
+    step = w.step(z)
+    for j in range(q):
+        w(d.assign(f"z{j}", step.new[j]))
+    w.open(d.open_if(d.save_states))
+    for j in range(q):
+        w(d.store("states", _state_offset(plan, j, "tt"), f"z{j}"))
+    w.close()
+    if output == "steps":
+        w(d.store("out", "(b * Tn + tt) * D", w.emit(step.new)))
+    elif output == "sum":
+        w(d.let("y", w.emit(step.new)))
+        w(d.assign("agg", d.plus("agg", "y")))
+    w.close()
+    for j in range(q):
+        w(d.store("final_state", _row_offset(plan, j), f"z{j}"))
+    if output == "sum":
+        w(d.store("out", "b * D", "agg"))
+    elif output == "last":
+        w(d.store("out", "b * D", w.emit(z)))
+
+
+def lane_backward(w: LaneWriter) -> None:
+    """The body of the backward kernel after the dialect's lane setup: reverse mode through one lane's
+    sequence, recomputing each step from the saved previous state."""
+    plan, d = w.plan, w.d
+    q, k_params, output = plan.num_states, plan.num_params, plan.options.output
+    init = _initial_states(w)
+    for k in range(k_params):
+        w(d.var(param_grad(k), d.fzero))
+    if output == "last":
+        last = "(1 - rev) * (n_steps - 1)"  # the position of the last consumed step
+        for j in range(q):
+            w(d.let(f"zf{j}", d.load_if("n_steps > 0", "states", _state_offset(plan, j, last), init[j])))
+        grads = w.emit_backward([f"zf{j}" for j in range(q)], d.load("grad_out", "b * D"), "el")
+        for j in range(q):
+            w(d.var(f"g{j}", f"{d.load('grad_final', _row_offset(plan, j))} + {grads[j]}"))
+    else:
+        for j in range(q):
+            w(d.var(f"g{j}", d.load("grad_final", _row_offset(plan, j))))
+    if output == "sum":
+        w(d.let("agg", d.load("out", "b * D")))
+        w(d.let("gagg", d.load("grad_out", "b * D")))
+    w.open(d.open_for("t_back", "n_steps"))
+    w(d.let("t", "n_steps - 1 - t_back", "int"))
+    w(d.let("tt", "t + rev * (n_steps - 1 - 2 * t)", "int"))
+    w(d.let("tp", "tt - 1 + 2 * rev", "int"))  # the position of the previous step
+    _load_slots(w)
+    for j in range(q):
+        w(d.let(f"zp{j}", d.load_if("t > 0", "states", _state_offset(plan, j, "tp"), init[j])))
+    z_prev = [f"zp{j}" for j in range(q)]
+    step = w.step(z_prev)
+    gn = [f"g{j}" for j in range(q)]
+    if output != "last":
+        if output == "steps":
+            w(d.let("gy", d.load("grad_out", "(b * Tn + tt) * D")))
+        else:
+            w(d.let("y", w.emit(step.new)))
+            w(d.let("gy", w.output_grad("y", "agg", "gagg")))
+        emitted = w.emit_backward(step.new, "gy", "eo")
+        for j in range(q):
+            w(d.let(f"gn{j}", f"g{j} + {emitted[j]}"))
+        gn = [f"gn{j}" for j in range(q)]
+    gx, g_prev = w.step_backward(step, z_prev, gn)
+    for s in range(plan.num_slots):
+        w(d.store("grad_slots", _slot_offset(plan, s), gx[s]))
+    for j in range(q):
+        w(d.assign(f"g{j}", g_prev[j]))
+    w.close()
+    w.open(d.open_if(d.has_h0))
+    for j in range(q):
+        w(d.store("grad_h0", _row_offset(plan, j), f"g{j}"))
+    w.close()
+    starts = [(j, p) for j, p in enumerate(plan.start) if p is not None]
+    if not plan.options.restart and starts:
+        w.open(d.open_if(d.no_h0))
+        for j, p in starts:
+            w.accumulate(param_grad(p), f"g{j}")
+        w.close()
+    for k in range(k_params):
+        w(d.store("grad_params", f"(b * {k_params} + {k}) * D", param_grad(k)))
