@@ -6,7 +6,7 @@ after the other:
 - ``kernel_ms``: the compiled module (backend ``cpp``; ``torch`` where no compiler works);
 - ``naive_ms``: the best plain PyTorch loop for that automaton: hand-written updates over
   ``unbind(1)`` views; forward writes each step with ``out=`` into a preallocated output,
-  forward+backward stacks the steps once; SoPa keeps a pattern's states in one tensor;
+  forward+backward stacks the steps once; SoPa is the layer itself run on the torch backend;
 - ``floor_ms``: the memory-bandwidth floor: ``torch.add(a, b, out=c)`` on preallocated float32
   buffers moving exactly the bytes the recurrence must move (``floor_bytes``: forward reads every
   slot and writes every output; forward+backward also reads the slots and the output gradient and
@@ -46,7 +46,8 @@ from torch import nn
 
 from kleene.automata.examples import paper_automaton_b, paper_automaton_c, paper_automaton_f
 from kleene.compile.module import CompiledRecurrence, compile
-from kleene.compile.template import Template, sopa_bank
+from kleene.compile.template import Template
+from kleene.nn.sopa import PatternGroup, SoftPatterns, raw_constants
 
 Tensor = torch.Tensor
 Record = dict[str, Any]
@@ -93,7 +94,7 @@ def floor_ms(num_bytes: int, budget_s: float) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# The plain PyTorch loops (real semiring; SoPa in max-times log space). ``out`` given: forward
+# The plain PyTorch loops (real semiring; SoPa is its layer on the torch backend). ``out`` given: forward
 # into that preallocated (B, T, d) buffer; ``out`` None: differentiable, steps stacked once.
 # --------------------------------------------------------------------------------------------
 def _collect(out: Tensor | None, steps: list[Tensor]) -> Tensor:
@@ -147,31 +148,6 @@ def naive_f(x: Tensor, gamma: Tensor, rho1: Tensor, rho2: Tensor, out: Tensor | 
     return _collect(out, steps)
 
 
-def naive_sopa(x: Tensor, eps: Tensor) -> Tensor:
-    """SoPa's document score: max-times in log space, restart every step, at most one epsilon.
-
-    ``x``: (B, T, 2L-1, d), slots mu0, phi0, mu1, phi1, ..., phi{L-1} (``sopa_pattern`` order);
-    ``eps``: (L-1, d). A pattern's L states are one (B, L, d) tensor.
-    """
-    b, _, _, d = x.shape
-    length = eps.shape[0] + 1
-    mu_all = x[:, :, [2 * i for i in range(length - 1)]]
-    phi_all = x[:, :, [2 * i + 1 for i in range(length - 1)] + [2 * length - 2]]
-    never = x.new_full((b, 1, d), -math.inf)
-
-    def epsilon_step(h: Tensor) -> Tensor:
-        return torch.maximum(h, torch.cat([never, h[:, :-1] + eps], 1))
-
-    start = epsilon_step(torch.cat([x.new_zeros((b, 1, d)), never.expand(b, length - 1, d)], 1))
-    h = x.new_full((b, length, d), -math.inf)
-    best = x.new_full((b, d), -math.inf)
-    for mu, phi in zip(mu_all.unbind(1), phi_all.unbind(1)):
-        h = torch.maximum(h, start)
-        h = epsilon_step(torch.maximum(h + phi, torch.cat([never, h[:, :-1] + mu], 1)))
-        best = torch.maximum(best, h[:, -1])
-    return best
-
-
 # --------------------------------------------------------------------------------------------
 # Contenders
 # --------------------------------------------------------------------------------------------
@@ -186,11 +162,17 @@ class Contender:
     naive: Callable[[list[Tensor], Tensor | None], list[Tensor]]
     per_step_output: bool
 
+    #: kernel(slots) when the modules are not simply run one per slot tensor (SoPa: the layer's groups)
+    kernel_fn: Callable[[list[Tensor]], list[Tensor]] | None = None
+
     def kernel(self, slots: list[Tensor]) -> list[Tensor]:
+        if self.kernel_fn is not None:
+            return self.kernel_fn(slots)
         return [m(x)[0] for m, x in zip(self.modules, slots)]
 
     def parameters(self) -> list[Tensor]:
-        return [m.constants for m in self.modules]
+        """The learned leaves (a parametrized module's raw constants)."""
+        return [p for m in self.modules for p in m.parameters()]
 
 
 def paper_templates() -> dict[str, Template]:
@@ -202,23 +184,38 @@ def paper_templates() -> dict[str, Template]:
 
 
 def make_contender(name: str, shape: tuple[int, int, int], backend: str, gen: torch.Generator) -> Contender:
-    """Automaton ``name`` (B, C, F: real semiring; SoPa: a bank of patterns 2-7 in max-times) at ``shape``."""
+    """Automaton ``name`` (B, C, F: real semiring; SoPa: a bank of patterns 2-7 in max-times) at ``shape``.
+
+    SoPa is the layer itself (``PatternGroup.score`` on the template's slots): the kernel is the bank on
+    ``backend``, the plain PyTorch contender the same bank (same weights) on the torch backend.
+    """
     b, t, d = shape
     if name == "SoPa":
-        bank = sopa_bank()
-        widths = [d // len(bank) + (1 if i < d % len(bank) else 0) for i in range(len(bank))]
-        modules = [
-            compile(p, "max-times", w, backend, restart=True, output="sum", epsilon_cap=1) for p, w in zip(bank, widths)
-        ]
-        for m in modules:
-            with torch.no_grad():
-                m.constants.copy_(torch.rand(m.constants.shape, generator=gen).log())
-        slots = [torch.rand(b, t, len(p.slots), w, generator=gen).log() for p, w in zip(bank, widths)]
+        lengths = (2, 3, 4, 5, 6, 7)
+        widths = [d // len(lengths) + (1 if i < d % len(lengths) else 0) for i in range(len(lengths))]
+        spec = dict(zip(lengths, widths))
+        bank = SoftPatterns(1, spec, semiring="max-times", epsilon_cap=1, backend=backend)
+        groups = [g for g in bank.groups if isinstance(g, PatternGroup)]
+        with torch.no_grad():
+            for group in groups:
+                raw_constants(group.recurrence).copy_(torch.randn(group.length - 1, group.count, generator=gen))
+        reference = SoftPatterns(1, spec, semiring="max-times", epsilon_cap=1, backend="torch")
+        reference.load_state_dict(bank.state_dict())
+        plain = [g for g in reference.groups if isinstance(g, PatternGroup)]
+        slots = [torch.rand(b, t, len(g.template.slots), g.count, generator=gen).log() for g in groups]
+        full = torch.full((b,), t, dtype=torch.long)
 
-        def naive(xs: list[Tensor], out: Tensor | None) -> list[Tensor]:
-            return [naive_sopa(x, m.constants) for x, m in zip(xs, modules)]
+        def scores(layer: list[PatternGroup], xs: list[Tensor]) -> list[Tensor]:
+            return [g.score(x, full) for g, x in zip(layer, xs)]
 
-        return Contender(name, modules, slots, naive, per_step_output=False)
+        return Contender(
+            name,
+            [g.recurrence for g in groups + plain],
+            slots,
+            lambda xs, out: scores(plain, xs),
+            per_step_output=False,
+            kernel_fn=lambda xs: scores(groups, xs),
+        )
     template = paper_templates()[name]
     module = compile(template, "real", d, backend)
     with torch.no_grad():

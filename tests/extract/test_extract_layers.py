@@ -201,6 +201,7 @@ SOPA_CASES = [
     {"mode": "paper", "semiring": "max-plus", "encoder": "identity"},
     {"mode": "paper", "semiring": "real"},
     {"mode": "paper", "semiring": "real", "epsilon_cap": None},  # exact closure: the empty span counts
+    {"mode": "paper", "semiring": "log", "epsilon_cap": None},
     {"mode": "paper", "semiring": "max-times", "epsilon_cap": 2, "self_loops": False},
     {"mode": "paper", "semiring": "max-plus", "epsilons": False, "self_loops": False},  # a CNN (SoPa §4)
     {"mode": "reference", "semiring": "max-times"},

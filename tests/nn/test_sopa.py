@@ -23,6 +23,7 @@ PAPER_SEMIRINGS = {
     "max-times": (torch.maximum, torch.mul, 0.0, 1.0),
     "max-plus": (torch.maximum, torch.add, -math.inf, 0.0),
     "real": (torch.add, torch.mul, 0.0, 1.0),
+    "log": (torch.logaddexp, torch.add, -math.inf, 0.0),
 }
 
 
@@ -90,6 +91,8 @@ def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tens
         ("max-plus", "sigmoid", True, False),
         ("real", "sigmoid", True, True),
         ("real", "identity", False, False),
+        ("log", "sigmoid", True, True),
+        ("log", "identity", True, True),
     ],
 )
 def test_paper_mode_matches_equations(semiring: str, encoder: str, self_loops: bool, epsilons: bool) -> None:
@@ -249,6 +252,10 @@ def test_configuration_errors() -> None:
         SoftPatterns(4, "3-1", semiring="max-plus", encoder="sigmoid", mode="reference")
     with pytest.raises(SoPaError, match="semiring must be one of"):
         SoftPatterns(4, "3-1", semiring="boolean")
+    with pytest.raises(SoPaError, match="semiring must be one of"):  # larger scores must be better
+        SoftPatterns(4, "3-1", semiring="min-plus")
+    with pytest.raises(SoPaError, match="semiring must be one of"):
+        SoftPatterns(4, "3-1", semiring="no-such-semiring")
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,3 +308,30 @@ def test_sopa_trains_on_real_sst2() -> None:
             torch.nn.functional.cross_entropy(model(batch.tokens, batch.lengths), batch.targets).backward()
             optimizer.step()
     assert mean_loss() < 0.85 * before
+
+
+# --------------------------------------------------------------------------------------------
+# The template run for interpretation agrees with the layer's score
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["paper", "reference"])
+@pytest.mark.parametrize("semiring", ["max-times", "max-plus", "real", "log"])
+def test_end_scores_and_span_totals_add_up_to_the_document_score(mode: str, semiring: str) -> None:
+    torch.manual_seed(5)
+    bank = SoftPatterns(5, "2-2_3-2_4-1", semiring=semiring, mode=mode).double()
+    vectors = torch.randn(3, 6, 5, dtype=torch.float64)
+    lengths = torch.tensor([6, 0, 4])
+    with torch.no_grad():
+        for group in bank.groups:
+            assert isinstance(group, PatternGroup)
+            storage = group.storage
+            slots = group.slots(*group.transitions(vectors))
+            ends = group.end_scores(slots, lengths)  # (B, T, C)
+            torch.testing.assert_close(
+                storage.sum(ends, axis=1), group.score(slots, lengths, floor=False), rtol=1e-12, atol=1e-12
+            )
+            by_start = storage.sum(group.span_totals(slots, lengths), axis=1)  # ⊕ over starts: (B, end, C)
+            empty = group.empty_span()
+            if empty is not None:
+                valid = (torch.arange(6)[None, :] < lengths[:, None])[..., None]
+                by_start = torch.where(valid, storage.plus(by_start, empty), by_start)
+            torch.testing.assert_close(by_start, ends, rtol=1e-12, atol=1e-12)

@@ -413,6 +413,14 @@ class Semiring(ABC):
         """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
         return x
 
+    @property
+    def log_weights(self) -> bool:
+        """Whether the elements are log-weights: zero is -inf (log 0), one is 0 (log 1) and ⊗ adds (max-plus, log).
+
+        A multiplicative factor r (a gate, a ratio) enters such a semiring as log r.
+        """
+        return bool(self.zero == -math.inf and self.one == 0.0)
+
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         """A random element in the semiring's usual range, finite and away from overflow (for numeric cross-checks
         of symbolic identities); signed values lie in ±``scale``."""
@@ -510,9 +518,12 @@ class Semiring(ABC):
             )
         return algebra
     # -- sparse engine support (numpy arrays) ------------------------------------------
-    #: The values are natural logarithms of their real image (plus is logaddexp, times is ``+``): cycle sums are
-    #: linear solves of the image in scaled space (``is_field`` semirings solve their values directly).
-    log_domain: bool = False
+    @property
+    def log_domain(self) -> bool:
+        """The elements are natural logarithms of their real image (log-weights with a real image: log): cycle sums
+        are linear solves of the image in scaled space (``is_field`` semirings solve their values directly)."""
+        return self.log_weights and self.has_real_image
+
     #: The numpy ufunc of ``plus`` (used by ``scatter_plus``), for semirings whose plus is one.
     _plus_ufunc: np.ufunc | None = None
 
@@ -701,7 +712,6 @@ class LogSemiring(Semiring):
 
     def sym_to_real(self, e: sympy.Expr) -> sympy.Expr | None:
         return sympy.exp(e)  # exp maps the log semiring isomorphically onto (R>=0, +, *)
-    log_domain = True
     _plus_ufunc = np.logaddexp
 
     def plus(self, a: Array, b: Array) -> Array:

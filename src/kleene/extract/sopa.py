@@ -7,21 +7,24 @@ The layer's document score ``s_doc = ⊕_{1≤t≤n} [h_t]_END`` is a WFSA's For
 - ``done`` (final, a ``∀α/1̄`` loop) is the time after a span: every END state has an ``ε/1̄`` arc into it, so a
   path ends its span at some step t and the Forward ⊕-sums the END scores over t, as eq. 8 does.
 
-Semirings: the layer runs max-times in log space (its slots are log-weights), so its automata are over
-``max-plus`` with weights ``log E(w·v + b)`` and their Forward is the layer's log-score (``exp`` gives the
-probability-like number the MLP reads); max-plus and real patterns are over their own semiring.
+The automaton is read from the layer's compiled template (``PatternGroup.template``: its moves, epsilons, initial
+and final weights) and run options (restart, ``epsilon_cap``), so it cannot drift from the layer.
 
-Paper mode (eqs. 7-8, ``epsilon_cap`` k): after each token at most k epsilons in a row. The automaton keeps
-post-token copies ``s{i}_e{l}`` of the pattern states, one per number l ≤ k of epsilons just taken; every copy
-of state i consumes like state i into ``s{j}`` (l = 0), and ``s{i}_e{l} -ε/eps_i-> s{i+1}_e{l+1}``. The restart
-vector ``h_0 = eps(π)`` is the chain ``idle -ε/eps0-> h0_s1 -ε/eps1-> …`` (states that consume but never end a
-span, as h_0 enters h_t only through the next token's moves). When END is reachable by epsilons alone, the
-equations also count the empty span once per step: the arc ``idle -∀α/⊗eps-> done``.
+Semirings: the automata are over the layer's storage semiring (max-times runs in log space: max-plus, with weights
+``log E(w·v + b)``; their Forward is the layer's log-score, ``exp`` gives the number the MLP reads); the other
+semirings store themselves.
 
-Reference mode (the authors' code): one optional epsilon *before* a token, as composite moves
-``eps_i ⊗ phi_{i+1}`` (i → i+1) and ``eps_i ⊗ mu_{i+1}`` (i → i+2); fixed self-loop and epsilon scales are part
-of the weights; in the max semirings every pattern state starts at the authors' zero -100 (initial weights) and
-the document score is floored at -100 (``idle``'s final weight).
+Epsilons (paper mode, eqs. 7-8, ``epsilon_cap`` k): after each token at most k epsilons in a row. The automaton
+keeps post-token copies ``s{i}_e{l}`` of the template's states, one per number l ≤ k of epsilons just taken;
+every copy of state i consumes like state i into ``s{j}`` (l = 0), and ``s{i}_e{l} -ε/eps-> s{j}_e{l+1}``. The
+restart vector ``h_0 = λ ⊗ E^{≤k}`` is ``idle`` (λ) and the copies ``h0_s{j}_e{l}`` reached from it by l epsilons
+(states that consume but never end a span, as h_0 enters h_t only through the next token's moves). When a final
+state is among them, the layer also counts the empty span once per step: the arc ``idle -∀α/h_0[END]-> done``.
+
+Reference mode (the authors' code): the template has no epsilon arcs; one optional epsilon *before* a token is
+part of its composite moves (``eps_i ⊗ phi_{i+1}``: i → i+1, ``eps_i ⊗ mu_{i+1}``: i → i+2), and fixed self-loop
+and epsilon scales are part of the weights. Where semiring zero is -inf the authors stand in -100: every pattern
+state starts there (initial weights) and the document score is floored at -100 (``idle``'s final weight).
 
 The document is the classifier's padded token sequence: ``boundary`` copies of ``SOPA_START`` before the tokens
 and of ``SOPA_END`` after them (``sopa_document``); the two boundary vectors are extra rows of the features.
@@ -36,27 +39,27 @@ import numpy as np
 import sympy
 
 from kleene.automata.labels import ANY, EPSILON
-from kleene.automata.semiring import MAX_PLUS, REAL, Semiring
+from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
+from kleene.compile.template import Factor, TemplateArc
 from kleene.extract.core import AffineInput, Extraction, ExtractionError, Structure, Unit, to_numpy, vocabulary_rows
+from kleene.nn.sopa import REFERENCE_ZERO, stored_as_logs
 from kleene.rational.recurrence import input_symbol
 
 #: Padding tokens of a SoPa document (their vectors are the classifier's ``start_vector`` / ``end_vector``).
 SOPA_START, SOPA_END = "<SoPa:START>", "<SoPa:END>"
-#: The authors' semiring zero in the max semirings (the same number as ``kleene.nn.sopa.REFERENCE_ZERO``;
-#: kleene.compile does not import kleene.nn, and a test checks that the two agree).
-REFERENCE_ZERO = -100.0
+__all__ = ["REFERENCE_ZERO", "SOPA_END", "SOPA_START", "from_sopa", "from_sopa_patterns", "sopa_document"]
 
 
-def storage_semiring(semiring: str) -> Semiring:
-    """The semiring a SoPa pattern's automata are over: max-times runs in log space, i.e. max-plus."""
-    return REAL if semiring == "real" else MAX_PLUS
+def storage_semiring(semiring: str | Semiring) -> Semiring:
+    """The semiring a SoPa pattern's automata are over: the layer's storage (max-times runs in log space: max-plus)."""
+    return get_semiring(semiring).storage
 
 
 def _times(storage: Semiring, *factors: sympy.Expr) -> sympy.Expr:
     """A semiring product written in the storage's numbers (real: ×, max-plus: +)."""
-    return sympy.Mul(*factors) if storage is REAL else sympy.Add(*factors)
+    return storage.sym_times(*factors)
 
 
 def _call(name: str) -> sympy.Expr:
@@ -67,93 +70,117 @@ def _weight(name: str) -> sympy.Expr:
     return sympy.Function(name)(ALPHA)
 
 
-class _PatternBuilder:
-    """The symbolic automaton of one pattern of ``length`` states (see the module docstring for the construction).
+def _factor(storage: Semiring, weight: Factor, slots: Sequence[str], constants: Sequence[str]) -> list[str]:
+    """The names of a factor's constants then slots (a move's weight function is named by them joined by ``_``)."""
+    if weight.literal is not None:  # pragma: no cover - SoPa's templates have no literals
+        raise ExtractionError(f"a SoPa template weight with a literal {weight.literal!r}")
+    return [constants[c] for c in weight.constants] + [slots[k] for k in weight.slots]
 
-    Weight functions: ``mu{i}`` (main path out of state i), ``phi{i}`` (self-loop on i, times the loop scale),
-    reference mode's composites ``eps{i}_phi{j}`` / ``eps{i}_mu{j}``; constants ``eps{i}``.
+
+def _pattern_structure(group: Any) -> Structure:
+    """The automaton of one group's compiled template, run as the layer runs it (restart, ⊕ over steps, at most
+    ``epsilon_cap`` epsilons in a row; see the module docstring): read from ``group.template``, not re-derived.
+
+    Weight functions are named by their factors (``mu1``, ``phi2``, ``eps0_phi1``...); a slot ``mu{i}`` is the
+    input ``m{i}(x_t)``, ``phi{i}`` is ``s{i}(x_t)`` times the layer's self-loop scale; constants ``eps{i}``.
     """
+    template, storage = group.template, group.storage
+    slots, constants = template.slots, template.constants
+    q = len(template.states)
+    cap = group.epsilon_cap if template.epsilons else 0
+    depth = q - 1 if cap is None else cap  # SoPa's epsilons go forward: no path takes more than Q-1 of them
+    scale = [] if group.loop_scale is None else [sympy.Float(group.loop_scale)]
+    scaled = {
+        name: _call(f"m{i}") if kind == "mu" else storage.sym_times(_call(f"s{i}"), *scale)
+        for name, (kind, i) in zip(slots, group.slot_moves)
+    }
+    parameterisation: dict[str, sympy.Expr] = {}
 
-    def __init__(self, length: int, storage: Semiring, self_loops: bool, epsilons: bool, loop_scale: float | None):
-        self.length, self.storage = length, storage
-        self.self_loops, self.epsilons = self_loops, epsilons
-        self.wfsa = WFSA(storage)
-        scale = [] if loop_scale is None else [sympy.Float(loop_scale)]
-        self.parameterisation: dict[str, sympy.Expr] = {f"mu{i}": _call(f"m{i}") for i in range(length - 1)}
-        if self_loops:
-            self.parameterisation.update({f"phi{i}": _times(storage, _call(f"s{i}"), *scale) for i in range(length)})
+    def move_weight(arc: TemplateArc) -> sympy.Expr:
+        names = _factor(storage, arc.weight, slots, constants)
+        name = "_".join(names)
+        parameterisation[name] = storage.sym_times(
+            *(sympy.Symbol(n) for n in names if n in constants), *(scaled[n] for n in names if n in scaled)
+        )
+        return _weight(name)
 
-    def _consume_like(self, src: str, i: int) -> None:
-        """The moves of pattern state i (self-loop, main path) out of ``src``, into the plain states."""
-        if self.self_loops:
-            self.wfsa.add_arc(src, f"s{i}", ANY, _weight(f"phi{i}"))
-        if i + 1 < self.length:
-            self.wfsa.add_arc(src, f"s{i + 1}", ANY, _weight(f"mu{i}"))
+    def constant(weight: Factor) -> sympy.Expr:
+        return storage.sym_times(*(sympy.Symbol(n) for n in _factor(storage, weight, slots, constants)))
 
-    def _wrap(self, end_states: Sequence[str]) -> None:
-        one = self.storage.one
-        self.wfsa.add_arc("idle", "idle", ANY, one)
-        self.wfsa.add_arc("done", "done", ANY, one)
-        for end in end_states:
-            self.wfsa.add_arc(end, "done", EPSILON, one)
-        self.wfsa.set_initial("idle", one)
-        self.wfsa.set_final("done", one)
+    def state(prefix: str, index: int, level: int) -> str:
+        return f"{prefix}s{index}" if level == 0 else f"{prefix}s{index}_e{level}"
 
-    def paper(self, epsilon_cap: int | None) -> Structure:
-        length = self.length
-        depth = 0 if not self.epsilons else length - 1 if epsilon_cap is None else min(epsilon_cap, length - 1)
-        post = {(0, i) for i in range(0 if self.self_loops else 1, length)}  # (epsilons taken, state)
-        for level in range(1, depth + 1):
-            post |= {(level, i + 1) for (lv, i) in post if lv == level - 1 and i + 1 < length}
+    wfsa = WFSA(storage)
+    one = storage.one
+    wfsa.add_state("idle")
+    # post-token copies (state, epsilons taken since the token); the start copies h0_* hold h_0 = λ ⊗ E^l
+    post = {(m.dst, 0) for m in template.moves} | ({(i, 0) for i in range(q)} if group.floored else set())
+    starts = {(src, 0): constant(w) for src, w in template.initial}
+    start_levels = [dict(starts)]
+    for level in range(depth):
+        post |= {(e.dst, level + 1) for e in template.epsilons if (e.src, level) in post}
+        reached: dict[int, sympy.Expr] = {}
+        for e in template.epsilons:
+            if (e.src, level) in start_levels[-1]:
+                reached[e.dst] = storage.sym_plus(
+                    *([reached[e.dst]] if e.dst in reached else []),
+                    storage.sym_times(start_levels[-1][e.src, level], constant(e.weight)),
+                )
+        start_levels.append({(dst, level + 1): value for dst, value in reached.items()})
+    for level, found in enumerate(start_levels[1:], 1):
+        for index, _ in found:
+            wfsa.add_state(state("h0_", index, level))
+    for index, level in sorted(post, key=lambda x: (x[1], x[0])):
+        wfsa.add_state(state("", index, level))
+    wfsa.add_state("done")
 
-        def name(level: int, i: int) -> str:
-            return f"s{i}" if level == 0 else f"s{i}_e{level}"
+    def consume(source: str, index: int, factor: sympy.Expr | None) -> None:
+        for arc in template.moves:
+            if arc.src == index:
+                weight = move_weight(arc) if factor is None else storage.sym_times(factor, move_weight(arc))
+                wfsa.add_arc(source, state("", arc.dst, 0), ANY, weight)
 
-        self.wfsa.add_state("idle")
-        for i in range(1, depth + 1):
-            self.wfsa.add_state(f"h0_s{i}")
-        for level, i in sorted(post):
-            self.wfsa.add_state(name(level, i))
-        self.wfsa.add_state("done")
-        self._consume_like("idle", 0)
-        for i in range(1, depth + 1):
-            self.wfsa.add_arc("idle" if i == 1 else f"h0_s{i - 1}", f"h0_s{i}", EPSILON, sympy.Symbol(f"eps{i - 1}"))
-            self._consume_like(f"h0_s{i}", i)
-        for level, i in sorted(post):
-            self._consume_like(name(level, i), i)
-            if (level + 1, i + 1) in post:
-                self.wfsa.add_arc(name(level, i), name(level + 1, i + 1), EPSILON, sympy.Symbol(f"eps{i}"))
-        self._wrap([name(level, i) for level, i in sorted(post) if i == length - 1])
-        if self.epsilons and depth == length - 1:  # h_0[END] ≠ 0̄: the empty span, once per step
-            empty = _times(self.storage, *(sympy.Symbol(f"eps{i}") for i in range(length - 1)))
-            self.wfsa.add_arc("idle", "done", ANY, empty)
-        return Structure(self.wfsa, self.parameterisation)
-
-    def reference(self, floor: float | None) -> Structure:
-        length = self.length
-        self.wfsa.add_states("idle", *(f"s{i}" for i in range(length)), "done")
-        for name in ["idle"] + [f"s{i}" for i in range(length)]:
-            i = 0 if name == "idle" else int(name[1:])
-            self._consume_like(name, i)
-            if self.epsilons and i + 1 < length:  # one epsilon, then the next state's move
-                eps = sympy.Symbol(f"eps{i}")
-                if self.self_loops:
-                    self.parameterisation[f"eps{i}_phi{i + 1}"] = _times(
-                        self.storage, eps, self.parameterisation[f"phi{i + 1}"]
-                    )
-                    self.wfsa.add_arc(name, f"s{i + 1}", ANY, _weight(f"eps{i}_phi{i + 1}"))
-                if i + 2 < length:
-                    self.parameterisation[f"eps{i}_mu{i + 1}"] = _times(self.storage, eps, _call(f"m{i + 1}"))
-                    self.wfsa.add_arc(name, f"s{i + 2}", ANY, _weight(f"eps{i}_mu{i + 1}"))
-        self._wrap([f"s{length - 1}"])
-        if floor is not None:
-            self.wfsa.set_final("idle", floor)
-        return Structure(self.wfsa, self.parameterisation)
+    for (index, _), value in starts.items():  # idle stands in the initial states with weight 1̄ ⊗ λ
+        consume("idle", index, None if value == storage.sym_one else value)
+    for level, found in enumerate(start_levels[1:], 1):
+        for (index, _), _value in found.items():
+            consume(state("h0_", index, level), index, None)
+        for e in template.epsilons:
+            if (e.src, level - 1) in start_levels[level - 1] and (e.dst, level) in found:
+                source = "idle" if level == 1 else state("h0_", e.src, level - 1)
+                wfsa.add_arc(source, state("h0_", e.dst, level), EPSILON, constant(e.weight))
+    for index, level in post:
+        consume(state("", index, level), index, None)
+        for e in template.epsilons:
+            if e.src == index and (e.dst, level + 1) in post and level < depth:
+                wfsa.add_arc(state("", index, level), state("", e.dst, level + 1), EPSILON, constant(e.weight))
+    wfsa.add_arc("idle", "idle", ANY, one)
+    wfsa.add_arc("done", "done", ANY, one)
+    for final_state, weight in template.final:
+        for index, level in post:
+            if index == final_state:
+                wfsa.add_arc(state("", index, level), "done", EPSILON, constant(weight))
+    # the empty span, once per step (the layer's ``empty_span``): h_0 = λ ⊗ E^{≤cap} ends at a final state
+    empty = [
+        storage.sym_times(value, constant(weight))
+        for found in start_levels[1:]
+        for (index, _), value in found.items()
+        for final_state, weight in template.final
+        if final_state == index
+    ]
+    if empty:
+        wfsa.add_arc("idle", "done", ANY, storage.sym_plus(*empty))
+    wfsa.set_initial("idle", one)
+    wfsa.set_final("done", one)
+    if group.floored:
+        wfsa.set_final("idle", REFERENCE_ZERO)
+    return Structure(wfsa, parameterisation)
 
 
-def _activation(semiring: str, encoder: str) -> str:
-    """The encoder E in the storage's numbers: log σ for max-times, else σ or the identity."""
-    return "logsigmoid" if semiring == "max-times" else encoder
+def _activation(semiring: Semiring, encoder: str) -> str:
+    """The encoder E in the storage's numbers (``kleene.nn.sopa.encode_to_storage``): log σ where elements are stored
+    as their logs (the storage holds log-weights, the semiring does not: max-times), else σ or the identity."""
+    return "logsigmoid" if encoder == "sigmoid" and stored_as_logs(semiring) else encoder
 
 
 def _per_state(prefix: str, activation: str, weight: np.ndarray, bias: np.ndarray) -> dict[str, AffineInput]:
@@ -162,24 +189,22 @@ def _per_state(prefix: str, activation: str, weight: np.ndarray, bias: np.ndarra
 
 
 def _pattern_units(patterns: Any) -> list[Unit]:
-    semiring, mode = patterns.semiring, patterns.mode
-    storage = storage_semiring(semiring)
-    activation = _activation(semiring, patterns.encoder)
-    floor = REFERENCE_ZERO if mode == "reference" and storage is MAX_PLUS else None
+    activation = _activation(patterns.algebra, patterns.encoder)
     units: list[Unit] = []
     for group in patterns.groups:
+        floor = REFERENCE_ZERO if group.floored else None
         length = group.length
         main_w, main_b = to_numpy(group.main_weight), to_numpy(group.main_bias) * group.bias_scale
         if group.self_loops:
             loop_w, loop_b = to_numpy(group.loop_weight), to_numpy(group.loop_bias) * group.bias_scale
-        eps = to_numpy(group.recurrence.constants) if group.epsilons else None  # [L-1, count], storage form
-        builder = _PatternBuilder(length, storage, group.self_loops, group.epsilons, group.loop_scale)
-        structure = builder.paper(group.epsilon_cap) if mode == "paper" else builder.reference(floor)
+        constants_of = group.epsilon_constants()
+        eps = None if constants_of is None else to_numpy(constants_of)  # [constants, count], storage form
+        structure = _pattern_structure(group)
         for p in range(group.count):  # the patterns of a group share their structure
             inputs = _per_state("m", activation, main_w[p], main_b[p])
             if group.self_loops:
                 inputs.update(_per_state("s", activation, loop_w[p], loop_b[p]))
-            constants = {} if eps is None else {f"eps{i}": float(eps[i, p]) for i in range(length - 1)}
+            constants = {} if eps is None else {c: float(eps[k, p]) for k, c in enumerate(group.template.constants)}
             initial = {f"s{i}": floor for i in range(length)} if floor is not None else {}
             units.append(Unit(f"pattern{len(units)}", structure, inputs, constants, initial))
     return units

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from kleene.automata.semiring import get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
 from kleene.data.checks import check_count, check_features, check_lengths, check_real
 from kleene.errors import LayerError
@@ -242,7 +243,8 @@ class RationalLayer(nn.Module):
 class RRNNLayer(RationalLayer):
     """RRNN(B), RRNN(B) max-plus, RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction.
 
-    ``forget_bias`` initialises b_f (default: torch's init, and ``MAX_PLUS_FORGET_BIAS`` in max-plus).
+    ``forget_bias`` initialises b_f (default: torch's init, and ``MAX_PLUS_FORGET_BIAS`` in a selecting semiring:
+    max-plus).
     """
 
     def __init__(
@@ -260,7 +262,8 @@ class RRNNLayer(RationalLayer):
         template = rrnn_template(kind)
         self.input_size = input_size
         self.kind, self.output_gate = kind, output_gate
-        self.semiring = "max-plus" if kind == "B-maxplus" else "real"
+        self.algebra = get_semiring("max-plus" if kind == "B-maxplus" else "real")
+        self.semiring = self.algebra.name
         self.orders = 1 if kind.startswith("B") else 2
         dim = hidden_size * (2 if bidirectional else 1)
         self.dim = self.output_size = dim
@@ -269,7 +272,7 @@ class RRNNLayer(RationalLayer):
         self.update = nn.Linear(input_size, self.orders * dim, bias=False)
         self.gate = nn.Linear(input_size, dim) if output_gate else None
         self.recurrence = compile_layer(template, self.semiring, dim, bidirectional, backend)
-        if forget_bias is None and self.semiring == "max-plus":
+        if forget_bias is None and self.algebra.best:  # a selecting recurrence: a decayed running best
             forget_bias = MAX_PLUS_FORGET_BIAS
         if forget_bias is not None:
             with torch.no_grad():
@@ -279,11 +282,11 @@ class RRNNLayer(RationalLayer):
         b, t, _ = x.shape
         f_pre = self.forget(x).view(b, t, self.orders, self.dim)
         w_u = self.update(x).view(b, t, self.orders, self.dim)
-        if self.semiring == "max-plus":
-            f, u = nn.functional.logsigmoid(f_pre), w_u
-        else:
-            f = torch.sigmoid(f_pre)
-            u = (1 - f) * w_u
+        # the gate σ as a ⊗-factor: log σ where elements are log-weights; a selecting ⊕ keeps the input as it is
+        # (c = max(f + c, u)), a summing one interpolates (c = f c + (1 - f) w_u)
+        gate = torch.sigmoid(f_pre)
+        f = nn.functional.logsigmoid(f_pre) if self.algebra.log_weights else gate
+        u = w_u if self.algebra.best else (1 - gate) * w_u
         by_name = {}
         for j in range(self.orders):
             suffix = "" if self.orders == 1 else str(j + 1)
@@ -293,9 +296,9 @@ class RRNNLayer(RationalLayer):
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
         if self.gate is None:
             return torch.tanh(c)
-        if self.semiring == "max-plus":
-            return torch.tanh(nn.functional.logsigmoid(self.gate(x)) + c)
-        return torch.tanh(torch.sigmoid(self.gate(x)) * c)
+        if self.algebra.log_weights:
+            return torch.tanh(self.algebra.times(nn.functional.logsigmoid(self.gate(x)), c))
+        return torch.tanh(self.algebra.times(torch.sigmoid(self.gate(x)), c))
 
 
 class RationalStack(nn.Module):

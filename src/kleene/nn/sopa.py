@@ -20,9 +20,15 @@ Two semantics (``mode``):
   template has no epsilon arcs; -100 enters as the initial state and as the floor of the document score.
   ``from_soft_patterns`` loads a state dict saved by that code.
 
-Semirings: ``"max-times"`` (max-product, run in log space: slots are log-weights), ``"max-plus"`` and
-``"real"`` (probability). The MLP receives semiring values as numbers: max-times scores are exponentiated
-back to probabilities (the authors' ``to_float``).
+Semirings: any of ``SEMIRINGS`` (``"max-times"``, ``"max-plus"``, ``"real"``, ``"log"``; a ``Semiring`` object
+works too): every encoding asks the semiring (``storage``, ``to_storage``/``from_storage``,
+``storage.times``/``sum``/``product``, ``log_weights``, ``best``), never its name. Max-times runs in log space
+(its storage is max-plus: slots are log-weights). The MLP receives the semiring's elements as numbers: max-times
+scores are exponentiated back to probabilities (the authors' ``to_float``).
+
+The compiled template is the one definition of a pattern: the layer's score, and everything interpretation and
+extraction read (span scores, best spans and their paths: ``PatternGroup.end_scores``, ``span_totals``,
+``best_starts``, ``best_paths``), run it.
 """
 
 from __future__ import annotations
@@ -32,12 +38,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from kleene.automata.semiring import SEMIRINGS as ALL_SEMIRINGS
+from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
-from kleene.errors import SoPaError
+from kleene.compile.template import OutputMode
+from kleene.errors import SemiringError, SoPaError, WeightError
 from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
@@ -53,14 +63,13 @@ __all__ = [
 Tensor = torch.Tensor
 Mode = Literal["paper", "reference"]
 Encoder = Literal["sigmoid", "identity"]
+#: One arc of a path: (kind "main"/"self-loop"/"epsilon", source, target, step in the span or None, storage weight).
+PathStep = tuple[str, int, int, int | None, Tensor]
 
-SEMIRINGS = ("max-times", "max-plus", "real")
 #: The authors' semiring zero in the max semirings ("not really -inf, shh").
 REFERENCE_ZERO = -100.0
 #: The classifier's default bank (tuned on SST-2 dev with 50-d GloVe; see RESULTS.md).
 DEFAULT_PATTERNS = "3-50_4-50_5-50_6-50"
-#: What the authors' ``from_float`` is in each semiring (reference mode fixes the encoder this way).
-REFERENCE_ENCODER: dict[str, Encoder] = {"max-times": "sigmoid", "max-plus": "identity", "real": "sigmoid"}
 
 
 def parse_pattern_spec(spec: str | Mapping[int, int] | Sequence[tuple[int, int]]) -> dict[int, int]:
@@ -91,45 +100,91 @@ def parse_pattern_spec(spec: str | Mapping[int, int] | Sequence[tuple[int, int]]
 
 
 # --------------------------------------------------------------------------------------------
-# Weights in storage form
+# The semiring and the weights in storage form
 # --------------------------------------------------------------------------------------------
-def _check_encoder(semiring: str, encoder: str) -> None:
-    if semiring not in SEMIRINGS:
+def _runs_sopa(semiring: Semiring) -> bool:
+    """Whether SoPa can run in ``semiring``: real-number elements, and larger document scores mean better matches
+    (the MLP reads the scores as numbers, interpretation ranks spans by them)."""
+    return np.dtype(semiring.numpy_dtype).kind == "f" and semiring.best != "min"
+
+
+#: The semirings kleene ships that SoPa runs in.
+SEMIRINGS = tuple(s.name for s in ALL_SEMIRINGS if _runs_sopa(s))
+
+
+def sopa_semiring(semiring: str | Semiring) -> Semiring:
+    """The ``Semiring`` of a SoPa layer.
+
+    Raises:
+        SoPaError: an unknown semiring, or one SoPa cannot run in (see ``SEMIRINGS``).
+    """
+    try:
+        algebra = get_semiring(semiring)
+    except SemiringError:
+        algebra = None
+    if algebra is None or not _runs_sopa(algebra):
         raise SoPaError(f"SoPa semiring must be one of {SEMIRINGS}, not {semiring!r}")
+    return algebra
+
+
+def _accepts_negatives(semiring: Semiring) -> bool:
+    """Whether every real number is an element (the identity encoder passes raw scores on)."""
+    try:
+        semiring.check(-1.0)
+    except WeightError:
+        return False
+    return True
+
+
+def reference_encoder(semiring: str | Semiring) -> Encoder:
+    """The authors' ``from_float`` in ``semiring``: the identity for log-weight elements (max-plus), the sigmoid for
+    probability-like ones (max-times, real)."""
+    return "identity" if sopa_semiring(semiring).log_weights else "sigmoid"
+
+
+def _check_encoder(semiring: Semiring, encoder: str) -> None:
     if encoder not in ("sigmoid", "identity"):
         raise SoPaError(f"SoPa encoder must be 'sigmoid' or 'identity', not {encoder!r}")
-    if semiring == "max-times" and encoder == "identity":
-        raise SoPaError("the max-times semiring runs in log space and needs positive weights: use encoder='sigmoid'")
+    if encoder == "identity" and not _accepts_negatives(semiring):
+        raise SoPaError(
+            f"the {semiring.name} semiring (stored in {semiring.storage.name}) needs positive weights, which the "
+            "identity encoder does not give: use encoder='sigmoid'"
+        )
 
 
-def encode_to_storage(scores: Tensor, semiring: str, encoder: str) -> Tensor:
-    """``E(scores)`` in the kernel's storage form (log-weights for max-times)."""
-    if semiring == "max-times":
-        return nn.functional.logsigmoid(scores)
-    return torch.sigmoid(scores) if encoder == "sigmoid" else scores
+def stored_as_logs(semiring: Semiring) -> bool:
+    """Whether the storage holds the elements' logarithms: its values are log-weights, the semiring's are not
+    (max-times, stored in max-plus). Encoders then compute log E directly (log σ, without underflow)."""
+    return semiring.storage.log_weights and not semiring.log_weights
 
 
-def storage_to_float(scores: Tensor, semiring: str) -> Tensor:
-    """Semiring values as the numbers the MLP reads (max-times: back from log space)."""
-    return scores.exp() if semiring == "max-times" else scores
+def encode_to_storage(scores: Tensor, semiring: str | Semiring, encoder: str) -> Tensor:
+    """``E(scores)`` in the semiring's storage form (stored as logs: log σ)."""
+    algebra = get_semiring(semiring)
+    if encoder == "sigmoid":
+        if stored_as_logs(algebra):
+            return nn.functional.logsigmoid(scores)
+        return algebra.to_storage(torch.sigmoid(scores))
+    return algebra.to_storage(scores)
 
 
-def _storage_times(a: Tensor, b: Tensor | float, semiring: str) -> Tensor:
-    return a * b if semiring == "real" else a + b
+def storage_to_float(scores: Tensor, semiring: str | Semiring) -> Tensor:
+    """Semiring values as the numbers the MLP reads (the semiring's elements; max-times: back from log space)."""
+    return get_semiring(semiring).from_storage(scores)
 
 
 class _EncodedConstants(nn.Module):
     """Parametrization: the recurrence's epsilon constants are ``scale ⊗ E(raw)`` in storage form."""
 
-    def __init__(self, semiring: str, encoder: str, scale: float | None):
+    def __init__(self, semiring: Semiring, encoder: str, scale: float | None):
         super().__init__()
-        self.semiring, self.encoder = semiring, encoder
+        self.algebra, self.encoder = semiring, encoder
         self.scale = scale
 
     def forward(self, raw: Tensor) -> Tensor:
-        value = encode_to_storage(raw, self.semiring, self.encoder)
+        value = encode_to_storage(raw, self.algebra, self.encoder)
         if self.scale is not None:
-            value = _storage_times(value, self.scale, self.semiring)
+            value = self.algebra.storage.times(value, self.scale)
         return value
 
 
@@ -175,6 +230,10 @@ class PatternGroup(nn.Module):
     Parameters (per pattern p, state i): ``main_weight[p, i]`` / ``main_bias[p, i]`` for the move
     i -> i+1 (i < L-1), ``loop_weight[p, i]`` / ``loop_bias[p, i]`` for the self-loop on i, and the raw
     epsilon parameters ``recurrence.parametrizations.constants.original[i, p]`` (c_i of eq. 4).
+
+    The compiled template is SoPa's only definition: the document score (``forward``/``score``), the scores of the
+    spans ending at each step (``end_scores``), span totals (``span_totals``), best starts (``best_starts``) and
+    best paths (``best_paths``) all run it, with other options where needed (``run``).
     """
 
     _slot_index: Tensor
@@ -185,7 +244,7 @@ class PatternGroup(nn.Module):
         length: int,
         count: int,
         *,
-        semiring: str,
+        semiring: str | Semiring,
         encoder: str,
         mode: Mode,
         self_loops: bool,
@@ -197,45 +256,54 @@ class PatternGroup(nn.Module):
         backend: str,
     ):
         super().__init__()
+        self.algebra = sopa_semiring(semiring)
+        self.storage = self.algebra.storage
         self.length, self.count = length, count
-        self.semiring, self.encoder, self.mode = semiring, encoder, mode
+        self.semiring, self.encoder, self.mode = self.algebra.name, encoder, mode
         self.self_loops, self.epsilons, self.epsilon_cap = self_loops, epsilons, epsilon_cap
         self.bias_scale = bias_scale
-        self.loop_scale = None if self_loop_scale is None else _encoded_float(self_loop_scale, semiring, encoder)
+        # the authors stand in -100 for an infinite semiring zero
+        self.floored = mode == "reference" and self.storage.log_weights
+        self.loop_scale = None if self_loop_scale is None else _encoded_float(self_loop_scale, self.algebra, encoder)
         self.main_weight = nn.Parameter(_unit_rows(count, length - 1, input_dim))
         self.main_bias = nn.Parameter(torch.randn(count, length - 1))
         if self_loops:
             self.loop_weight = nn.Parameter(_unit_rows(count, length, input_dim))
             self.loop_bias = nn.Parameter(torch.randn(count, length))
         if mode == "paper":
-            template = sopa_pattern(length, self_loops=self_loops, epsilons=epsilons, semiring="max-times")
-            self.recurrence: CompiledRecurrence = compile(
-                template, semiring, count, backend, restart=True, output="sum", epsilon_cap=epsilon_cap
-            )
+            template = sopa_pattern(length, self_loops=self_loops, epsilons=epsilons)
+            self._cap: int | None = epsilon_cap
         else:
             template = reference_template(length, self_loops, epsilons)
-            self.recurrence = compile(template, semiring, count, backend, restart=True, output="sum")
+            self._cap = None
+        self.template = template
+        self.recurrence: CompiledRecurrence = compile(
+            template, self.algebra, count, backend, restart=True, output="sum", epsilon_cap=self._cap
+        )
+        self._variants: dict[tuple[object, ...], CompiledRecurrence] = {}
         if template.constants:
             with torch.no_grad():
                 self.recurrence.constants.copy_(torch.randn_like(self.recurrence.constants))
             parametrize.register_parametrization(
                 self.recurrence,
                 "constants",
-                _EncodedConstants(semiring, encoder, _eps_scale(epsilon_scale, semiring, encoder)),
+                _EncodedConstants(self.algebra, encoder, _eps_scale(epsilon_scale, self.algebra, encoder)),
             )
         # slot names are mu{i} (main path out of state i) and phi{i} (self-loop on state i)
         # position of each slot in cat([main (L-1 states), loop (L states)], -1)
-        positions = [i if kind == "mu" else length - 1 + i for kind, i in map(_slot_kind, template.slots)]
+        #: per slot of the template, (kind "mu"/"phi", state i): the main path out of i or the self-loop on i
+        self.slot_moves = [_slot_kind(name) for name in template.slots]
+        positions = [i if kind == "mu" else length - 1 + i for kind, i in self.slot_moves]
         self.register_buffer("_slot_index", torch.tensor(positions), persistent=False)
 
     def transitions(self, inputs: Tensor) -> tuple[Tensor, Tensor | None]:
         """Main-path (B, T, count, L-1) and self-loop (B, T, count, L) weights in storage form."""
-        main = encode_to_storage(self._affine(inputs, self.main_weight, self.main_bias), self.semiring, self.encoder)
+        main = encode_to_storage(self._affine(inputs, self.main_weight, self.main_bias), self.algebra, self.encoder)
         if not self.self_loops:
             return main, None
-        loop = encode_to_storage(self._affine(inputs, self.loop_weight, self.loop_bias), self.semiring, self.encoder)
+        loop = encode_to_storage(self._affine(inputs, self.loop_weight, self.loop_bias), self.algebra, self.encoder)
         if self.loop_scale is not None:
-            loop = _storage_times(loop, self.loop_scale, self.semiring)
+            loop = self.storage.times(loop, self.loop_scale)
         return main, loop
 
     def _affine(self, inputs: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
@@ -249,38 +317,199 @@ class PatternGroup(nn.Module):
         weights = main if loop is None else torch.cat([main, loop], -1)
         return weights.index_select(-1, self._slot_index).transpose(2, 3)
 
-    def empty_span(self) -> Tensor | None:
+    def epsilon_constants(self) -> Tensor | None:
+        """The epsilon weights (L-1, count) in storage form (encoded and scaled), None without epsilons."""
+        return self.recurrence.constants if self.template.constants else None
+
+    def empty_span(self, constants: Tensor | None = None) -> Tensor | None:
         """Paper mode: ``h_0[END]`` (per pattern) when END is reachable by epsilons alone, else None."""
         cap = self.epsilon_cap
         if self.mode != "paper" or not self.epsilons or (cap is not None and cap < self.length - 1):
             return None
-        constants = self.recurrence.constants  # (L-1, count) storage form
-        if self.semiring == "real":
-            return constants.prod(0)
-        return constants.sum(0)
+        constants = self.recurrence.constants if constants is None else constants  # (L-1, count) storage form
+        return self.storage.product(constants, axis=0)
 
     def forward(self, inputs: Tensor, lengths: Tensor, dropout: nn.Module | None = None) -> Tensor:
         main, loop = self.transitions(inputs)
         if dropout is not None:
             main = dropout(main)
             loop = None if loop is None else dropout(loop)
-        slots = self.slots(main, loop)
-        h0 = None
-        if self.mode == "reference" and self.semiring != "real":
-            h0 = slots.new_full((slots.shape[0], self.length, self.count), REFERENCE_ZERO)
-        scores, _ = self.recurrence(slots, lengths, h0)
-        extra = self.empty_span()
-        if extra is not None:
-            nonempty = (lengths > 0)[:, None]
-            # h_0[END] is part of every h_t, so it is ⊕-added once per step: n times in the real semiring
-            if self.semiring == "real":
-                plus = scores + lengths[:, None].to(scores.dtype) * extra
-            else:
-                plus = torch.maximum(scores, extra.expand_as(scores))
-            scores = torch.where(nonempty, plus, scores)
-        if self.mode == "reference" and self.semiring != "real":
+        return self.score(self.slots(main, loop), lengths)
+
+    def score(self, slots: Tensor, lengths: Tensor, *, constants: Tensor | None = None, floor: bool = True) -> Tensor:
+        """Document scores (B, count) in storage form from the template's slots (B, T, S, count) (eq. 8).
+
+        ``constants`` replaces the epsilon weights (L-1, count) in storage form; ``floor=False`` drops reference
+        mode's -100 stand-in for zero (initial states and the score's floor), so only real paths count.
+        """
+        floored = floor and self.floored
+        h0 = slots.new_full((slots.shape[0], self.length, self.count), REFERENCE_ZERO) if floored else None
+        if constants is None:
+            scores, _ = self.recurrence(slots, lengths, h0)
+        else:
+            scores, _ = self.run(slots, lengths, restart=True, output="sum", constants=constants, h0=h0)
+        extra = self.empty_span(constants)
+        if extra is not None and slots.shape[1]:
+            # h_0[END] is part of every h_t, so it is ⊕-added once per step (n times in the real semiring)
+            valid = torch.arange(slots.shape[1], device=lengths.device)[None, :] < lengths[:, None]
+            steps = torch.where(valid[..., None], extra.to(scores.dtype), self.storage.zeros((), like=scores))
+            scores = self.storage.plus(scores, self.storage.sum(steps, axis=1))
+        if floored:
             scores = scores.clamp_min(REFERENCE_ZERO)
         return scores
+
+    # -- the same template, run for interpretation ----------------------------------------
+    def run(
+        self,
+        slots: Tensor,
+        lengths: Tensor,
+        *,
+        restart: bool,
+        output: OutputMode,
+        semiring: Semiring | None = None,
+        constants: Tensor | None = None,
+        h0: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """This group's template compiled with other options (torch backend), as ``CompiledRecurrence.forward``.
+
+        ``semiring`` (default: the layer's) runs it in another semiring (a real pattern's Viterbi semiring): slots
+        and the layer's epsilon constants are mapped into its storage form through the elements. ``constants``
+        (storage form of the semiring run) replaces the epsilon weights.
+        """
+        target = self.algebra if semiring is None else semiring
+        key = (restart, output, target)
+        module = self._variants.get(key)
+        if module is None:
+            module = compile(
+                self.template, target, self.count, "torch", restart=restart, output=output, epsilon_cap=self._cap
+            )
+            self._variants[key] = module
+        if semiring is not None:
+            slots = target.to_storage(self.algebra.from_storage(slots))
+        if constants is None:
+            constants = self.recurrence.constants
+            if semiring is not None:
+                constants = target.to_storage(self.algebra.from_storage(constants))
+        outputs: tuple[Tensor, Tensor] = torch.func.functional_call(
+            module, {"constants": constants.to(slots.dtype)}, (slots, lengths, h0)
+        )
+        return outputs
+
+    def end_scores(self, slots: Tensor, lengths: Tensor) -> Tensor:
+        """``⊕`` over the spans ending at each step (B, T, count), storage form, zero past each length.
+
+        Spans start anywhere (the restart of eq. 7b); the empty span (paper mode, END reachable by epsilons
+        alone) counts at every step. ``⊕_t`` of these is ``score(..., floor=False)``.
+        """
+        steps, _ = self.run(slots, lengths, restart=True, output="steps")
+        extra = self.empty_span()
+        if extra is not None:
+            valid = torch.arange(slots.shape[1], device=lengths.device)[None, :, None] < lengths[:, None, None]
+            steps = torch.where(valid, self.storage.plus(steps, extra.to(steps.dtype)), steps)
+        return steps
+
+    def best_starts(self, slots: Tensor, lengths: Tensor, ends: Tensor) -> Tensor:
+        """The first step (B, count) of the best span ending at step ``ends[b, c]`` (``ends + 1``: the empty span).
+
+        The gradient of the Viterbi score w.r.t. the slots marks the arcs of the best path (torch-struct's
+        argmax); its first marked step is the span's start. Ties prefer a longer span.
+
+        Caution: meaningful in the selecting semirings (``algebra.best``) and where the score is not zero.
+        """
+        with torch.enable_grad():
+            leaf = slots.detach().requires_grad_(True)
+            picked = self.end_scores(leaf, lengths).gather(1, ends[:, None, :])
+            (grad,) = torch.autograd.grad(picked.sum(), leaf)
+        used = ((grad != 0) & ~grad.isnan()).any(2)  # (B, T, count)
+        steps = torch.arange(slots.shape[1], device=slots.device)[None, :, None]
+        first = torch.where(used, steps, slots.shape[1]).amin(1)
+        return torch.where(first <= ends, first, ends + 1)
+
+    def span_totals(self, slots: Tensor, lengths: Tensor, chunk: int = 1 << 22) -> Tensor:
+        """``totals[b, s, e, c]``: ``⊕`` over the paths of pattern c deriving steps s..e of row b (a whole span),
+        storage form, zero where e < s or e >= length (B, T, T, count).
+
+        One run of the template without restart per start (O(T²) steps), several starts stacked along the batch
+        (at most about ``chunk`` slot values per run).
+        """
+        batch, steps = slots.shape[:2]
+        totals = self.storage.zeros((batch, steps, steps, self.count), like=slots)
+        per_start = max(1, slots[:1].numel() * batch)
+        group = max(1, chunk // per_start)
+        offsets = torch.arange(steps, device=slots.device)
+        for first in range(0, steps, group):
+            starts = range(first, min(steps, first + group))
+            shifted = torch.cat([slots[:, (offsets + s).clamp(max=steps - 1)] for s in starts])
+            ahead = torch.cat([(lengths - s).clamp_min(0) for s in starts])
+            runs = self.run(shifted, ahead, restart=False, output="steps")[0].view(len(starts), batch, steps, -1)
+            for k, s in enumerate(starts):
+                totals[:, s, s:] = runs[k, :, : steps - s]
+        return totals
+
+    def best_paths(
+        self, slots: Tensor, lengths: Tensor, columns: Sequence[int]
+    ) -> list[tuple[Tensor, Tensor, list[PathStep]] | None]:
+        """Row n's best path of pattern ``columns[n]`` over its whole span ``slots[n, :lengths[n]]`` (N, T, S, count).
+
+        Returns per row (best path's weight, span total, steps), weights in storage form, or None when no path
+        derives the span. The path is the gradient of the Viterbi score (in ``algebra.viterbi``: the layer's own
+        semiring when it selects, max-times for real) w.r.t. the slots: one marked slot per step names the move;
+        the epsilons between moves follow from the chain's states (epsilons go i -> i+1).
+        """
+        zero = self.storage.zero
+        eps = self.epsilon_constants()
+        results: list[tuple[Tensor, Tensor, list[PathStep]] | None] = [None] * len(columns)
+        rows = [n for n in range(len(columns)) if int(lengths[n]) > 0]
+        empty = self.empty_span()
+        for n, column in enumerate(columns):
+            if int(lengths[n]) == 0 and empty is not None and empty[column] != zero:
+                steps = self._epsilons(0, self.length - 1, column, eps)
+                results[n] = (empty[column], empty[column], steps)
+        if not rows:
+            return results
+        index = torch.tensor(rows, device=slots.device)
+        spans, spans_lengths = slots.index_select(0, index), lengths.index_select(0, index)
+        cols = torch.tensor([columns[n] for n in rows], device=slots.device)
+        last = (spans_lengths - 1)[:, None, None].expand(-1, 1, self.count)
+        viterbi = None if self.algebra.idempotent else self.algebra.viterbi
+        with torch.enable_grad():
+            leaf = spans.detach().requires_grad_(True)
+            best = self.run(leaf, spans_lengths, restart=False, output="steps", semiring=viterbi)[0].gather(1, last)
+            picked = best[:, 0].gather(1, cols[:, None])
+            (grad,) = torch.autograd.grad(picked.sum(), leaf)
+        grad = grad.nan_to_num(0.0)
+        if viterbi is None:  # one path is the span's total
+            totals = best[:, 0].detach()
+        else:
+            totals = self.run(spans, spans_lengths, restart=False, output="steps")[0].gather(1, last)[:, 0]
+        for k, n in enumerate(rows):
+            column = columns[n]
+            total = totals[k, column]
+            if total == zero:
+                continue
+            state, weight, steps = 0, self.storage.one, []
+            for t in range(int(spans_lengths[k])):
+                slot = int(grad[k, t, :, column].abs().argmax())
+                kind, source = self.slot_moves[slot]
+                steps += self._epsilons(state, source, column, eps)
+                value = spans[k, t, slot, column]
+                if kind == "mu":
+                    steps.append(("main", source, source + 1, t, value))
+                    state = source + 1
+                else:
+                    steps.append(("self-loop", source, source, t, value))
+                    state = source
+            steps += self._epsilons(state, self.length - 1, column, eps)
+            for step in steps:
+                weight = self.storage.times(weight, step[4])
+            results[n] = (torch.as_tensor(weight, dtype=total.dtype), total, steps)
+        return results
+
+    def _epsilons(self, source: int, target: int, column: int, eps: Tensor | None) -> list[PathStep]:
+        """The epsilon steps source -> source+1 -> ... -> target of pattern ``column``."""
+        if target > source and eps is None:  # pragma: no cover - a path without epsilons moves by tokens only
+            raise SoPaError(f"no epsilon leads from state {source} to {target}")
+        return [("epsilon", i, i + 1, None, eps[i, column]) for i in range(source, target)]  # type: ignore[index]
 
 
 def _slot_kind(name: str) -> tuple[str, int]:
@@ -290,11 +519,11 @@ def _slot_kind(name: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
-def _eps_scale(scale: float | None, semiring: str, encoder: str) -> float | None:
+def _eps_scale(scale: float | None, semiring: Semiring, encoder: str) -> float | None:
     return None if scale is None else _encoded_float(scale, semiring, encoder)
 
 
-def _encoded_float(value: float, semiring: str, encoder: str) -> float:
+def _encoded_float(value: float, semiring: Semiring, encoder: str) -> float:
     return float(encode_to_storage(torch.tensor(value, dtype=torch.float64), semiring, encoder))
 
 
@@ -312,8 +541,8 @@ class SoftPatterns(nn.Module):
     Patterns are ordered by length (as ``parse_pattern_spec`` sorts them).
 
     Raises:
-        SoPaError: an unknown semiring or encoder, max-times with the identity encoder, or a reference mode
-            that does not use the authors' encoder for its semiring.
+        SoPaError: an unknown semiring (or one SoPa cannot run in) or encoder, the identity encoder in a semiring
+            without negative elements (max-times), or a reference mode that does not use the authors' encoder.
     """
 
     def __init__(
@@ -321,7 +550,7 @@ class SoftPatterns(nn.Module):
         input_dim: int,
         patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = "2-10_3-10_4-10_5-10_6-10_7-10",
         *,
-        semiring: str = "max-times",
+        semiring: str | Semiring = "max-times",
         encoder: Encoder | None = None,
         mode: Mode = "paper",
         self_loops: bool = True,
@@ -335,29 +564,30 @@ class SoftPatterns(nn.Module):
         super().__init__()
         if mode not in ("paper", "reference"):
             raise SoPaError(f"SoPa mode must be 'paper' or 'reference', not {mode!r}")
-        if semiring not in SEMIRINGS:
-            raise SoPaError(f"SoPa semiring must be one of {SEMIRINGS}, not {semiring!r}")
-        encoder = encoder or ("sigmoid" if mode == "paper" else REFERENCE_ENCODER[semiring])
-        _check_encoder(semiring, encoder)
+        algebra = sopa_semiring(semiring)
+        authors = reference_encoder(algebra)
+        encoder = encoder or ("sigmoid" if mode == "paper" else authors)
+        _check_encoder(algebra, encoder)
         if mode == "reference":
-            if encoder != REFERENCE_ENCODER[semiring]:
+            if encoder != authors:
                 raise SoPaError(
-                    f"reference mode reproduces the authors' code, whose {semiring} semiring uses the "
-                    f"{REFERENCE_ENCODER[semiring]} encoder, not {encoder}"
+                    f"reference mode reproduces the authors' code, whose {algebra.name} semiring uses the "
+                    f"{authors} encoder, not {encoder}"
                 )
             if epsilon_cap != 1:
                 raise SoPaError("reference mode takes at most one epsilon per token; epsilon_cap must be 1")
         elif self_loop_scale is not None or epsilon_scale is not None:
             raise SoPaError("self_loop_scale and epsilon_scale belong to reference mode (the paper has none)")
         self.spec = parse_pattern_spec(patterns)
-        self.semiring, self.encoder, self.mode = semiring, encoder, mode
+        self.algebra = algebra
+        self.semiring, self.encoder, self.mode = algebra.name, encoder, mode
         self.input_dim = input_dim
         self.groups = nn.ModuleList(
             PatternGroup(
                 input_dim,
                 length,
                 count,
-                semiring=semiring,
+                semiring=algebra,
                 encoder=encoder,
                 mode=mode,
                 self_loops=self_loops,
@@ -417,7 +647,7 @@ class SoPaClassifier(nn.Module):
         num_classes: int,
         embedding_dim: int = 50,
         patterns: str | Mapping[int, int] | Sequence[tuple[int, int]] = DEFAULT_PATTERNS,
-        semiring: str = "max-times",
+        semiring: str | Semiring = "max-times",
         encoder: Encoder | None = None,
         mode: Mode = "paper",
         self_loops: bool = True,
@@ -489,7 +719,7 @@ class SoPaClassifier(nn.Module):
         vectors, padded_lengths = self.embed(tokens, lengths)
         transition_dropout = self.dropout if self.patterns.mode == "reference" else None
         scores = self.patterns(vectors, padded_lengths, transition_dropout)
-        return storage_to_float(scores, self.patterns.semiring)
+        return storage_to_float(scores, self.patterns.algebra)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         scores = self.pattern_scores(tokens, lengths)
@@ -506,7 +736,7 @@ def from_soft_patterns(
     patterns: str | Mapping[int, int] | Sequence[tuple[int, int]],
     embeddings: Tensor,
     *,
-    semiring: str = "max-times",
+    semiring: str | Semiring = "max-times",
     bias_scale: float = 0.1,
     self_loop_scale: float | None = None,
     epsilon_scale: float | None = None,
@@ -601,7 +831,7 @@ def from_soft_patterns(
                 group.loop_weight.copy_(diag_view[rows_of, 0, :length])
                 group.loop_bias.copy_(bias_view[rows_of, 0, :length])
             if eps is not None:
-                original = _raw_constants(group.recurrence)
+                original = raw_constants(group.recurrence)
                 original.copy_(eps[rows_of, : length - 1].T)
             first += group.count
         for i, layer in enumerate(model.mlp.layers):
@@ -611,7 +841,7 @@ def from_soft_patterns(
     return model
 
 
-def _raw_constants(recurrence: nn.Module) -> Tensor:
+def raw_constants(recurrence: nn.Module) -> Tensor:
     """The unencoded parameter behind a parametrized recurrence's ``constants``."""
     raw = recurrence.parametrizations["constants"].original  # type: ignore[union-attr, index]
     assert isinstance(raw, Tensor)

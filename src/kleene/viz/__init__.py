@@ -1,9 +1,11 @@
 """kleene.viz: looking inside learned models -- SoPa interpretation, pattern diagrams, reports.
 
-``interpret`` turns a trained SoPa into top phrases per pattern, leave-one-out explanations of documents and
-hard (symbolic) patterns; drawing and HTML reports build on it.
+Interpretation turns a trained SoPa into top phrases per pattern (``phrases``), leave-one-out explanations of
+documents (``explain``) and hard (symbolic) patterns (``hard``), all computed by the model's own layer through
+``reader``; drawing (``draw``) and HTML reports (``report``) build on them.
 """
 
+from kleene.errors import InterpretError
 from kleene.viz.draw import (
     PatternWords,
     explanation_html,
@@ -12,23 +14,10 @@ from kleene.viz.draw import (
     phrase_table_html,
     training_curves_svg,
 )
-from kleene.viz.interpret import (
-    END_TOKEN,
-    START_TOKEN,
-    Explanation,
-    HardFidelity,
-    HardPattern,
-    InterpretError,
-    PatternContribution,
-    PatternStep,
-    PhraseMatch,
-    explain,
-    hard_fidelity,
-    hard_patterns,
-    leave_one_out,
-    removed_value,
-    top_phrases,
-)
+from kleene.viz.explain import Explanation, PatternContribution, explain, leave_one_out, removed_value
+from kleene.viz.hard import HardFidelity, HardPattern, hard_fidelity, hard_patterns
+from kleene.viz.phrases import top_phrases
+from kleene.viz.reader import END_TOKEN, START_TOKEN, PatternStep, PhraseMatch
 from kleene.viz.report import ReportError, ReportOptions, build_report, write_report
 
 __all__ = [

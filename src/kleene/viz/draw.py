@@ -27,9 +27,12 @@ import graphviz
 import torch
 
 from kleene.automata.draw import format_number, format_state_name
+from kleene.automata.semiring import Semiring, get_semiring
 from kleene.data.vocab import PAD, UNK, Vocabulary
+from kleene.errors import InterpretError
 from kleene.nn.sopa import PatternGroup, SoPaClassifier, storage_to_float
-from kleene.viz.interpret import END_TOKEN, START_TOKEN, Explanation, InterpretError, PhraseMatch
+from kleene.viz.explain import Explanation
+from kleene.viz.reader import END_TOKEN, START_TOKEN, PhraseMatch
 
 __all__ = [
     "FONT_STACK",
@@ -122,9 +125,8 @@ def pattern_words(
             group = model.patterns.groups[group_index]
             assert isinstance(group, PatternGroup)
             main, loop = group.transitions(vectors[None])  # (1, V, count, L-1), (1, V, count, L)
-            semiring = group.semiring
-            main = storage_to_float(main[0], semiring)
-            loop = None if loop is None else storage_to_float(loop[0], semiring)
+            main = storage_to_float(main[0], group.algebra)
+            loop = None if loop is None else storage_to_float(loop[0], group.algebra)
             eps = _epsilon_weights(group)
             for pattern, (g, local) in located.items():
                 if g != group_index:
@@ -155,9 +157,8 @@ def _locate(model: SoPaClassifier, pattern: int) -> tuple[int, int]:
 
 def _epsilon_weights(group: PatternGroup) -> torch.Tensor | None:
     """The epsilon weights (L-1, count) as numbers, or ``None`` when the group has no epsilon arcs."""
-    if not group.epsilons:
-        return None
-    return storage_to_float(group.recurrence.constants, group.semiring)
+    eps = group.epsilon_constants()
+    return None if eps is None else storage_to_float(eps, group.algebra)
 
 
 def _best_words(weights: torch.Tensor, labels: Sequence[str], k: int) -> tuple[tuple[tuple[str, float], ...], ...]:
@@ -282,16 +283,16 @@ def _phrase_cells(match: PhraseMatch, length: int) -> list[list[str]]:
     return cells
 
 
-def phrase_table_html(matches: Sequence[PhraseMatch], length: int, semiring: str = "max-times") -> str:
+def phrase_table_html(matches: Sequence[PhraseMatch], length: int, semiring: str | Semiring = "max-times") -> str:
     """The top phrases of one pattern as SoPa's Table 2: a row per phrase, a column per main-path arc, then the
-    phrase's score; in the real semiring, the span's total over its paths and the best path's share of it.
+    phrase's score; in a summing semiring (real), the span's total over its paths and the best path's share of it.
 
     Self-loop words carry a ``SL`` subscript and epsilon-skipped states an ``ε``; every step's weight is its tooltip.
     """
     if not matches:
         return '<p class="empty">no phrase matched this pattern</p>'
     head = "".join(f"<th>{format_state_name(f'q{i}')}→{format_state_name(f'q{i + 1}')}</th>" for i in range(length - 1))
-    real = semiring == "real"
+    real = not get_semiring(semiring).idempotent  # spans total several paths
     head += "<th>span score</th><th>best path</th>" if real else "<th>score</th>"
     rows = []
     for match in matches:

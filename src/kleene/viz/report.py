@@ -46,18 +46,10 @@ from kleene.viz.draw import (
     phrase_table_html,
     training_curves_svg,
 )
-from kleene.viz.interpret import (
-    END_TOKEN,
-    START_TOKEN,
-    HardFidelity,
-    HardPattern,
-    PhraseMatch,
-    explain,
-    hard_fidelity,
-    hard_patterns,
-    leave_one_out,
-    top_phrases,
-)
+from kleene.viz.explain import explain, leave_one_out
+from kleene.viz.hard import HardFidelity, HardPattern, hard_fidelity, hard_patterns
+from kleene.viz.phrases import top_phrases
+from kleene.viz.reader import END_TOKEN, START_TOKEN, PhraseMatch
 
 __all__ = ["CLASS_NAMES", "HARD_THRESHOLDS", "ReportError", "ReportOptions", "build_report", "write_report"]
 
