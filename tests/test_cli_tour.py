@@ -215,3 +215,15 @@ def test_tour_trains_a_language_model_and_generates(tour: tuple[TourContext, str
     # no stop token: every one of the 120 steps generates a token, and every token decodes to at least one character
     assert all(len(sample) >= 120 for sample in result["samples"].values())
     assert "--strategy beam" in output
+
+
+@needs_dot
+def test_tour_shows_the_algebra(tour: tuple[TourContext, str]) -> None:
+    context, output = tour
+    algebra = context.results["algebra"]
+    # max-plus: the highest weight first; the very-loop costs 0.25 a turn
+    best = [(" ".join(s), w) for s, w in algebra["best"]]
+    assert best[:2] == [("the good movie", -0.5), ("the very good movie", -0.75)]
+    assert best[2] in {("a fine film", -1.0), ("a great film", -1.0)}  # a tie
+    assert algebra["reduced"] == (4, 3, True)  # automaton F has Hankel rank 3
+    assert "to_regex gives it back" in output

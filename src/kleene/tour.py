@@ -225,6 +225,42 @@ def drawings(context: TourContext) -> None:
         _say(context, f"{name}: {path}")
 
 
+@section("The algebra: regular expressions, determinize, minimize, n-best, sampling, a semiring of your own")
+def algebra(context: TourContext) -> None:
+    from kleene.automata import (
+        bind,
+        determinize,
+        equivalent,
+        minimize,
+        random_paths,
+        reduce,
+        regex,
+        shortest_paths,
+        to_regex,
+    )
+
+    text = "the (very<-0.25>)* good<-0.5> movie | a [great fine] film<-1> | . boring<-3> film"
+    words = ["the", "a", "very", "good", "great", "fine", "boring", "movie", "film", "plot"]
+    rules = regex(text, semiring="max-plus", alphabet=words)
+    _say(context, f"regex({text!r}, semiring='max-plus'): {rules.num_states} states, {len(rules.arcs)} arcs")
+    best = shortest_paths(minimize(determinize(rules)), 3)
+    _say(context, "minimize(determinize(...)), the 3 best strings (max-plus: highest first):")
+    for symbols, weight in best:
+        _say(context, f"  {' '.join(map(str, symbols))!r}: {weight:g}")
+    _say(context, f"to_regex gives it back: {to_regex(rules)}")
+    f = context.automaton("F")
+    env = random_environment(context.seed)
+    numeric = bind(f, env)
+    reduced = reduce(numeric)
+    same = equivalent(numeric, reduced).equivalent
+    _say(context, f"automaton F reduced (Schützenberger): {numeric.num_states} -> {reduced.num_states} states, "
+         f"equivalent: {same}")
+    probabilities = regex("(a<0.5> | b<0.25>)* c<0.25>", semiring="real", unit="char")
+    samples = random_paths(probabilities, 5, seed=context.seed)
+    _say(context, "random_paths of (a<0.5> | b<0.25>)* c<0.25>: " + ", ".join("".join(map(str, s)) for s in samples))
+    context.results["algebra"] = {"best": best, "reduced": (numeric.num_states, reduced.num_states, same)}
+
+
 @section("Proving rationality: recurrences in, automata and certificates out")
 def proofs(context: TourContext) -> None:
     from kleene.automata import equivalent

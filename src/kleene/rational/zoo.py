@@ -77,12 +77,8 @@ def scrn() -> Recurrence:
     return rec
 
 
-def rrnn_b(semiring: str = "real") -> Recurrence:
-    """RRNN(B) (Appendix D, Eq. 23); in max-plus it is Example 15 (Eq. 21/24)."""
-    if semiring in ("max-plus", "maxplus"):
-        return rrnn_b_maxplus()
-    if semiring != "real":
-        raise RecurrenceError(f"rrnn-b is defined for the real and max-plus semirings, not {semiring}")
+def rrnn_b() -> Recurrence:
+    """RRNN(B) (Appendix D, Eq. 23) in the real semiring; its max-plus form (Example 15) is ``rrnn_b_maxplus``."""
     rec = Recurrence("rrnn-b", "real", dims="d", doc="RRNN(B), Appendix D Eq. 23a-c")
     c = rec.state("c", init=0)
     f = rec.input("f", meaning="σ(W_f v_t + b_f)_i")
