@@ -603,7 +603,21 @@ class Semiring(ABC):
         return (get_semiring, (self.name,))
 
 
-class RealSemiring(Semiring):
+class _Multiplicative(Semiring):
+    """Weights that multiply (real, max-times): division is ``/`` and weights are quantised on the scale of their
+    logarithm, so that the grid is relative and small weights are not collapsed to zero."""
+
+    def quantize(self, value: Any, delta: float) -> Any:
+        number = float(value)
+        if number == 0.0 or math.isinf(number):
+            return number
+        return (number > 0, round(math.log(abs(number)) / delta))
+
+    def _divide(self, a: Any, b: Any) -> Any:
+        return a / b
+
+
+class RealSemiring(_Multiplicative):
     """``<R, +, *, 0, 1>``: probabilities, expected counts, linear recurrences."""
 
     name = "real"
@@ -654,14 +668,6 @@ class RealSemiring(Semiring):
 
     zero_sum_free = False
 
-    def quantize(self, value: Any, delta: float) -> Any:
-        number = float(value)
-        if number == 0.0 or math.isinf(number):
-            return number
-        return (number > 0, round(math.log(abs(number)) / delta))
-
-    def _divide(self, a: Any, b: Any) -> Any:
-        return a / b
 
     def to_real(self, value: Array) -> Array:
         return float(value) if _is_scalar(value) else value
@@ -881,7 +887,7 @@ class MinPlusSemiring(_MaxPlusLike):
         return sympy.Piecewise((sympy.S.Zero, a >= 0), (-sympy.oo, True))
 
 
-class MaxTimesSemiring(Semiring):
+class MaxTimesSemiring(_Multiplicative):
     """``<[0, inf), max, *, 0, 1>``: best-path probabilities (SoPa's max-product)."""
 
     name = "max-times"
@@ -944,14 +950,6 @@ class MaxTimesSemiring(Semiring):
     def _star_values(self, a: Array) -> Array:
         return 1.0 if _is_scalar(a) else _apply(a, "ones_like")
 
-    def quantize(self, value: Any, delta: float) -> Any:
-        number = float(value)
-        if number == 0.0 or math.isinf(number):
-            return number
-        return (number > 0, round(math.log(abs(number)) / delta))
-
-    def _divide(self, a: Any, b: Any) -> Any:
-        return a / b
 
     def sym_plus(self, *terms: sympy.Expr) -> sympy.Expr:
         return sympy.Max(*terms) if terms else self.sym_zero
