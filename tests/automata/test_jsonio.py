@@ -13,6 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kleene.automata import (
+    ALPHA,
     ANY,
     EPSILON,
     WFSA,
@@ -25,6 +26,7 @@ from kleene.automata import (
     weight_functions,
 )
 from kleene.automata.jsonio import from_document, from_json, to_document, to_json
+from kleene.automata.weights import expression_to_tree
 
 from .strategies import ALPHABET, LABELS, strings, wfsas
 
@@ -63,7 +65,7 @@ def small() -> WFSA:
 def test_document_shape() -> None:
     assert to_document(small()) == {
         "format": "kleene.wfsa",
-        "version": 1,
+        "version": 2,
         "name": "small",
         "semiring": "log",
         "alphabet": {"epsilon": "<eps>", "symbols": ["a", "b", 3]},
@@ -74,12 +76,27 @@ def test_document_shape() -> None:
         "arcs": [
             {"src": "p", "dst": "q", "label": {"kind": "symbol", "symbol": "a"}, "weight": -0.5},
             {"src": "q", "dst": "q", "label": {"kind": "epsilon"}, "weight": -1.25},
-            {"src": "q", "dst": "p", "label": {"kind": "one-of", "symbols": [3, "b"]}, "weight": "gamma*mu(alpha)"},
+            {
+                "src": "q",
+                "dst": "p",
+                "label": {"kind": "one-of", "symbols": [3, "b"]},
+                "weight": {"expression": expression_to_tree(sympy.Symbol("gamma") * sympy.Function("mu")(ALPHA))},
+            },
             {"src": "p", "dst": "p", "label": {"kind": "none-of", "symbols": ["a"]}, "weight": 0.0},
             {"src": "p", "dst": "q", "label": {"kind": "any"}, "weight": 2.0},
         ],
     }
     json.loads(to_json(small()))  # strict JSON: no Infinity/NaN literals
+
+
+def test_version_1_documents_with_expression_text_still_read() -> None:
+    """Version 1 wrote symbolic weights as text; version 2 writes the exact tree certificates use."""
+    doc = to_document(small())
+    doc["version"] = 1
+    doc["arcs"][2]["weight"] = "gamma*mu(alpha)"
+    a = from_document(doc)
+    assert a.arcs[2].weight == sympy.Symbol("gamma") * sympy.Function("mu")(ALPHA)
+    assert from_document(to_document(a)).arcs[2].weight == a.arcs[2].weight
 
 
 def test_round_trip_of_a_small_automaton() -> None:
@@ -199,8 +216,8 @@ def arcs_with(index: int, **changes: Any) -> list[dict[str, Any]]:
         ('{"format": "kleene.wfsa", "version": 1, "version": 1}', FormatError, "duplicate key 'version'"),
         ('{"x": NaN}', FormatError, "NaN is not JSON"),
         (document(format="openfst"), FormatError, "format: expected 'kleene.wfsa', got \"openfst\""),
-        (document(version=2), FormatError, "version: this kleene reads version 1, got 2"),
-        (document(version=True), FormatError, "version: this kleene reads version 1, got true"),
+        (document(version=3), FormatError, "version: this kleene reads versions 1 and 2, got 3"),
+        (document(version=True), FormatError, "version: this kleene reads versions 1 and 2, got true"),
         ({k: v for k, v in document().items() if k != "version"}, FormatError, "^version: missing"),
         (document(colour="red"), FormatError, "^colour: unknown key"),
         (document(semiring="complex"), FormatError, "semiring: unknown semiring 'complex'"),

@@ -2,17 +2,20 @@
 
 The document::
 
-    {"format": "kleene.wfsa", "version": 1, "name": null, "semiring": "log",
+    {"format": "kleene.wfsa", "version": 2, "name": null, "semiring": "log",
      "alphabet": {"epsilon": "<eps>", "symbols": ["a", "b"]} | null,
      "states": ["q0", "q1"], "initial": {"q0": 0.0}, "final": {"q1": 0.0},
      "weight_names": {"functions": ["mu"], "symbols": ["gamma"]},
-     "arcs": [{"src": "q0", "dst": "q1", "label": {"kind": "symbol", "symbol": "a"}, "weight": "mu(alpha)"}]}
+     "arcs": [{"src": "q0", "dst": "q1", "label": {"kind": "symbol", "symbol": "a"},
+               "weight": {"expression": {"function": "mu", "args": [{"symbol": "alpha"}]}}}]}
 
 Labels are ``{"kind": "symbol", "symbol": s}``, ``{"kind": "epsilon"}``, ``{"kind": "any"}``,
 ``{"kind": "one-of", "symbols": [...]}`` and ``{"kind": "none-of", "symbols": [...]}``; symbols
 are JSON strings or integers. Weights are numbers (booleans in the boolean semiring), the
-strings ``"inf"``/``"-inf"``, or sympy expressions as strings (``str(expr)``) in which ``alpha``
-is the consumed symbol. ``weight_names`` declares which names in those strings are weight
+strings ``"inf"``/``"-inf"``, or sympy expressions as ``{"expression": tree}`` in the exact tree
+form certificates use (``weights.expression_to_tree``: the identical expression comes back, nothing is
+re-canonicalised), in which ``alpha`` is the consumed symbol. Expression strings (``str(expr)``, version 1
+documents and hand-written ones) still read. ``weight_names`` declares which names in those strings are weight
 functions and which are plain symbols; undeclared names follow ``weights.parse_weight``
 (a bare name is a Symbol, a called name a weight function unless it is a math function
 such as ``exp``).
@@ -31,41 +34,34 @@ from __future__ import annotations
 import json
 import keyword
 import math
-import sys
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 import sympy
 from sympy.core.function import AppliedUndef
-from sympy.printing.str import StrPrinter
 
 from kleene.automata.labels import ANY, EPSILON, AnySymbol, Epsilon, Label, NoneOf, OneOf, Sym, SymbolTable
-from kleene.automata.semiring import BOOLEAN, Semiring, get_semiring
-from kleene.automata.weights import ALPHA, Weight, is_symbolic, parse_weight
+from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import (
+    ALPHA,
+    Weight,
+    expression_from_tree,
+    expression_to_tree,
+    is_symbolic,
+    parse_weight,
+)
 from kleene.automata.wfsa import WFSA
 from kleene.errors import AlphabetError, FormatError, KleeneError, SemiringError, UnknownStateError, WeightError
 
 FORMAT = "kleene.wfsa"
-VERSION = 1
+VERSION = 2
+#: Version 1 wrote symbolic weights as expression text; it still reads.
+READABLE_VERSIONS = (1, 2)
 
 _TOP_KEYS = ("format", "version", "name", "semiring", "alphabet", "states", "initial", "final", "weight_names", "arcs")
 _REQUIRED_KEYS = ("format", "version", "semiring", "states", "arcs")
 
 # -- writing -----------------------------------------------------------------------------------
-
-
-class _ExactFloatPrinter(StrPrinter):  # type: ignore[misc]
-    """sympy's ``str`` with Floats printed so that reading them at 53 bits gives them back.
-
-    Normal doubles print as Python's shortest repr; other magnitudes (subnormal, or beyond
-    the double range, which sympy's Floats allow) with 17 significant digits.
-    """
-
-    def _print_Float(self, expr: sympy.Float) -> str:
-        value = float(expr)
-        if expr.is_zero or (math.isfinite(value) and abs(value) >= sys.float_info.min):
-            return repr(value)
-        return str(sympy.Float(expr, 17))  # the exact value, printed with 17 digits
 
 
 def _symbol_value(symbol: Hashable, where: str) -> str | int:
@@ -95,7 +91,7 @@ def _label_json(label: Label, where: str) -> dict[str, Any]:
 
 def _weight_json(weight: Weight, semiring: Semiring) -> Any:
     if is_symbolic(weight):
-        return _ExactFloatPrinter().doprint(weight)
+        return {"expression": expression_to_tree(weight)}
     if isinstance(semiring.one, bool):  # truth values stay JSON booleans
         return bool(weight)
     number = float(weight)
@@ -211,7 +207,7 @@ def _read_label(value: Any, path: str) -> Label:
 def _read_weight(value: Any, semiring: Semiring, locals_: dict[str, Any], path: str) -> Any:
     """A weight from JSON: a number, "inf"/"-inf", a boolean (boolean semiring) or an expression."""
     if isinstance(value, bool):
-        if semiring is not BOOLEAN:
+        if not isinstance(semiring.one, bool):
             raise WeightError(f"{path}: {json.dumps(value)} is not a weight of the {semiring.name} semiring")
         return value
     if isinstance(value, (int, float)):
@@ -219,8 +215,15 @@ def _read_weight(value: Any, semiring: Semiring, locals_: dict[str, Any], path: 
             return float(value)
         except OverflowError:
             raise WeightError(f"{path}: {value} is too large for a float weight") from None
+    if isinstance(value, dict) and set(value) == {"expression"}:
+        try:
+            return expression_from_tree(value["expression"])
+        except FormatError as exc:
+            raise _fail(f"{path}.expression", str(exc)) from None
     if not isinstance(value, str):
-        raise _fail(path, f"expected a number, 'inf', '-inf' or an expression string, got {json.dumps(value)}")
+        raise _fail(
+            path, f"expected a number, 'inf', '-inf', an expression tree or string, got {json.dumps(value)}"
+        )
     if value.strip() in ("inf", "-inf"):
         return float(value)
     try:
@@ -284,8 +287,8 @@ def from_document(doc: Any) -> WFSA:
     _expect_keys(doc, _TOP_KEYS, _REQUIRED_KEYS, "")
     if doc["format"] != FORMAT:
         raise _fail("format", f"expected {FORMAT!r}, got {json.dumps(doc['format'])}")
-    if doc["version"] != VERSION or isinstance(doc["version"], bool):
-        raise _fail("version", f"this kleene reads version {VERSION}, got {json.dumps(doc['version'])}")
+    if doc["version"] not in READABLE_VERSIONS or isinstance(doc["version"], bool):
+        raise _fail("version", f"this kleene reads versions 1 and 2, got {json.dumps(doc['version'])}")
     try:
         semiring = get_semiring(_expect(doc["semiring"], str, "semiring", "a semiring name"))
     except SemiringError as exc:

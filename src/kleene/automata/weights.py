@@ -13,6 +13,8 @@ from __future__ import annotations
 import builtins
 import io
 import keyword
+import math
+import sys
 import tokenize
 from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
@@ -251,16 +253,21 @@ def expression_to_tree(e: sympy.Basic) -> Any:
         return {"int": int(e)}
     if e.is_Rational:
         return {"rational": [int(e.p), int(e.q)]}
-    if e.is_Float:
-        return {"float": float(e)}
+    if e.is_Float:  # at double precision; magnitudes a double cannot hold as text with 17 digits, read back exactly
+        value = float(e)
+        if e.is_zero or (math.isfinite(value) and abs(value) >= sys.float_info.min):
+            return {"float": value}
+        return {"float": str(sympy.Float(e, 17))}
     if e in (sympy.oo, -sympy.oo):
         return {"float": float("inf") if e == sympy.oo else float("-inf")}
     if e.is_Symbol:
         return {"symbol": e.name}
     if isinstance(e, AppliedUndef):
         return {"function": e.func.__name__, "args": [expression_to_tree(a) for a in e.args]}
+    if isinstance(e, sympy.NumberSymbol):  # pi, E, ...: the constants the text form reads by name
+        return {"constant": type(e).__name__}
     name = type(e).__name__
-    if name not in TREE_OPERATIONS:
+    if _tree_operation(name) is None:
         raise FormatError(f"cannot store expression node {name} ({e}) as a JSON tree")
     return {"op": name, "args": [expression_to_tree(a) for a in e.args]}
 
@@ -281,6 +288,8 @@ def expression_from_tree(node: Any) -> sympy.Expr:
         p, q = node["rational"]
         return sympy.Rational(int(p), int(q))
     if "float" in node:
+        if isinstance(node["float"], str):
+            return sympy.Float(node["float"], precision=53)
         value = float(node["float"])
         if value in (float("inf"), float("-inf")):
             return sympy.oo if value > 0 else -sympy.oo
@@ -289,6 +298,23 @@ def expression_from_tree(node: Any) -> sympy.Expr:
         return sympy.Symbol(node["symbol"])
     if "function" in node and isinstance(node["function"], str):
         return sympy.Function(node["function"])(*map(expression_from_tree, node["args"]))
-    if "op" in node and node["op"] in TREE_OPERATIONS:
-        return TREE_OPERATIONS[node["op"]](*map(expression_from_tree, node["args"]))
+    if "constant" in node and isinstance(node["constant"], str):
+        constant = getattr(sympy.S, node["constant"], None)
+        if isinstance(constant, sympy.NumberSymbol):
+            return constant
+    if "op" in node and isinstance(node["op"], str):
+        operation = _tree_operation(node["op"])
+        if operation is not None and isinstance(node.get("args"), list):
+            return operation(*map(expression_from_tree, node["args"]))
     raise FormatError(f"unknown expression node {node!r}")
+
+
+def _tree_operation(name: str) -> Any:
+    """The operation a tree node names: one of ``TREE_OPERATIONS`` or a sympy function class (``sin``, ``Abs``: the
+    names the text form reads as math functions); None for anything else (nothing is evaluated from text)."""
+    if name in TREE_OPERATIONS:
+        return TREE_OPERATIONS[name]
+    found = getattr(sympy, name, None)
+    if isinstance(found, type) and issubclass(found, sympy.Function) and not issubclass(found, AppliedUndef):
+        return found
+    return None
