@@ -392,3 +392,16 @@ def test_reversal_bound_is_the_share_of_reachable_outputs():
     for delay in range(example.LENGTH):
         share = int(example.reachable(delay).sum()) / example.LENGTH
         assert example.bound(delay) == pytest.approx(share + (1 - share) / example.VOCAB, abs=1e-12), delay
+
+
+@pytest.mark.parametrize(
+    ("lengths", "message"),
+    [([3, -1], "0..4"), ([3, 5], "0..4"), ([3], "one length per sequence"), (torch.tensor([1.5, 2.0]), "integer")],
+)
+def test_delayed_checks_its_lengths(lengths: object, message: str) -> None:
+    """Before: a negative or too long length padded the wrong steps, a fractional one was truncated."""
+    wrapped = Delayed(nn.RNN(2, 3, batch_first=True), 1)
+    with pytest.raises(ConversionError, match=message):
+        wrapped(torch.zeros(2, 4, 2), lengths)
+    output, _ = wrapped(torch.zeros(2, 4, 2), [4, 0])
+    assert output.shape == (2, 4, 3)

@@ -29,6 +29,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from kleene.data.checks import check_lengths
 from kleene.errors import ConversionError
 
 Tensor = torch.Tensor
@@ -87,11 +88,24 @@ class Delayed(nn.Module):
         self.register_buffer("null", None if null is None else torch.as_tensor(null).detach().clone())
         self._takes_lengths = "lengths" in inspect.signature(layer.forward).parameters
 
-    def pad(self, x: Tensor, lengths: Tensor | None = None) -> Tensor:
-        """``x`` with ``delay`` null inputs after each sequence: shape ``T + delay`` along time."""
+    def pad(self, x: Tensor, lengths: Tensor | Sequence[int] | None = None) -> Tensor:
+        """``x`` with ``delay`` null inputs after each sequence: shape ``T + delay`` along time.
+
+        Raises:
+            ConversionError: ``x`` is not a tensor of rank >= 2, ``lengths`` is not one integer in 0..T per sequence,
+                or a null input of the wrong shape.
+        """
+        if not isinstance(x, Tensor) or x.dim() < 2:
+            raise ConversionError(f"Delayed: x must be a tensor (batch and time, then features), got {x!r:.80}")
         time_dim = 1 if self.batch_first else 0
+        if lengths is not None:
+            lengths = check_lengths(
+                lengths, x.shape[1 - time_dim], x.shape[time_dim], error=ConversionError, name="Delayed: lengths"
+            )
         if self.null is not None and self.null.shape != x.shape[-1:]:
-            raise ValueError(f"Delayed: null input of shape {tuple(self.null.shape)} for {x.shape[-1]} features")
+            raise ConversionError(
+                f"Delayed: null input of shape {tuple(self.null.shape)} for {x.shape[-1]} features"
+            )
         tail_shape = list(x.shape)
         tail_shape[time_dim] = self.delay
         padded = torch.cat([x, x.new_zeros(tail_shape)], dim=time_dim)
@@ -113,9 +127,16 @@ class Delayed(nn.Module):
         return delayed_loss_mask(lengths, max_length, self.delay)
 
     def forward(self, x: Tensor, lengths: Tensor | None = None, *args: object) -> Tensor | tuple[object, ...]:
+        """The layer's outputs ``delay`` steps late, aligned with ``x`` (see the class docstring).
+
+        Raises:
+            ConversionError: as ``pad``.
+        """
         padded = self.pad(x, lengths)
         if lengths is not None and self._takes_lengths:
-            result = self.layer(padded, *args, lengths=torch.as_tensor(lengths) + self.delay)
+            time_dim = 1 if self.batch_first else 0
+            checked = check_lengths(lengths, x.shape[1 - time_dim], x.shape[time_dim], error=ConversionError)
+            result = self.layer(padded, *args, lengths=checked + self.delay)
         else:
             result = self.layer(padded, *args)
         output = result[0] if isinstance(result, tuple) else result
