@@ -225,7 +225,7 @@ def drawings(context: TourContext) -> None:
         _say(context, f"{name}: {path}")
 
 
-@section("The algebra: regular expressions, determinize, minimize, n-best, sampling, a semiring of your own")
+@section("The algebra: regular expressions, determinize, minimize, n-best, reduction, sampling")
 def algebra(context: TourContext) -> None:
     from kleene.automata import (
         bind,

@@ -225,8 +225,9 @@ def _closure_where_useful(wfsa: WFSA, matrix: Any, cap: int | None, useful: Call
         return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states, live=useful())
 
 
-def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable] | None) -> np.ndarray:
-    """The (Q,) mask of the states on some successful path deriving ``symbols`` (None: any string).
+def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
+    """The (Q,) mask of the states on some successful path deriving ``symbols`` (a pathsum's, over any string, is
+    ``_useful_in``).
 
     Arcs of weight zero and zero initial/final weights make no path (as in ``trim``); symbolic weights count.
     """
@@ -251,10 +252,6 @@ def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable] | None) -> np.ndarray
         return seen
 
     useful = np.zeros(wfsa.num_states, dtype=bool)
-    if symbols is None:
-        moves = [(arc.src, arc.dst) for arc in arcs]
-        useful[sorted(spread(starts, moves) & spread(ends, [(d, c) for c, d in moves]))] = True
-        return useful
     eps = [(arc.src, arc.dst) for arc in arcs if not arc.label.consumes]
     back_eps = [(d, c) for c, d in eps]
 

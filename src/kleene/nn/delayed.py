@@ -95,13 +95,21 @@ class Delayed(nn.Module):
             ConversionError: ``x`` is not a tensor of rank >= 2, ``lengths`` is not one integer in 0..T per sequence,
                 or a null input of the wrong shape.
         """
+        return self._pad(x, self._checked_lengths(x, lengths))
+
+    def _checked_lengths(self, x: Tensor, lengths: Tensor | Sequence[int] | None) -> Tensor | None:
+        """``lengths`` as int64 (None stays None) after checking ``x`` and them (see ``pad``)."""
         if not isinstance(x, Tensor) or x.dim() < 2:
             raise ConversionError(f"Delayed: x must be a tensor (batch and time, then features), got {x!r:.80}")
+        if lengths is None:
+            return None
         time_dim = 1 if self.batch_first else 0
-        if lengths is not None:
-            lengths = check_lengths(
-                lengths, x.shape[1 - time_dim], x.shape[time_dim], error=ConversionError, name="Delayed: lengths"
-            )
+        return check_lengths(
+            lengths, x.shape[1 - time_dim], x.shape[time_dim], error=ConversionError, name="Delayed: lengths"
+        )
+
+    def _pad(self, x: Tensor, lengths: Tensor | None) -> Tensor:
+        time_dim = 1 if self.batch_first else 0
         if self.null is not None and self.null.shape != x.shape[-1:]:
             raise ConversionError(
                 f"Delayed: null input of shape {tuple(self.null.shape)} for {x.shape[-1]} features"
@@ -113,7 +121,7 @@ class Delayed(nn.Module):
             return padded
         total = x.shape[time_dim] + self.delay
         batch = x.shape[1 - time_dim]
-        ends = torch.full((batch,), x.shape[time_dim]) if lengths is None else torch.as_tensor(lengths).cpu()
+        ends = torch.full((batch,), x.shape[time_dim]) if lengths is None else lengths.cpu()
         steps = torch.arange(total)
         in_tail = (steps.unsqueeze(0) >= ends.unsqueeze(1)) & (steps.unsqueeze(0) < ends.unsqueeze(1) + self.delay)
         if not self.batch_first:
@@ -132,10 +140,9 @@ class Delayed(nn.Module):
         Raises:
             ConversionError: as ``pad``.
         """
-        padded = self.pad(x, lengths)
-        if lengths is not None and self._takes_lengths:
-            time_dim = 1 if self.batch_first else 0
-            checked = check_lengths(lengths, x.shape[1 - time_dim], x.shape[time_dim], error=ConversionError)
+        checked = self._checked_lengths(x, lengths)
+        padded = self._pad(x, checked)
+        if checked is not None and self._takes_lengths:
             result = self.layer(padded, *args, lengths=checked + self.delay)
         else:
             result = self.layer(padded, *args)
