@@ -15,6 +15,8 @@ import pytest
 
 from kleene.nn import build_model, registered_models
 
+from .ddp_train_all import RATIONAL, TINY
+
 SCRIPT = Path(__file__).with_name("ddp_train_all.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 #: The models kleene registers itself (the issue's list: none may crash under DDP).
@@ -27,7 +29,9 @@ BUILTIN_MODELS = (
 def test_every_parameter_of_every_model_is_trainable() -> None:
     """No parameter without a gradient: a frozen parameter is a buffer or has requires_grad False on purpose."""
     for name in registered_models():
-        kwargs = {"vocab_size": 10} if name.endswith("-lm") else {"vocab_size": 10, "num_classes": 2}
+        # the DDP script's tiny sizes (the defaults would compile, e.g., ISAN's 800 KB kernel for nothing here)
+        kwargs: dict[str, object] = dict(TINY.get(name, RATIONAL)) if name in BUILTIN_MODELS else {}
+        kwargs.update({"vocab_size": 10} if name.endswith("-lm") else {"vocab_size": 10, "num_classes": 2})
         model = build_model(name, **kwargs)
         empty = [key for key, value in model.named_parameters() if value.numel() == 0]
         assert not empty, f"{name}: empty parameters {empty}"
