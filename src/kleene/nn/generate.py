@@ -33,7 +33,11 @@ class Generation:
 
 
 def _vocabulary_size(model: nn.Module) -> int:
-    """The size of the model's output vocabulary (one forward step on the padding id 0, which every model reads)."""
+    """The size of the model's input vocabulary: its ``embedding``'s rows when it has one (every kleene language
+    model), else found by one forward step on the padding id 0, which every model reads."""
+    embedding = getattr(model, "embedding", None)
+    if isinstance(embedding, nn.Embedding):
+        return int(embedding.num_embeddings)
     return int(next_token_log_probs(model, [[0]]).shape[-1])
 
 
