@@ -7,16 +7,16 @@ from kleene.nn.isan import ISANClassifier, ISANLanguageModel, ISANLayer
 from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel, QRNNLayer
 from kleene.nn.rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
 from kleene.nn.registry import ModelConfigError, UnknownModelError, build_model, register_model, registered_models
+from kleene.nn.rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
 from kleene.nn.rules import (
     AutomatonLayer,
     RegexClassifier,
     RuleError,
-    RulesPredictor,
     RuleSet,
+    RulesPredictor,
     load_rules,
     parse_rules,
 )
-from kleene.nn.rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
 from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
 from kleene.nn.sru import SRUClassifier, SRULanguageModel, SRULayer
 from kleene.nn.training import TrainConfig, Trainer, TrainingError, TrainResult, prepare, seed_everything, train

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from kleene.automata.labels import AnySymbol, Label, NoneOf, OneOf
+from kleene.automata.labels import AnySymbol, Label, NoneOf, OneOf, Sym
 from kleene.automata.ops import trim
 from kleene.automata.regexp import regex, to_regex
 from kleene.automata.semiring import Semiring
@@ -111,6 +111,8 @@ class _ArcRef:
 class _MaskedConstants(nn.Module):
     """Parametrization: constants absent from an automaton stay the storage zero."""
 
+    present: Tensor
+
     def __init__(self, present: Tensor, zero: float):
         super().__init__()
         self.register_buffer("present", present)
@@ -161,7 +163,9 @@ class AutomatonLayer(nn.Module):
         semiring = automata[0].semiring
         for i, a in enumerate(automata):
             if a.semiring != semiring:
-                raise RuleError(f"automaton {i} is over {a.semiring.name}, automaton 0 over {semiring.name}")
+                raise RuleError(
+                    f"automaton {i} is over the {a.semiring.name} semiring, automaton 0 over {semiring.name}"
+                )
             if a.is_symbolic:
                 raise RuleError(f"automaton {i} ({a.name}) has symbolic weights; bind them first (ops.bind)")
             if a.num_states == 0:
@@ -188,8 +192,8 @@ class AutomatonLayer(nn.Module):
                     k = pairs.setdefault((arc.src, arc.dst), len(pairs))
                     arcs.append(_ArcRef(d, i, k))
                     weights.append(w)
-                    masks.append(torch.ones(len(self.tokens), dtype=torch.bool) if random_init
-                                 else _label_mask(arc.label, self.tokens))
+                    every = torch.ones(len(self.tokens), dtype=torch.bool)
+                    masks.append(every if random_init else _label_mask(arc.label, self.tokens))
                     masks[-1][0] = False
                 else:
                     eps_pairs.setdefault((arc.src, arc.dst), len(eps_pairs))
@@ -242,10 +246,10 @@ class AutomatonLayer(nn.Module):
             parametrize.register_parametrization(self.recurrence, "constants", _MaskedConstants(present, zero))
         generator = torch.Generator().manual_seed(seed)
         if random_init:
-            start = float(semiring.to_storage(semiring.from_probability(0.5)))
-            self.arc_weight = nn.Parameter(torch.full((len(arcs),), start))
-            self.residual = nn.Parameter(torch.randn(len(arcs), embedding_dim, generator=generator)
-                                         / math.sqrt(embedding_dim))
+            half = float(semiring.to_storage(semiring.from_probability(0.5)))
+            self.arc_weight = nn.Parameter(torch.full((len(arcs),), half))
+            scale = 1 / math.sqrt(embedding_dim)
+            self.residual = nn.Parameter(torch.randn(len(arcs), embedding_dim, generator=generator) * scale)
         else:
             self.arc_weight = nn.Parameter(torch.tensor(weights, dtype=torch.float32))
             self.residual = nn.Parameter(torch.zeros(len(arcs), embedding_dim))
@@ -268,7 +272,8 @@ class AutomatonLayer(nn.Module):
 
     def arc_scores(self, tokens: Tensor, vectors: Tensor) -> Tensor:
         """Every arc's weight at every step (B, T, A) in storage form: ``w ⊗ F(u·e(x))`` where x matches, else zero."""
-        value = self.storage.times(self.arc_weight.to(vectors.dtype), _factor(self.storage, vectors @ self.residual.T.to(vectors.dtype)))
+        residual = vectors @ self.residual.T.to(vectors.dtype)
+        value = self.storage.times(self.arc_weight.to(vectors.dtype), _factor(self.storage, residual))
         matched = self.match.T[tokens]  # (B, T, A)
         return torch.where(matched, value, torch.full_like(value, float(self.storage.zero)))
 
@@ -312,7 +317,8 @@ class AutomatonLayer(nn.Module):
         if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise RuleError(f"threshold must be a probability in (0, 1], got {threshold!r}")
         if tuple(embedding.shape) != (len(self.tokens), self.embedding_dim):
-            raise RuleError(f"embedding has shape {tuple(embedding.shape)}, expected {(len(self.tokens), self.embedding_dim)}")
+            expected = (len(self.tokens), self.embedding_dim)
+            raise RuleError(f"embedding has shape {tuple(embedding.shape)}, expected {expected}")
         semiring, storage = self.algebra, self.storage
         factor = float(semiring.to_storage(semiring.from_probability(float(threshold))))
         with torch.no_grad():
@@ -348,7 +354,7 @@ class AutomatonLayer(nn.Module):
                         label = NoneOf(set(members) | lost)
                     else:
                         kept = [self.tokens[v] for v in ids if self.tokens[v] not in lost and v >= 2]
-                        label = OneOf(kept) if kept else None
+                        label = (Sym(kept[0]) if len(kept) == 1 else OneOf(kept)) if kept else None
                 if label is not None:
                     hard.add_arc(arc.src, arc.dst, label, arc.weight)
             results.append((trim(hard), lost_per_arc))

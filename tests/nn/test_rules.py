@@ -1,0 +1,214 @@
+"""Rules as layers: the compiled rule layer against ``WFSA.all_spans`` (pure Python), a classifier from rules
+against the rules alone on real TREC questions, gradcheck, the read-back and input validation."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from kleene.automata import ANY, EPSILON, WFSA, NoneOf, OneOf, regex, to_regex
+from kleene.data import Vocabulary, load
+from kleene.errors import LayerError, RuleError
+from kleene.nn import build_model
+from kleene.nn.rules import AutomatonLayer, RegexClassifier, RulesPredictor, load_rules, parse_rules
+
+TREC_RULES = Path(__file__).resolve().parents[2] / "examples" / "rules" / "trec.json"
+WORDS = ["<pad>", "<unk>", "who", "what", "is", "the", "capital", "of", "how", "many", "big", "a"]
+
+
+def batch(sentences: list[list[str]], words: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    index = {w: i for i, w in enumerate(words)}
+    lengths = torch.tensor([len(s) for s in sentences], dtype=torch.long)
+    ids = torch.zeros(len(sentences), max([len(s) for s in sentences], default=0), dtype=torch.long)
+    for b, sentence in enumerate(sentences):
+        for t, word in enumerate(sentence):
+            ids[b, t] = index.get(word, 1)
+    return ids, lengths
+
+
+def user_automata(semiring: str) -> list[WFSA]:
+    """Two automata with every label kind, epsilons, parallel arcs, constant weights and initial/final weights."""
+    a = WFSA(semiring)
+    a.add_states("s", "x", "y")
+    a.set_initial(0, 0.9 if semiring == "real" else math.log(0.9))
+    a.add_arc(0, 1, "what", 0.5 if semiring == "real" else math.log(0.5))
+    a.add_arc(0, 1, OneOf(["who", "how"]), 0.7 if semiring == "real" else math.log(0.7))  # parallel to the arc above
+    a.add_arc(1, 1, NoneOf(["the"]), 0.3 if semiring == "real" else math.log(0.3))
+    a.add_arc(1, 2, EPSILON, 0.4 if semiring == "real" else math.log(0.4))
+    a.add_arc(2, 2, "of", 0.6 if semiring == "real" else math.log(0.6))
+    a.set_final(2, 0.8 if semiring == "real" else math.log(0.8))
+    b = WFSA(semiring)
+    b.add_states("s", "t")
+    b.set_initial(0)
+    b.add_arc(0, 1, ANY, 0.25 if semiring == "real" else math.log(0.25))
+    b.add_arc(1, 0, EPSILON, 0.5 if semiring == "real" else math.log(0.5))
+    b.set_final(1)
+    return [a, b]
+
+
+SENTENCES = [
+    ["what", "is", "the", "capital", "of", "of"],
+    ["who", "is", "big"],
+    ["the"],
+    [],
+    ["how", "many", "zebras", "of"],
+]
+
+
+@pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "max-times"])
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
+def test_layer_computes_the_automata_exactly(semiring: str, backend: str) -> None:
+    automata = user_automata("real" if semiring in ("real", "max-times") else semiring)
+    if semiring == "max-times":
+        automata = [regex("what . of | who", "max-times"), regex("[how who] [^the]*", "max-times")]
+    layer = AutomatonLayer(automata, WORDS, 4, backend=backend).double()
+    ids, lengths = batch(SENTENCES, WORDS)
+    scores = layer(ids, torch.randn(*ids.shape, 4, dtype=torch.float64), lengths)
+    algebra = automata[0].semiring
+    for b, sentence in enumerate(SENTENCES):
+        seen = [w if w in WORDS else "<unk>" for w in sentence]
+        for d, automaton in enumerate(automata):
+            expected = float(algebra.to_storage(automaton.all_spans(seen).total))
+            got = float(scores[b, d].detach())
+            if math.isinf(expected):
+                assert got == expected
+            else:  # the parameters hold the weights in float32 (2^-24 relative each); a span has < 12 factors
+                assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)
+
+
+def test_one_kernel_for_many_rules() -> None:
+    ruleset = load_rules(TREC_RULES)
+    model = RegexClassifier.from_rules(ruleset, WORDS, labels=["DESC", "ENTY", "ABBR", "HUM", "LOC", "NUM"])
+    assert model.layer.recurrence.dim == len(ruleset.flat())
+    assert model.layer.num_automata == len(ruleset.flat())
+
+
+def test_untrained_classifier_predicts_the_rules_on_trec() -> None:
+    data = load("trec")
+    vocab = Vocabulary.build([[t for e in data.train for t in e.tokens]])
+    model = RegexClassifier.from_rules(TREC_RULES.read_text() and load_rules(TREC_RULES), vocab, labels=data.labels)
+    model.eval()
+    rules = RulesPredictor(load_rules(TREC_RULES), vocab)
+    sentences = [list(e.tokens) for e in data.test] + [list(e.tokens) for e in data.dev]
+    with torch.no_grad():
+        predicted: list[str] = []
+        for start in range(0, len(sentences), 256):
+            ids, lengths = batch(sentences[start : start + 256], vocab.tokens)
+            predicted += [data.labels[int(i)] for i in model(ids, lengths).argmax(-1)]
+    expected = [rules.predict(s) for s in sentences]
+    assert predicted == expected
+    # the rules are not trivial on these sentences: every label is predicted, and not always the same one
+    assert set(expected) == set(data.labels)
+
+
+def test_gradcheck_through_the_rule_initialised_layer() -> None:
+    automata = [regex("what . of | who", "log"), regex("[how who] [^the]* big", "log"), *user_automata("log")]
+    layer = AutomatonLayer(automata, WORDS, 3, backend="torch").double()
+    ids, lengths = batch(SENTENCES, WORDS)
+    vectors = torch.randn(*ids.shape, 3, dtype=torch.float64, requires_grad=True)
+    weight = layer.arc_weight.detach().clone().requires_grad_(True)
+    residual = layer.residual.detach().clone().requires_grad_(True)  # zero: the rule-initialised point
+
+    def run(v: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        out = torch.func.functional_call(layer, {"arc_weight": w, "residual": r}, (ids, v, lengths))
+        return torch.where(torch.isinf(out), torch.zeros_like(out), out)
+
+    assert torch.autograd.gradcheck(run, (vectors, weight, residual))
+
+
+def test_readback_of_an_untrained_model_is_the_rules() -> None:
+    rules = {"HUM": ["who is"], "NUM": ["how [many big]"], "LOC": ["capital of ."]}
+    model = RegexClassifier.from_rules(rules, WORDS)
+    for r in model.read_back([["who", "is", "big"], ["how", "many"]]):
+        assert r.lost == []
+        assert r.fidelity == 1.0
+        assert r.regex == to_regex(regex(r.original, "max-times"))
+
+
+def test_readback_drops_the_words_that_lost_their_weight() -> None:
+    model = RegexClassifier.from_rules({"NUM": ["how [many big]"], "HUM": ["who ."]}, WORDS, embedding_dim=4)
+    with torch.no_grad():
+        model.embedding.weight.zero_()
+        model.embedding.weight[WORDS.index("big"), 0] = 1.0
+        model.embedding.weight[WORDS.index("the"), 0] = 1.0
+        model.layer.residual[:, 0] = -5.0  # "big" and "the" now weigh exp(-5) on every arc
+    num, hum = model.read_back([["how", "big"], ["who", "the"], ["who", "is"]])
+    assert num.lost == ["big"] and num.regex == "how many"
+    assert hum.lost == ["big", "the"] and hum.regex == "who [^big the]"
+    assert num.fidelity == 1.0 and hum.fidelity == 1.0
+
+
+def test_random_init_reads_every_word() -> None:
+    model = RegexClassifier.from_rules({"HUM": ["who"], "NUM": ["how many"]}, WORDS, init="random")
+    assert bool(model.layer.match[:, 2:].all())
+    ids, lengths = batch([["the", "capital"]], WORDS)
+    assert bool(torch.isfinite(model.rule_scores(ids, lengths)).all())
+
+
+def test_registry_and_checkpoint_kwargs() -> None:
+    rules = parse_rules({"default": "0", "rules": {"1": ["who"], "0": ["how many"]}}).to_json()
+    model = build_model("regex", vocab_size=len(WORDS), num_classes=2, rules=rules, vocab=WORDS)
+    json.dumps(rules)
+    ids, lengths = batch([["who"], ["how", "many"], ["the"]], WORDS)
+    assert model(ids, lengths).argmax(-1).tolist() == [1, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ([], "expected a JSON object"),
+        ({}, "non-empty object"),
+        ({"HUM": []}, "non-empty list"),
+        ({"HUM": ["who ("]}, "label 'HUM', rule 1"),
+        ({"HUM": ["who", 3]}, "rule 2"),
+        ({"rules": {"HUM": ["who"]}, "fallback": "HUM"}, "unknown keys"),
+        ({"rules": {"HUM": ["who"]}, "default": 3}, "default"),
+    ],
+)
+def test_bad_rule_sets(rules: object, message: str) -> None:
+    with pytest.raises(RuleError, match=message):
+        parse_rules(rules)
+
+
+def test_bad_rules_file(tmp_path: Path) -> None:
+    path = tmp_path / "rules.json"
+    path.write_text('{\n  "HUM": ["who"],\n  "NUM" ["how"]\n}\n')
+    with pytest.raises(RuleError, match="line 3"):
+        load_rules(path)
+    with pytest.raises(RuleError, match=r"(?i)no such file"):
+        load_rules(tmp_path / "missing.json")
+
+
+def test_bad_classifier_inputs() -> None:
+    with pytest.raises(RuleError, match="not a class of the data"):
+        RegexClassifier.from_rules({"HUM": ["who"]}, WORDS, labels=["DESC", "LOC"])
+    with pytest.raises(RuleError, match=r"ids 0\.\.1"):
+        build_model("regex", vocab_size=len(WORDS), num_classes=2, rules={"HUM": ["who"]}, vocab=WORDS)
+    with pytest.raises(RuleError, match="weighted rules"):
+        RegexClassifier.from_rules({"HUM": ["who<0.5>"]}, WORDS)
+    with pytest.raises(RuleError, match="init"):
+        RegexClassifier.from_rules({"HUM": ["who"]}, WORDS, init="glove")
+    with pytest.raises(RuleError, match="vocab"):
+        RegexClassifier.from_rules({"HUM": ["who"]}, ["who", "what"])
+    model = RegexClassifier.from_rules({"HUM": ["who"], "NUM": ["how"]}, WORDS)
+    with pytest.raises(LayerError, match="tokens"):
+        model(torch.tensor([[len(WORDS)]]), torch.tensor([1]))
+    with pytest.raises(RuleError, match="threshold"):
+        model.read_back(threshold=1.5)
+    empty = model(torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    assert empty.shape == (0, 2)
+
+
+def test_bad_layer_inputs() -> None:
+    with pytest.raises(RuleError, match="non-empty list"):
+        AutomatonLayer([], WORDS, 4)
+    with pytest.raises(RuleError, match="semiring"):
+        AutomatonLayer([regex("who", "real"), regex("who", "log")], WORDS, 4)
+    with pytest.raises(RuleError, match="exp"):
+        AutomatonLayer([regex("who", "min-plus")], WORDS, 4)
+    with pytest.raises(RuleError, match="no consuming arc"):
+        AutomatonLayer([regex("()", "real")], WORDS, 4)
