@@ -462,7 +462,7 @@ def prepare(
     if isinstance(data, ClassificationData) and train_size is not None:
         chosen = random.Random(seed).sample(range(len(data.train)), min(train_size, len(data.train)))
         data = ClassificationData(
-            data.name, [data.train[i] for i in sorted(chosen)], data.dev, data.test, data.num_classes
+            data.name, [data.train[i] for i in sorted(chosen)], data.dev, data.test, data.num_classes, data.labels
         )
     kwargs = dict(model_kwargs or {})
     if isinstance(data, ClassificationData):
