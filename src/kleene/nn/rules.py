@@ -38,7 +38,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from kleene.automata.labels import AnySymbol, Label, NoneOf, OneOf, Sym
+from kleene.automata.labels import ANY, AnySymbol, Label, NoneOf, OneOf, Sym
 from kleene.automata.ops import trim
 from kleene.automata.regexp import regex, to_regex
 from kleene.automata.semiring import Semiring
@@ -51,6 +51,7 @@ from kleene.nn.registry import register_model
 
 __all__ = [
     "AutomatonLayer",
+    "HardArc",
     "RegexClassifier",
     "RuleError",
     "RuleReadback",
@@ -135,6 +136,9 @@ class AutomatonLayer(nn.Module):
         embedding_dim: the size of the word vectors the residuals read.
         random_init: ignore the labels (every arc reads every word) and start from random arc weights and
             residuals: the same network without the automata's knowledge.
+        leak: ``None`` (labels are exact masks) or a probability ε in (0, 0.5): every arc also reads the words outside
+            its label, with weight ``w ⊗ F(u·e(x) + λ)``, ``λ`` a per-arc parameter initialised to log ε. The
+            untrained layer is then the automaton up to ε (not exactly), but training can let new words in.
 
     Raises:
         RuleError: no automata, automata in different semirings, symbolic weights, a semiring without a
@@ -153,10 +157,13 @@ class AutomatonLayer(nn.Module):
         embedding_dim: int,
         *,
         random_init: bool = False,
+        leak: float | None = None,
         backend: str = "auto",
         seed: int = 0,
     ):
         super().__init__()
+        if leak is not None and (isinstance(leak, bool) or not isinstance(leak, (int, float)) or not 0 < leak < 0.5):
+            raise RuleError(f"leak must be None or a probability in (0, 0.5), got {leak!r}")
         automata = list(automata)
         if not automata or not all(isinstance(a, WFSA) for a in automata):
             raise RuleError(f"automata must be a non-empty list of WFSAs, got {automata!r:.80}")
@@ -254,6 +261,9 @@ class AutomatonLayer(nn.Module):
             self.arc_weight = nn.Parameter(torch.tensor(weights, dtype=torch.float32))
             self.residual = nn.Parameter(torch.zeros(len(arcs), embedding_dim))
         self.register_buffer("match", torch.stack(masks), persistent=False)  # (A, V)
+        self.leak = leak
+        if leak is not None:
+            self.leak_gate = nn.Parameter(torch.full((len(arcs),), math.log(leak)))
         self.register_buffer("arc_pair", torch.tensor([r.pair for r in arcs]), persistent=False)
         # gather[k, d, p]: the p-th arc of automaton d on template move k, or A (a column of zeros)
         groups: dict[tuple[int, int], list[int]] = {}
@@ -271,11 +281,17 @@ class AutomatonLayer(nn.Module):
         return len(self.automata)
 
     def arc_scores(self, tokens: Tensor, vectors: Tensor) -> Tensor:
-        """Every arc's weight at every step (B, T, A) in storage form: ``w ⊗ F(u·e(x))`` where x matches, else zero."""
+        """Every arc's weight at every step (B, T, A) in storage form: ``w ⊗ F(u·e(x))`` where x matches, else zero
+        (with a leak: ``w ⊗ F(u·e(x) + λ)``)."""
         residual = vectors @ self.residual.T.to(vectors.dtype)
-        value = self.storage.times(self.arc_weight.to(vectors.dtype), _factor(self.storage, residual))
+        weight = self.arc_weight.to(vectors.dtype)
+        value = self.storage.times(weight, _factor(self.storage, residual))
         matched = self.match.T[tokens]  # (B, T, A)
-        return torch.where(matched, value, torch.full_like(value, float(self.storage.zero)))
+        if self.leak is None:
+            outside = torch.full_like(value, float(self.storage.zero))
+        else:
+            outside = self.storage.times(weight, _factor(self.storage, residual + self.leak_gate.to(vectors.dtype)))
+        return torch.where(matched, value, outside)
 
     def slots(self, tokens: Tensor, vectors: Tensor) -> Tensor:
         """The compiled recurrence's slots (B, T, K, D)."""
@@ -302,31 +318,31 @@ class AutomatonLayer(nn.Module):
         return output
 
     # -- back to hard automata ----------------------------------------------------------------
-    def hard_automata(self, embedding: Tensor, threshold: float = 0.5) -> list[tuple[WFSA, list[set[str]]]]:
-        """Each automaton with the words its trained arcs still accept, and per arc the words lost.
+    def hard_automata(self, embedding: Tensor, threshold: float = 0.5) -> list[tuple[WFSA, list[HardArc]]]:
+        """Each automaton with the words its trained arcs accept, and per consuming arc the words lost and gained.
 
-        An arc keeps the words of its label whose trained weight ``w ⊗ F(u·e(x))`` is at least the original weight
-        ⊗ ``threshold`` (as a probability: ``semiring.from_probability``); a label that lost no word is kept as
-        written, a predicate (``.``, ``[^...]``) that lost words becomes ``[^... lost]``, a set becomes the set of
-        its kept words, and an arc without words is dropped. Weights stay the automaton's. Words outside a label
-        are never gained: the label is an exact mask.
+        An arc accepts the vocabulary words whose trained weight (``arc_scores``) is at least its original weight
+        ⊗ ``threshold`` (as a probability: ``semiring.from_probability``). A label that neither lost nor gained a
+        word is kept as written; a predicate (``.``, ``[^...]``) becomes ``[^...]`` of what it excludes now; a set
+        or a symbol becomes the set of its words; an arc left without words is dropped. Weights stay the automaton's.
+        Words are gained only with a ``leak`` (otherwise the label is an exact mask); ``<pad>`` and ``<unk>`` are
+        never counted. With ``random_init`` every label reads as ``.``.
 
         Raises:
             RuleError: ``threshold`` outside (0, 1], or an embedding table of another shape than (V, E).
         """
-        if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise RuleError(f"threshold must be a probability in (0, 1], got {threshold!r}")
         if tuple(embedding.shape) != (len(self.tokens), self.embedding_dim):
             expected = (len(self.tokens), self.embedding_dim)
             raise RuleError(f"embedding has shape {tuple(embedding.shape)}, expected {expected}")
         semiring, storage = self.algebra, self.storage
-        factor = float(semiring.to_storage(semiring.from_probability(float(threshold))))
+        factor = torch.tensor(float(semiring.to_storage(semiring.from_probability(float(threshold)))))
+        every = torch.arange(len(self.tokens))
         with torch.no_grad():
-            values = storage.times(self.arc_weight[:, None], _factor(storage, self.residual @ embedding.T))  # (A, V)
-        results: list[tuple[WFSA, list[set[str]]]] = []
-        by_automaton: dict[int, list[int]] = {}
-        for n, r in enumerate(self.arc_refs):
-            by_automaton.setdefault(r.automaton, []).append(n)
+            values = self.arc_scores(every[None], embedding[None].to(self.arc_weight.dtype))[0].T  # (A, V)
+        words = torch.arange(len(self.tokens)) >= 2
+        results: list[tuple[WFSA, list[HardArc]]] = []
         for d, a in enumerate(self.automata):
             hard = WFSA(semiring, a.alphabet, name=a.name)
             for name in a.states:
@@ -335,30 +351,42 @@ class AutomatonLayer(nn.Module):
                 hard.set_initial(q, w)
             for q, w in a.final.items():
                 hard.set_final(q, w)
-            consuming = dict(zip([self.arc_refs[n].index for n in by_automaton.get(d, [])], by_automaton.get(d, [])))
-            lost_per_arc: list[set[str]] = []
+            consuming = {r.index: n for n, r in enumerate(self.arc_refs) if r.automaton == d}
+            changes: list[HardArc] = []
             for i, arc in enumerate(a.arcs):
                 if i not in consuming:
                     hard.add_arc(arc.src, arc.dst, arc.label, arc.weight)
                     continue
                 n = consuming[i]
-                original = float(semiring.to_storage(arc.weight if arc.weight is not None else semiring.one))
-                bar = float(storage.times(torch.tensor(original), torch.tensor(factor)))
-                ids = torch.nonzero(_label_mask(arc.label, self.tokens)).flatten().tolist()
-                lost = {self.tokens[v] for v in ids if float(values[n, v]) < bar and v >= 2}
-                lost_per_arc.append(lost)
-                label: Label | None = arc.label
-                if lost:
-                    if isinstance(arc.label, (AnySymbol, NoneOf)):
-                        members = arc.label.members if isinstance(arc.label, NoneOf) else frozenset()
-                        label = NoneOf(set(members) | lost)
+                label: Label | None = ANY if self.random_init else arc.label
+                assert label is not None
+                weight = arc.weight if arc.weight is not None else semiring.one
+                original = torch.tensor(float(semiring.to_storage(weight)))
+                accepted = (values[n] >= storage.times(original, factor)) & words
+                before = _label_mask(label, self.tokens) & words
+                lost = sorted(self.tokens[v] for v in torch.nonzero(before & ~accepted).flatten().tolist())
+                gained = sorted(self.tokens[v] for v in torch.nonzero(accepted & ~before).flatten().tolist())
+                changes.append(HardArc(i, lost, gained))
+                if lost or gained:
+                    if isinstance(label, (AnySymbol, NoneOf)):
+                        members = label.members if isinstance(label, NoneOf) else frozenset()
+                        label = NoneOf((set(members) | set(lost)) - set(gained))
                     else:
-                        kept = [self.tokens[v] for v in ids if self.tokens[v] not in lost and v >= 2]
+                        kept = [self.tokens[v] for v in torch.nonzero(accepted).flatten().tolist()]
                         label = (Sym(kept[0]) if len(kept) == 1 else OneOf(kept)) if kept else None
                 if label is not None:
                     hard.add_arc(arc.src, arc.dst, label, arc.weight)
-            results.append((trim(hard), lost_per_arc))
+            results.append((trim(hard), changes))
         return results
+
+
+@dataclass(frozen=True)
+class HardArc:
+    """What training changed on one consuming arc (by its index in the automaton): the words lost and gained."""
+
+    arc: int
+    lost: list[str]
+    gained: list[str]
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,13 +531,15 @@ class RulesPredictor:
 # --------------------------------------------------------------------------------------------
 @dataclass
 class RuleReadback:
-    """One trained rule read back: the hard automaton, its regex, the words it lost and its fidelity."""
+    """One trained rule read back: the hard automaton, its regex, the words its arcs lost and gained (any arc),
+    and its fidelity."""
 
     label: str
     original: str
     regex: str
     automaton: WFSA
     lost: list[str] = field(default_factory=list)
+    gained: list[str] = field(default_factory=list)
     fidelity: float | None = None
 
 
@@ -521,9 +551,11 @@ class RegexClassifier(nn.Module):
     weight ``gain * (1 + (n - k) / n)`` on its own score, the default label a bias ``gain / (2n)`` and everything
     else zero, so the first matching label wins and, with no match, the default does. ``init="random"`` builds the
     same network with random weights, every arc reading every word (the rules' structure without their words).
+    ``leak`` (see ``AutomatonLayer``) lets the arcs learn to read words outside their labels; the untrained model
+    then predicts the rules unless leaked paths of weight ~ε tip a decision (ε well below 1/(4n) keeps them).
 
     Raises:
-        RuleError: a bad rule set, labels that are not the data's classes, or an unknown ``init``.
+        RuleError: a bad rule set, labels that are not the data's classes, an unknown ``init`` or a bad ``leak``.
     """
 
     task = "classification"
@@ -538,6 +570,7 @@ class RegexClassifier(nn.Module):
         embedding_dim: int = 50,
         init: str = "rules",
         gain: float = 4.0,
+        leak: float | None = None,
         freeze_embeddings: bool = False,
         backend: str = "auto",
         seed: int = 0,
@@ -553,8 +586,9 @@ class RegexClassifier(nn.Module):
         self.class_labels = list(labels)
         self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.automata = _compile_rules(self.ruleset)
-        self.layer = AutomatonLayer(self.automata, tokens, embedding_dim, random_init=init == "random",
-                                    backend=backend, seed=seed)
+        self.layer = AutomatonLayer(
+            self.automata, tokens, embedding_dim, random_init=init == "random", leak=leak, backend=backend, seed=seed
+        )
         rule_labels = [label for label, _ in self.ruleset.flat()]
         label_of_rule = torch.tensor([self.ruleset.labels.index(lab) for lab in rule_labels])
         self.register_buffer("label_of_rule", label_of_rule, persistent=False)
@@ -623,10 +657,11 @@ class RegexClassifier(nn.Module):
         """
         hard = self.layer.hard_automata(self.embedding.weight.detach(), threshold)
         out = []
-        for (label, text), (automaton, lost) in zip(self.ruleset.flat(), hard, strict=True):
+        for (label, text), (automaton, arcs) in zip(self.ruleset.flat(), hard, strict=True):
             shown = to_regex(automaton) if automaton.num_states else "[]"
-            words = sorted(set().union(*lost)) if lost else []
-            out.append(RuleReadback(label, text, shown, automaton, words))
+            lost = sorted({w for arc in arcs for w in arc.lost})
+            gained = sorted({w for arc in arcs for w in arc.gained})
+            out.append(RuleReadback(label, text, shown, automaton, lost, gained))
         if sentences:
             agree = self._fidelity(sentences, [r.automaton for r in out], threshold, batch_size)
             for r, value in zip(out, agree, strict=True):
