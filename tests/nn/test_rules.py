@@ -87,10 +87,11 @@ def test_one_kernel_for_many_rules() -> None:
     assert model.layer.num_automata == len(ruleset.flat())
 
 
-def test_untrained_classifier_predicts_the_rules_on_trec() -> None:
+@pytest.mark.parametrize("leak", [None, 1e-3])
+def test_untrained_classifier_predicts_the_rules_on_trec(leak: float | None) -> None:
     data = load("trec")
     vocab = Vocabulary.build([[t for e in data.train for t in e.tokens]])
-    model = RegexClassifier.from_rules(TREC_RULES.read_text() and load_rules(TREC_RULES), vocab, labels=data.labels)
+    model = RegexClassifier.from_rules(load_rules(TREC_RULES), vocab, labels=data.labels, leak=leak)
     model.eval()
     rules = RulesPredictor(load_rules(TREC_RULES), vocab)
     sentences = [list(e.tokens) for e in data.test] + [list(e.tokens) for e in data.dev]
@@ -230,3 +231,22 @@ def test_cli_trains_from_a_rules_file_and_reports_the_rules(
     bad.write_text('{"HUM": ["who ("]}')
     assert main(["train", "regex", "--data", "trec", "--rules", str(bad), "--out", str(out)]) == 1
     assert "label 'HUM', rule 1" in capsys.readouterr().err
+
+
+def test_a_leak_keeps_the_rules_predictions_and_lets_words_in() -> None:
+    rules = {"HUM": ["who is"], "NUM": ["how [many big]"]}
+    sentences = [["who", "is", "big"], ["how", "many"], ["how", "the"], ["what", "is"], []]
+    ids, lengths = batch(sentences, WORDS)
+    exact = RegexClassifier.from_rules(rules, WORDS, embedding_dim=4)
+    leaky = RegexClassifier.from_rules(rules, WORDS, embedding_dim=4, leak=1e-3)
+    leaky.load_state_dict(exact.state_dict(), strict=False)
+    # a leaked word scores at most ε = 1e-3 where the exact rule scores zero; matched spans are unchanged
+    difference = (leaky.label_scores(ids, lengths) - exact.label_scores(ids, lengths)).detach()
+    assert bool((difference >= 0).all()) and float(difference.max()) <= 1e-3 * (1 + 1e-6)
+    assert leaky(ids, lengths).argmax(-1).tolist() == exact(ids, lengths).argmax(-1).tolist()
+    with torch.no_grad():
+        leaky.layer.leak_gate.zero_()  # every arc now reads every word at its full weight
+    num = leaky.read_back()[1]
+    assert "the" in num.gained and num.lost == []
+    with pytest.raises(RuleError, match="leak"):
+        RegexClassifier.from_rules(rules, WORDS, leak=0.7)
