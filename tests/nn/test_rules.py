@@ -250,3 +250,15 @@ def test_a_leak_keeps_the_rules_predictions_and_lets_words_in() -> None:
     assert "the" in num.gained and num.lost == []
     with pytest.raises(RuleError, match="leak"):
         RegexClassifier.from_rules(rules, WORDS, leak=0.7)
+
+
+def test_tour_section_round_trip(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from kleene.tour import TourContext, rules_round_trip
+
+    context = TourContext(tmp_path, Console(file=None, quiet=True), seed=0, quick=True)
+    rules_round_trip(context)
+    found = context.results["rules"]
+    assert found["zero_shot"] == found["rules_alone"]  # the rules' own vocabulary view is the network's here
+    assert len(found["readback"]) == 11 and all(r.fidelity is not None for r in found["readback"])
