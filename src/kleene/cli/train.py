@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--data",
         required=True,
-        help="sst2, subj, cr, mr (classification); ptb, tinyshakespeare (LM); or the path of a LABEL<TAB>TEXT file or "
-        "of a folder of train/dev/test files (docs/data.md)",
+        help="sst2, subj, cr, mr, trec (classification); ptb, tinyshakespeare (LM); or the path of a LABEL<TAB>TEXT "
+        "file or of a folder of train/dev/test files (docs/data.md)",
     )
     parser.add_argument("--out", type=Path, help="checkpoint directory (default: runs/MODEL-DATA)")
     parser.add_argument("--epochs", type=int, default=10)
