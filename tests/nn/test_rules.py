@@ -106,19 +106,22 @@ def test_untrained_classifier_predicts_the_rules_on_trec(leak: float | None) -> 
     assert set(expected) == set(data.labels)
 
 
-def test_gradcheck_through_the_rule_initialised_layer() -> None:
+@pytest.mark.parametrize("leak", [None, 1e-3])
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
+def test_gradcheck_through_the_rule_initialised_layer(backend: str, leak: float | None) -> None:
     automata = [regex("what . of | who", "log"), regex("[how who] [^the]* big", "log"), *user_automata("log")]
-    layer = AutomatonLayer(automata, WORDS, 3, backend="torch").double()
+    layer = AutomatonLayer(automata, WORDS, 3, backend=backend, leak=leak).double()
     ids, lengths = batch(SENTENCES, WORDS)
+    names = ["arc_weight", "residual"] + (["leak_gate"] if leak is not None else [])
+    # the parameters at the rule-initialised point (residual zero, gate log ε) and the word vectors
+    inputs = [getattr(layer, name).detach().clone().requires_grad_(True) for name in names]
     vectors = torch.randn(*ids.shape, 3, dtype=torch.float64, requires_grad=True)
-    weight = layer.arc_weight.detach().clone().requires_grad_(True)
-    residual = layer.residual.detach().clone().requires_grad_(True)  # zero: the rule-initialised point
 
-    def run(v: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        out = torch.func.functional_call(layer, {"arc_weight": w, "residual": r}, (ids, v, lengths))
+    def run(v: torch.Tensor, *parameters: torch.Tensor) -> torch.Tensor:
+        out = torch.func.functional_call(layer, dict(zip(names, parameters, strict=True)), (ids, v, lengths))
         return torch.where(torch.isinf(out), torch.zeros_like(out), out)
 
-    assert torch.autograd.gradcheck(run, (vectors, weight, residual))
+    assert torch.autograd.gradcheck(run, (vectors, *inputs))
 
 
 def test_readback_of_an_untrained_model_is_the_rules() -> None:
@@ -262,3 +265,24 @@ def test_tour_section_round_trip(tmp_path: Path) -> None:
     found = context.results["rules"]
     assert found["zero_shot"] == found["rules_alone"]  # the rules' own vocabulary view is the network's here
     assert len(found["readback"]) == 11 and all(r.fidelity is not None for r in found["readback"])
+
+
+def test_the_layer_checks_its_inputs() -> None:
+    layer = AutomatonLayer([regex("who .", "max-times")], WORDS, 4, backend="torch")
+    ids, lengths = batch([["who", "is"]], WORDS)
+    vectors = torch.zeros(1, 2, 4)
+    assert layer(ids, vectors, lengths).shape == (1, 1)
+    with pytest.raises(RuleError, match=r"tokens must be ids in 0\.\.11"):
+        layer(torch.tensor([[12, 2]]), vectors, lengths)
+    with pytest.raises(RuleError, match=r"vectors have shape \(1, 2, 3\)"):
+        layer(ids, torch.zeros(1, 2, 3), lengths)
+    with pytest.raises(RuleError, match="real floating"):
+        layer(ids, torch.zeros(1, 2, 4, dtype=torch.long), lengths)
+    with pytest.raises(RuleError, match="lengths"):
+        layer(ids, vectors, torch.tensor([3]))
+    with pytest.raises(RuleError, match="threshold"):
+        layer.hard_automata(torch.zeros(len(WORDS), 4), threshold=0)
+    with pytest.raises(RuleError, match="embedding has shape"):
+        layer.hard_automata(torch.zeros(3, 4))
+    with pytest.raises(RuleError, match="leak"):
+        AutomatonLayer([regex("who", "max-times")], WORDS, 4, leak=True)  # type: ignore[arg-type]

@@ -44,6 +44,7 @@ from kleene.automata.regexp import regex, to_regex
 from kleene.automata.semiring import Semiring
 from kleene.automata.wfsa import WFSA
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from kleene.data.checks import check_count, check_lengths, check_tokens
 from kleene.data.vocab import PAD, UNK, Vocabulary
 from kleene.errors import KleeneError, RuleError
 from kleene.nn.embedding import check_token_batch, word_embedding
@@ -305,15 +306,25 @@ class AutomatonLayer(nn.Module):
     def forward(self, tokens: Tensor, vectors: Tensor, lengths: Tensor) -> Tensor:
         """Document scores (B, D) in storage form (zero for an empty sequence).
 
-        Caution:
-            ``tokens`` (B, T) must be ids of ``vocab`` and ``vectors`` (B, T, E) their embeddings; classifiers check
-            their inputs before calling this.
+        ``tokens`` (B, T) are ids of ``vocab``, ``vectors`` (B, T, E) the embeddings the residuals read (usually of
+        those tokens) and ``lengths`` (B,) the sequences' lengths.
+
+        Raises:
+            RuleError: tokens that are not a (B, T) integer tensor of ids in the vocabulary, vectors of another
+                shape than (B, T, E) or not real floating, lengths that are not one integer in 0..T per sequence.
         """
-        if vectors.shape[:2] != tokens.shape or vectors.shape[-1] != self.embedding_dim:
+        tokens = check_tokens(tokens, len(self.tokens), error=RuleError, name="AutomatonLayer: tokens")
+        if not isinstance(vectors, Tensor) or not vectors.is_floating_point():
+            raise RuleError(f"AutomatonLayer: vectors must be a real floating tensor, got {type(vectors).__name__}")
+        if vectors.dim() != 3 or vectors.shape[:2] != tokens.shape or vectors.shape[-1] != self.embedding_dim:
             raise RuleError(
-                f"vectors have shape {tuple(vectors.shape)}; expected (B, T) = {tuple(tokens.shape)} and "
-                f"E = {self.embedding_dim}"
+                f"AutomatonLayer: vectors have shape {tuple(vectors.shape)}; expected (B, T) = {tuple(tokens.shape)} "
+                f"and E = {self.embedding_dim}"
             )
+        lengths = check_lengths(
+            lengths, tokens.shape[0], tokens.shape[1], error=RuleError, device=tokens.device,
+            name="AutomatonLayer: lengths",
+        )
         output, _ = self.recurrence(self.slots(tokens, vectors), lengths)
         return output
 
@@ -516,7 +527,7 @@ class RulesPredictor:
     def matches(self, tokens: Sequence[str]) -> list[bool]:
         """Whether each rule (``RuleSet.flat`` order) matches a non-empty span of ``tokens``."""
         seen = [t if self.vocab is None or t in self.vocab else UNK for t in tokens]
-        return [a.semiring.is_zero(a.all_spans(seen).total) is False for a in self.automata]
+        return [not a.semiring.is_zero(a.all_spans(seen).total) for a in self.automata]
 
     def predict(self, tokens: Sequence[str]) -> str:
         fired = self.matches(tokens)
@@ -648,13 +659,15 @@ class RegexClassifier(nn.Module):
     def read_back(
         self, sentences: Sequence[Sequence[str]] = (), threshold: float = 0.5, batch_size: int = 256
     ) -> list[RuleReadback]:
-        """Every rule after training as a hard automaton and a regex, with the words it lost and, given
-        ``sentences``, its fidelity: the fraction of them on which the hard rule matches exactly when the soft
-        rule's score is at least ``threshold`` (as a probability).
+        """Every rule after training as a hard automaton and a regex (``AutomatonLayer.hard_automata``), with the
+        words its arcs lost and gained and, given ``sentences`` (lists of words), its fidelity: the fraction of them
+        on which the hard rule matches exactly when the soft rule's score is at least ``threshold`` (as a
+        probability).
 
         Raises:
-            RuleError: a threshold outside (0, 1].
+            RuleError: a threshold outside (0, 1] or a batch size that is not an integer >= 1.
         """
+        check_count(batch_size, "batch_size", minimum=1, error=RuleError)
         hard = self.layer.hard_automata(self.embedding.weight.detach(), threshold)
         out = []
         for (label, text), (automaton, arcs) in zip(self.ruleset.flat(), hard, strict=True):
@@ -685,8 +698,8 @@ class RegexClassifier(nn.Module):
                     for t, word in enumerate(sentence):
                         ids[b, t] = index.get(word, 1)
                 soft = self.rule_scores(ids, lengths) >= bar
+                seen = [[self.layer.tokens[int(i)] for i in ids[b, : int(lengths[b])]] for b in range(len(chunk))]
                 for r, automaton in enumerate(hard):
-                    seen = [[self.layer.tokens[int(i)] for i in ids[b, : int(lengths[b])]] for b in range(len(chunk))]
                     hits = torch.tensor([
                         automaton.num_states > 0 and not semiring.is_zero(automaton.all_spans(s).total) for s in seen
                     ])
