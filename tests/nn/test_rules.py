@@ -225,11 +225,11 @@ def test_cli_trains_from_a_rules_file_and_reports_the_rules(
 
     out = tmp_path / "run"
     args = ["train", "regex", "--data", "trec", "--rules", str(TREC_RULES), "--max-steps", "3", "--out", str(out)]
-    assert main([*args, "--no-progress", "--pretrained", "none", "--json"]) == 0
+    assert main([*args, "--set", "leak=0.001", "--no-progress", "--pretrained", "none", "--json"]) == 0
     assert main(["report", str(out), "-o", str(tmp_path / "r.html"), "--no-progress"]) == 0
     page = (tmp_path / "r.html").read_text()
     count = len(load_rules(TREC_RULES).flat())
-    assert f"Rules before and after training ({count})" in page and "stand for" in page
+    assert f"Rules before and after training ({count})" in page and "stand for" in page and "words gained" in page
     bad = tmp_path / "bad.json"
     bad.write_text('{"HUM": ["who ("]}')
     assert main(["train", "regex", "--data", "trec", "--rules", str(bad), "--out", str(out)]) == 1

@@ -199,23 +199,30 @@ def _add_rule_sections(
     rules = model.read_back(sentences, threshold=options.hard_threshold)
     rows = []
     for r in rules:
-        lost = ", ".join(r.lost[:12]) + (f" … (+{len(r.lost) - 12})" if len(r.lost) > 12 else "")
+        lost, gained = _word_list(r.lost), _word_list(r.gained)
         fidelity = "" if r.fidelity is None else format_number(r.fidelity, 3)
         rows.append(
             f"<tr><td>{html.escape(r.label)}</td><td><code>{html.escape(r.original)}</code></td>"
-            f"<td><code>{html.escape(r.regex)}</code></td><td>{html.escape(lost) or '—'}</td><td>{fidelity}</td></tr>"
+            f"<td><code>{html.escape(r.regex)}</code></td><td>{html.escape(gained) or '—'}</td>"
+            f"<td>{html.escape(lost) or '—'}</td><td>{fidelity}</td></tr>"
         )
+    leak = "" if model.layer.leak is not None else " (its labels are exact masks, so no word is gained)"
     intro = (
-        f'<p class="note">Each rule as written and as read back after training: an arc keeps the words whose trained '
-        f"weight is at least {options.hard_threshold} times its original weight (labels are exact masks, so no word "
-        "is gained). Fidelity: the fraction of the dev sentences on which the hard rule matches exactly when the "
-        "trained rule's score reaches the same threshold.</p>"
+        f'<p class="note">Each rule as written and as read back after training: an arc accepts the words whose '
+        f"trained weight is at least {options.hard_threshold} times its original weight{leak}. Fidelity: the fraction "
+        "of the dev sentences on which the hard rule matches exactly when the trained rule's score reaches the same "
+        "threshold.</p>"
     )
     table = (
         "<table><thead><tr><th>label</th><th>rule before training</th><th>rule after training</th>"
-        f"<th>words lost</th><th>fidelity</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<th>words gained</th><th>words lost</th><th>fidelity</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
     page.add("rules", f"Rules before and after training ({len(rules)})", intro + table)
+
+
+def _word_list(words: Sequence[str], shown: int = 12) -> str:
+    return ", ".join(words[:shown]) + (f" … (+{len(words) - shown})" if len(words) > shown else "")
 
 
 def _add_pattern_sections(
