@@ -286,3 +286,17 @@ def test_the_layer_checks_its_inputs() -> None:
         layer.hard_automata(torch.zeros(3, 4))
     with pytest.raises(RuleError, match="leak"):
         AutomatonLayer([regex("who", "max-times")], WORDS, 4, leak=True)  # type: ignore[arg-type]
+
+
+def test_the_experiment_at_its_smallest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(TREC_RULES.parents[1]))
+    import rules_trec
+
+    args = ["--datasets", "trec", "--fractions", "0.01", "--seeds", "0", "--epochs", "1", "--min-steps", "2"]
+    assert rules_trec.main([*args, "--threads", "1", "--out", str(tmp_path)]) == 0
+    found = json.loads((tmp_path / "rules_trec.json").read_text())
+    assert [r["arm"] for r in found["runs"]] == ["rules", "rules-leak", "random"]
+    for run in found["runs"][:2]:  # before training, both rule-initialised networks are the rules
+        assert run["zero_shot_test"] == found["rules_alone"]["test"]
+    assert "| 1% | 49 |" in (tmp_path / "rules_trec.md").read_text()
+    assert len(load_rules(TREC_RULES.parent / "sst2.json").flat()) >= 5
