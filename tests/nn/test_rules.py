@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kleene.automata import ANY, EPSILON, WFSA, NoneOf, OneOf, regex, to_regex
-from kleene.data import Vocabulary, load
+from kleene.data import Vocabulary, load_classification
 from kleene.errors import LayerError, RuleError
 from kleene.nn import build_model
 from kleene.nn.rules import AutomatonLayer, RegexClassifier, RulesPredictor, load_rules, parse_rules
@@ -89,7 +89,7 @@ def test_one_kernel_for_many_rules() -> None:
 
 @pytest.mark.parametrize("leak", [None, 1e-3])
 def test_untrained_classifier_predicts_the_rules_on_trec(leak: float | None) -> None:
-    data = load("trec")
+    data = load_classification("trec")
     vocab = Vocabulary.build([[t for e in data.train for t in e.tokens]])
     model = RegexClassifier.from_rules(load_rules(TREC_RULES), vocab, labels=data.labels, leak=leak)
     model.eval()
@@ -290,7 +290,7 @@ def test_the_layer_checks_its_inputs() -> None:
 
 def test_the_experiment_at_its_smallest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(TREC_RULES.parents[1]))
-    import rules_trec
+    import rules_trec  # type: ignore[import-not-found]
 
     args = ["--datasets", "trec", "--fractions", "0.01", "--seeds", "0", "--epochs", "1", "--min-steps", "2"]
     assert rules_trec.main([*args, "--threads", "1", "--out", str(tmp_path)]) == 0
