@@ -10,7 +10,9 @@ from word embeddings. Parameterisation (all values in the semiring's storage for
 maps a real residual r to the element standing for the factor exp(r) (r itself in log-weight storage, exp(r) in
 the real semiring), so ``F(0)`` is the semiring's one and, before training, every slot holds the automaton's weight
 or zero: the layer computes exactly the automaton's scores. Epsilon, initial and final weights are learned
-constants initialised to the automaton's weights (absent ones stay zero through a mask).
+constants initialised to the automaton's weights (absent ones stay zero through a mask). With ``leak=ε`` the words
+outside a label are read too, with ``w[a] ⊗ F(u[a] · e(x) + λ[a])``, ``λ[a]`` initialised to log ε: the untrained
+layer is then the automaton up to ε, and training can let new words in (docs/rules.md).
 
 Several automata run as one recurrence: their states are aligned by index (state 0 of each is state 0 of the
 template) and the template holds the union of their (source, target) pairs; each automaton is one dimension d of
@@ -148,7 +150,6 @@ class AutomatonLayer(nn.Module):
     """
 
     match: Tensor
-    arc_pair: Tensor
     gather: Tensor
 
     def __init__(
@@ -239,14 +240,17 @@ class AutomatonLayer(nn.Module):
         for (pair, c) in eps_pairs.items():
             for d, w in eps_values[pair].items():
                 values[c, d] = w
-        for kind, states, start in (("initial", initial_states, len(eps_pairs)),
-                                    ("final", final_states, len(eps_pairs) + len(initial_states))):
+        rows = (
+            ("initial", initial_states, len(eps_pairs)),
+            ("final", final_states, len(eps_pairs) + len(initial_states)),
+        )
+        for kind, states, first in rows:
             for n, q in enumerate(states):
                 for d, a in enumerate(automata):
                     table = a.initial if kind == "initial" else a.final
                     if q in table:
                         weight = table[q] if table[q] is not None else semiring.one
-                        values[start + n, d] = float(semiring.to_storage(weight))
+                        values[first + n, d] = float(semiring.to_storage(weight))
         present = values != zero
         if constants:
             with torch.no_grad():
@@ -265,7 +269,6 @@ class AutomatonLayer(nn.Module):
         self.leak = leak
         if leak is not None:
             self.leak_gate = nn.Parameter(torch.full((len(arcs),), math.log(leak)))
-        self.register_buffer("arc_pair", torch.tensor([r.pair for r in arcs]), persistent=False)
         # gather[k, d, p]: the p-th arc of automaton d on template move k, or A (a column of zeros)
         groups: dict[tuple[int, int], list[int]] = {}
         for n, r in enumerate(arcs):
