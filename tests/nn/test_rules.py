@@ -196,6 +196,9 @@ def test_bad_classifier_inputs() -> None:
         RegexClassifier.from_rules({"HUM": ["who<0.5>"]}, WORDS)
     with pytest.raises(RuleError, match="init"):
         RegexClassifier.from_rules({"HUM": ["who"]}, WORDS, init="glove")
+    for gain in (0.0, -1.0, float("nan")):
+        with pytest.raises(RuleError, match="gain"):
+            RegexClassifier.from_rules({"HUM": ["who"]}, WORDS, gain=gain)
     with pytest.raises(RuleError, match="vocab"):
         RegexClassifier.from_rules({"HUM": ["who"]}, ["who", "what"])
     model = RegexClassifier.from_rules({"HUM": ["who"], "NUM": ["how"]}, WORDS)

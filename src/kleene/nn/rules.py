@@ -46,7 +46,7 @@ from kleene.automata.regexp import regex, to_regex
 from kleene.automata.semiring import Semiring
 from kleene.automata.wfsa import WFSA
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
-from kleene.data.checks import check_count, check_lengths, check_tokens
+from kleene.data.checks import check_count, check_lengths, check_real, check_tokens
 from kleene.data.vocab import PAD, UNK, Vocabulary
 from kleene.errors import KleeneError, RuleError
 from kleene.nn.embedding import check_token_batch, word_embedding
@@ -569,7 +569,8 @@ class RegexClassifier(nn.Module):
     then predicts the rules unless leaked paths of weight ~ε tip a decision (ε well below 1/(4n) keeps them).
 
     Raises:
-        RuleError: a bad rule set, labels that are not the data's classes, an unknown ``init`` or a bad ``leak``.
+        RuleError: a bad rule set, labels that are not the data's classes, an unknown ``init``, a ``gain`` that is
+            not a positive number, or a bad ``leak``.
     """
 
     task = "classification"
@@ -592,6 +593,8 @@ class RegexClassifier(nn.Module):
         super().__init__()
         if init not in ("rules", "random"):
             raise RuleError(f"init must be 'rules' or 'random', not {init!r}")
+        if check_real(gain, "gain", minimum=0.0, error=RuleError) == 0:
+            raise RuleError("gain must be a finite number > 0, got 0.0")
         self.ruleset = parse_rules(rules)
         tokens = _vocab_tokens(vocab)
         if len(tokens) != vocab_size:
