@@ -190,6 +190,8 @@ def test_bad_rules_file(tmp_path: Path) -> None:
 def test_bad_classifier_inputs() -> None:
     with pytest.raises(RuleError, match="not a class of the data"):
         RegexClassifier.from_rules({"HUM": ["who"]}, WORDS, labels=["DESC", "LOC"])
+    with pytest.raises(RuleError, match="needs rules"):
+        build_model("regex", vocab_size=len(WORDS), num_classes=2)
     with pytest.raises(RuleError, match=r"ids 0\.\.1"):
         build_model("regex", vocab_size=len(WORDS), num_classes=2, rules={"HUM": ["who"]}, vocab=WORDS)
     with pytest.raises(RuleError, match="weighted rules"):
