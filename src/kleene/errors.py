@@ -83,6 +83,10 @@ class SoPaError(LayerError):
     """A SoPa configuration or a state dict that cannot be used (the message says which)."""
 
 
+class RuleError(LayerError):
+    """A rule set, rules file or automaton that cannot become a rule layer (the message names the rule or line)."""
+
+
 class ConversionError(KleeneError, ValueError):
     """A stacked network that cannot be converted, or an initial state that Lemma 1 cannot reach."""
 

@@ -73,6 +73,8 @@ def test_sst2_split_counts_from_vendored_copy():
         ("sst2/stsa.binary.dev.gz", "sst2/stsa.binary.dev"),
         ("sst2/stsa.binary.test.gz", "sst2/stsa.binary.test"),
         ("tinyshakespeare/input.txt.gz", "tinyshakespeare/input.txt"),
+        ("trec/TREC.train.all.gz", "trec/TREC.train.all"),
+        ("trec/TREC.test.all.gz", "trec/TREC.test.all"),
     ],
 )
 def test_vendored_files_are_byte_identical_to_the_shared_copies(vendored, shared):
@@ -80,9 +82,19 @@ def test_vendored_files_are_byte_identical_to_the_shared_copies(vendored, shared
 
 
 def test_vendored_files_carry_attribution():
-    for folder in ("sst2", "tinyshakespeare", "glove"):
+    for folder in ("sst2", "tinyshakespeare", "glove", "trec"):
         text = (VENDOR_DIR / folder / "README.md").read_text(encoding="utf-8")
         assert "**Source" in text and "**Citation" in text and "License" in text, folder
+
+
+def test_trec_from_vendored_copy():
+    data = load_classification("trec")
+    assert data.labels == ("DESC", "ENTY", "ABBR", "HUM", "LOC", "NUM")
+    assert (len(data.train) + len(data.dev), len(data.test)) == (5452, 500)  # the README's counts
+    assert label_counts(data.train + data.dev) == {0: 1162, 1: 1250, 2: 86, 3: 1223, 4: 835, 5: 896}
+    assert label_counts(data.test) == {0: 138, 1: 94, 2: 9, 3: 65, 4: 81, 5: 113}
+    assert data.train[0].tokens[:3] == ("how", "did", "serfdom")  # lowercased
+    assert any("ð" in token for example in data.train + data.dev for token in example.tokens)  # read as cp1252
 
 
 def test_tinyshakespeare_characters():

@@ -24,6 +24,12 @@ TINY = {
     "bilstm": {"embedding_dim": 8, "hidden_size": 4, "mlp_hidden": 4},
     "sopa": {"embedding_dim": 8, "patterns": "2-2_3-2", "mlp_hidden": 4},
     "lstm-lm": {"embedding_dim": 8, "hidden_size": 8},
+    # the vocabulary main() builds from its words (the trainer passes it to the rule model through prepare)
+    "regex": {
+        "embedding_dim": 8,
+        "rules": {"1": ["good", "great ."], "0": ["bad | dull"]},
+        "vocab": ["<pad>", "<unk>", "good", "bad", "film", "plot", "great", "dull", "a", "the"],
+    },
 }
 
 
@@ -54,6 +60,8 @@ def main() -> None:
         torch.manual_seed(0)  # the same initial weights on both ranks (DDP also broadcasts them)
         kwargs = dict(TINY.get(name, RATIONAL))
         kwargs["vocab_size"] = len(vocab)
+        if "vocab" in kwargs:
+            assert kwargs["vocab"] == vocab.tokens, (name, vocab.tokens)
         lm = name.endswith("-lm")
         if not lm:
             kwargs["num_classes"] = 2

@@ -21,8 +21,8 @@ SCRIPT = Path(__file__).with_name("ddp_train_all.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 #: The models kleene registers itself (the issue's list: none may crash under DDP).
 BUILTIN_MODELS = (
-    "bilstm", "cnn", "isan", "lstm", "lstm-lm", "qrnn", "rcnn", "rrnn-b", "rrnn-b-maxplus", "rrnn-c", "rrnn-f", "sopa",
-    "sru",
+    "bilstm", "cnn", "isan", "lstm", "lstm-lm", "qrnn", "rcnn", "regex", "rrnn-b", "rrnn-b-maxplus", "rrnn-c", "rrnn-f",
+    "sopa", "sru",
 )
 
 

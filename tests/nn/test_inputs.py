@@ -21,6 +21,8 @@ from kleene.nn.qrnn import QRNNLayer
 from kleene.nn.rrnn import rrnn_template
 
 VOCAB = 12
+#: The words of the VOCAB ids, for the models built from rules over words.
+TOKENS = ["<pad>", "<unk>", *(f"w{i}" for i in range(2, VOCAB))]
 
 
 @functools.cache
@@ -32,6 +34,7 @@ def tiny(name: str) -> torch.nn.Module:
         "bilstm": {"embedding_dim": 6, "hidden_size": 3, "mlp_hidden": 4},
         "sopa": {"embedding_dim": 6, "patterns": "2-2_3-2", "mlp_hidden": 4},
         "lstm-lm": {"embedding_dim": 6, "hidden_size": 5},
+        "regex": {"embedding_dim": 6, "rules": {"1": ["w2 .", "w3 w4*"], "2": ["[^w5] w6"]}, "vocab": TOKENS},
     }.get(name, {"hidden_size": 3, "num_layers": 2, "embedding_dim": 6, "mlp_hidden": 4})
     kwargs = {"vocab_size": VOCAB, **sizes}
     if not name.endswith("-lm"):

@@ -2,6 +2,7 @@
 
 For a SoPa classifier: its facts, its most important patterns drawn as automata with their top phrases (SoPa
 Table 2), explained dev documents (SoPa Table 3), hard patterns with their fidelity, and the training curves. Any
+regex classifier (``kleene train regex --rules FILE``): every rule before and after training, side by side. Any
 other checkpoint gets its facts and curves. Examples::
 
     kleene report runs/sopa-sst2 -o sopa.html
@@ -67,7 +68,7 @@ def warn_if_chance(accuracy: Any, data: Any, split: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from kleene.nn import SoPaClassifier, load_checkpoint
+    from kleene.nn import RegexClassifier, SoPaClassifier, load_checkpoint
     from kleene.viz.report import ReportOptions, write_report
 
     if args.threads is not None:
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     checkpoint = load_checkpoint(args.checkpoint)
-    if not isinstance(checkpoint.model, SoPaClassifier):
+    if not isinstance(checkpoint.model, (SoPaClassifier, RegexClassifier)):
         name = type(checkpoint.model).__name__
         print(f"kleene report: note: {name} has no patterns; the report holds its facts and curves", file=sys.stderr)
     path = write_report(args.output, checkpoint, data=args.data, options=options, source=args.checkpoint)

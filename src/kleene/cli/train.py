@@ -6,6 +6,7 @@ Examples::
     kleene train bilstm --data subj --fold 3 --epochs 20 --set hidden_size=150
     kleene train lstm-lm --data tinyshakespeare --max-steps 500 --set hidden_size=128
     kleene train sopa --data my_reviews.tsv             # your own LABEL<TAB>TEXT lines (docs/data.md)
+    kleene train regex --data trec --rules examples/rules/trec.json   # a network initialised from rules (docs/rules.md)
     torchrun --nproc_per_node 2 -m kleene.cli train cnn --data sst2 --max-steps 100   # DistributedDataParallel, gloo
 """
 
@@ -44,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--data",
         required=True,
-        help="sst2, subj, cr, mr (classification); ptb, tinyshakespeare (LM); or the path of a LABEL<TAB>TEXT file or "
-        "of a folder of train/dev/test files (docs/data.md)",
+        help="sst2, subj, cr, mr, trec (classification); ptb, tinyshakespeare (LM); or the path of a LABEL<TAB>TEXT "
+        "file or of a folder of train/dev/test files (docs/data.md)",
     )
     parser.add_argument("--out", type=Path, help="checkpoint directory (default: runs/MODEL-DATA)")
     parser.add_argument("--epochs", type=int, default=10)
@@ -67,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--fold", type=int, default=0, help="cross-validation fold for subj, cr, mr (0-9)")
     parser.add_argument("--train-size", type=int, help="train on a seeded random subset of this many examples")
     parser.add_argument("--pretrained", default="glove", choices=["glove", "none"], help="classifier embeddings")
+    parser.add_argument(
+        "--rules", type=Path, help="regex model: a rules file, JSON {label: [regex, ...]} (docs/rules.md)"
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="model keyword argument (JSON value)"
     )
@@ -121,13 +125,18 @@ def run(args: argparse.Namespace) -> int:
         carry_state=args.carry_state,
         progress=not args.no_progress,
     )
+    model_kwargs = parse_settings(args.set)
+    if args.rules is not None:
+        from kleene.nn.rules import load_rules
+
+        model_kwargs["rules"] = load_rules(args.rules).to_json()
     out = args.out or Path("runs") / f"{args.model}-{Path(args.data).stem or 'data'}"
     result = train(
         args.model,
         args.data,
         config=config,
         out_dir=out,
-        model_kwargs=parse_settings(args.set),
+        model_kwargs=model_kwargs,
         fold=args.fold,
         train_size=args.train_size,
         pretrained=None if args.pretrained == "none" else args.pretrained,

@@ -150,12 +150,38 @@ def _cross_validated(name: str, relative: str, encoding: str, fold: int) -> Clas
     return ClassificationData(name, train, dev, test, num_classes=1 + max(e.label for e in examples))
 
 
+#: TREC's coarse classes, in the order of the class ids of its files (vendor/trec/README.md).
+TREC_LABELS = ("DESC", "ENTY", "ABBR", "HUM", "LOC", "NUM")
+
+
+def _trec() -> ClassificationData:
+    """TREC (Li and Roth 2002): the official train and test files, lowercased; fold 1 of the training file's 10
+    seeded folds is the dev set (the data has none)."""
+
+    def read(name: str, encoding: str) -> list[Example]:
+        path = find_file("trec", f"trec/TREC.{name}.all", vendored=f"trec/TREC.{name}.all.gz")
+        return [Example(tuple(t.lower() for t in e.tokens), e.label) for e in read_classification_file(path, encoding)]
+
+    train = read("train", "cp1252")
+    dev_fold = cross_validation_folds(len(train))[1]
+    taken = set(dev_fold)
+    return ClassificationData(
+        "trec",
+        [e for i, e in enumerate(train) if i not in taken],
+        [train[i] for i in dev_fold],
+        read("test", "ascii"),
+        num_classes=len(TREC_LABELS),
+        labels=TREC_LABELS,
+    )
+
+
 #: Classification datasets: name -> loader(fold).
 CLASSIFICATION: dict[str, Callable[[int], ClassificationData]] = {
     "sst2": lambda fold: _sst2(),
     "subj": lambda fold: _cross_validated("subj", "subj/subj.all", "cp1252", fold),
     "cr": lambda fold: _cross_validated("cr", "cr/custrev.all", "ascii", fold),
     "mr": lambda fold: _cross_validated("mr", "mr/rt-polarity.all", "cp1252", fold),
+    "trec": lambda fold: _trec(),
 }
 
 

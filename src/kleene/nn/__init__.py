@@ -8,6 +8,15 @@ from kleene.nn.qrnn import QRNNClassifier, QRNNEncoderDecoder, QRNNLanguageModel
 from kleene.nn.rcnn import RCNNClassifier, RCNNLanguageModel, RCNNLayer
 from kleene.nn.registry import ModelConfigError, UnknownModelError, build_model, register_model, registered_models
 from kleene.nn.rrnn import RationalLayer, RationalStack, RRNNClassifier, RRNNLanguageModel, RRNNLayer
+from kleene.nn.rules import (
+    AutomatonLayer,
+    RegexClassifier,
+    RuleError,
+    RuleSet,
+    RulesPredictor,
+    load_rules,
+    parse_rules,
+)
 from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
 from kleene.nn.sru import SRUClassifier, SRULanguageModel, SRULayer
 from kleene.nn.training import TrainConfig, Trainer, TrainingError, TrainResult, prepare, seed_everything, train
@@ -42,4 +51,7 @@ __all__ += [  # the rational layers (issue 5, part B)
     "QRNNLayer", "RCNNClassifier", "RCNNLanguageModel", "RCNNLayer", "RRNNClassifier", "RRNNLanguageModel",
     "RRNNLayer", "RationalLayer", "RationalStack", "SRUClassifier", "SRULanguageModel", "SRULayer", "SoPaClassifier",
     "SoPaError", "SoftPatterns", "from_soft_patterns",
+]  # fmt: skip
+__all__ += [  # rules as layers (issue 15)
+    "AutomatonLayer", "RegexClassifier", "RuleError", "RuleSet", "RulesPredictor", "load_rules", "parse_rules",
 ]  # fmt: skip

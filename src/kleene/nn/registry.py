@@ -87,7 +87,7 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
 
 
 #: Modules of kleene.nn that register models when imported; a new layer module adds its name here.
-MODEL_MODULES: list[str] = ["baselines", "sopa", "rrnn", "qrnn", "sru", "rcnn", "isan"]
+MODEL_MODULES: list[str] = ["baselines", "sopa", "rrnn", "qrnn", "sru", "rcnn", "isan", "rules"]
 
 
 def _import_builtin_models() -> None:

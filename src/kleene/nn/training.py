@@ -443,7 +443,8 @@ def prepare(
     Note:
         Classification vocabularies hold the training tokens, plus the dev/test tokens that have a GloVe vector when
         ``pretrained == "glove"`` (whose embeddings are then initialized from GloVe, unit length). ``train_size``
-        keeps a seeded random subset of the training examples (for learning curves).
+        keeps a seeded random subset of the training examples (for learning curves). A builder with the attribute
+        ``wants_vocabulary`` (rule models) also receives ``vocab`` (the tokens) and ``labels`` (the class names).
     Raises:
         TrainingError: a model whose builder declares another ``task`` than the data set's, an unknown
             ``pretrained`` value, or GloVe with an embedding size other than 50.
@@ -461,7 +462,7 @@ def prepare(
     if isinstance(data, ClassificationData) and train_size is not None:
         chosen = random.Random(seed).sample(range(len(data.train)), min(train_size, len(data.train)))
         data = ClassificationData(
-            data.name, [data.train[i] for i in sorted(chosen)], data.dev, data.test, data.num_classes
+            data.name, [data.train[i] for i in sorted(chosen)], data.dev, data.test, data.num_classes, data.labels
         )
     kwargs = dict(model_kwargs or {})
     if isinstance(data, ClassificationData):
@@ -476,6 +477,10 @@ def prepare(
     else:
         vocab = Vocabulary.build([data.train])
     kwargs["vocab_size"] = len(vocab)
+    if getattr(model_builder(model_name), "wants_vocabulary", False):  # models built from rules over words
+        kwargs["vocab"] = vocab.to_json()
+        if isinstance(data, ClassificationData):
+            kwargs.setdefault("labels", list(data.labels))
     model = build_model(model_name, **kwargs)
     if pretrained == "glove" and isinstance(data, ClassificationData):
         embedding = getattr(model, "embedding", None)

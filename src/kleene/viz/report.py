@@ -34,6 +34,7 @@ from kleene.data.datasets import CLASSIFICATION, Example, is_data_path, load_cla
 from kleene.data.vocab import Vocabulary
 from kleene.errors import ReportError
 from kleene.nn.checkpoint import Checkpoint
+from kleene.nn.rules import RegexClassifier
 from kleene.nn.sopa import SoPaClassifier
 from kleene.viz.draw import (
     FONT_STACK,
@@ -156,6 +157,8 @@ def build_report(
     model = checkpoint.model
     if isinstance(model, SoPaClassifier):
         _add_pattern_sections(page, checkpoint, model, data_name, options)
+    elif isinstance(model, RegexClassifier):
+        _add_rule_sections(page, checkpoint, model, data_name, options)
     else:
         page.add(
             "patterns",
@@ -182,6 +185,44 @@ def write_report(path: str | Path, checkpoint: Checkpoint, **kwargs: Any) -> Pat
     path = Path(path)
     path.write_text(build_report(checkpoint, **kwargs), encoding="utf-8")
     return path
+
+
+def _add_rule_sections(
+    page: _Page, checkpoint: Checkpoint, model: RegexClassifier, data_name: str | None, options: ReportOptions
+) -> None:
+    """Every rule before and after training, side by side: the user's regex, the trained automaton read back as a
+    regex (``RegexClassifier.read_back`` at ``options.hard_threshold``), the words it lost and its fidelity."""
+    sentences: list[list[str]] = []
+    if data_name is not None and (data_name in CLASSIFICATION or is_data_path(data_name)):
+        fold = int(checkpoint.config.get("metadata", {}).get("fold") or 0)
+        sentences = [list(e.tokens) for e in _nonempty(load_classification(data_name, fold).dev)]
+    rules = model.read_back(sentences, threshold=options.hard_threshold)
+    rows = []
+    for r in rules:
+        lost, gained = _word_list(r.lost), _word_list(r.gained)
+        fidelity = "" if r.fidelity is None else format_number(r.fidelity, 3)
+        rows.append(
+            f"<tr><td>{html.escape(r.label)}</td><td><code>{html.escape(r.original)}</code></td>"
+            f"<td><code>{html.escape(r.regex)}</code></td><td>{html.escape(gained) or '—'}</td>"
+            f"<td>{html.escape(lost) or '—'}</td><td>{fidelity}</td></tr>"
+        )
+    leak = "" if model.layer.leak is not None else " (its labels are exact masks, so no word is gained)"
+    intro = (
+        f'<p class="note">Each rule as written and as read back after training: an arc accepts the words whose '
+        f"trained weight is at least {options.hard_threshold} times its original weight{leak}. Fidelity: the fraction "
+        "of the dev sentences on which the hard rule matches exactly when the trained rule's score reaches the same "
+        "threshold.</p>"
+    )
+    table = (
+        "<table><thead><tr><th>label</th><th>rule before training</th><th>rule after training</th>"
+        "<th>words gained</th><th>words lost</th><th>fidelity</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    page.add("rules", f"Rules before and after training ({len(rules)})", intro + table)
+
+
+def _word_list(words: Sequence[str], shown: int = 12) -> str:
+    return ", ".join(words[:shown]) + (f" … (+{len(words) - shown})" if len(words) > shown else "")
 
 
 def _add_pattern_sections(
