@@ -267,6 +267,7 @@ def test_extraction_rejects_bad_input() -> None:
 LAYERS = {
     "rrnn-B": lambda: RRNNLayer(50, 5, "B", backend="torch"),
     "rrnn-B-maxplus": lambda: RRNNLayer(50, 5, "B-maxplus", backend="torch"),
+    "rrnn-B-semiring-max-plus": lambda: RRNNLayer(50, 5, "B", semiring="max-plus", backend="torch"),
     "rrnn-C": lambda: RRNNLayer(50, 5, "C", backend="torch"),
     "rrnn-F": lambda: RRNNLayer(50, 5, "F", backend="torch"),
     "sru-2017": lambda: SRULayer(50, 5, backend="torch"),

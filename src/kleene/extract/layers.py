@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from kleene.automata.semiring import get_semiring
 from kleene.extract.core import (
     AffineInput,
     Extraction,
@@ -48,16 +49,32 @@ def _affine(activation: str, weight: np.ndarray, bias: np.ndarray) -> list[Affin
 # -- RRNN and SRU -------------------------------------------------------------------------------
 
 
+#: The zoo's recurrences of each RRNN kind, one per semiring it is proved in.
+_RRNN_RECURRENCES = {
+    "B": (zoo.rrnn_b, zoo.rrnn_b_maxplus),
+    "B-maxplus": (zoo.rrnn_b_maxplus,),
+    "C": (zoo.rrnn_c,),
+    "F": (zoo.rrnn_f,),
+}
+
+
 def _rrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d, kind = layer.dim, layer.kind
+    recurrences = [build() for build in _RRNN_RECURRENCES[kind]]
+    matching = [r for r in recurrences if get_semiring(r.semiring) == layer.algebra]
+    if not matching:
+        proved = sorted(get_semiring(r.semiring).name for r in recurrences)
+        raise ExtractionError(
+            f"RRNNLayer({kind}) in the {layer.semiring} semiring: the zoo proves it in {proved} only, so it is not "
+            "extracted"
+        )
+    proof = proved_automata(matching[0])[0]
     if kind in ("B", "B-maxplus"):
-        maxplus = kind == "B-maxplus"
-        proof = proved_automata(zoo.rrnn_b_maxplus() if maxplus else zoo.rrnn_b())[0]
-        forget = _affine("logsigmoid" if maxplus else "sigmoid", *_rows(layer.forget, 0, d))
+        log_weights = layer.algebra.log_weights
+        forget = _affine("logsigmoid" if log_weights else "sigmoid", *_rows(layer.forget, 0, d))
         update = _affine("identity", *_rows(layer.update, 0, d))
-        value = "u" if maxplus else "w"
+        value = "u" if layer.algebra.best else "w"
         return [Unit(f"c{i + 1}", proof, {"f": forget[i], value: update[i]}) for i in range(d)]
-    proof = proved_automata(zoo.rrnn_c() if kind == "C" else zoo.rrnn_f())[0]
     f1, f2 = (_affine("sigmoid", *_rows(layer.forget, j * d, d)) for j in (0, 1))
     w1, w2 = (_affine("identity", *_rows(layer.update, j * d, d)) for j in (0, 1))
     constants: list[dict[str, float]] = [{} for _ in range(d)]

@@ -24,6 +24,7 @@ hidden-to-hidden matrix to drop).
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -32,15 +33,17 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from kleene.automata.semiring import get_semiring
+from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
 from kleene.data.checks import check_count, check_features, check_lengths, check_real
-from kleene.errors import LayerError
+from kleene.errors import KleeneError, LayerError
 from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
 __all__ = [
+    "ACTIVATIONS",
     "RRNN_KINDS",
+    "GateConstants",
     "LayerError",
     "RRNNClassifier",
     "RRNNLanguageModel",
@@ -50,6 +53,8 @@ __all__ = [
     "RationalStack",
     "StreamState",
     "chain_template",
+    "gate_in_storage",
+    "gate_semiring",
     "rrnn_template",
 ]
 
@@ -146,22 +151,73 @@ def rrnn_template(kind: str) -> Template:
     raise LayerError(f"unknown RRNN kind {kind!r}; use one of {RRNN_KINDS}")
 
 
-class SigmoidConstants(nn.Module):
-    """Parametrization: a compiled recurrence's constants are ``σ(raw)`` (γ, ρ in (0, 1), eq. 20c)."""
+#: Output activations of the rational layers (Appendix D's tanh; the original code's relu and identity).
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu": torch.relu, "none": lambda x: x}
+
+
+def gate_semiring(semiring: str | Semiring) -> Semiring:
+    """``semiring`` checked for gated layers: a gate σ(z) in (0, 1) must be one of its elements, stored as the
+    factor itself or, where the storage holds log-weights, as its log (``Semiring.log_weights``).
+
+    Raises:
+        LayerError: an unknown semiring, or one whose element for a probability is neither (min-plus stores costs
+            −log p; boolean has no kernel), naming it and why.
+    """
+    try:
+        algebra = get_semiring(semiring)
+        algebra.kernel_algebra()
+    except KleeneError as error:
+        raise LayerError(f"semiring {semiring!r}: {error}") from None
+    storage = algebra.storage
+    half = float(algebra.to_storage(algebra.from_probability(0.5)))
+    expected = math.log(0.5) if storage.log_weights else 0.5
+    if not math.isclose(half, expected, rel_tol=1e-12):
+        raise LayerError(
+            f"semiring {algebra.name!r}: a gate's probability p must be stored as p or log p; the {algebra.name} "
+            f"semiring stores p = 0.5 as {half:g}, so its gated layers would not compute the paper's recurrence"
+        )
+    return algebra
+
+
+def gate_in_storage(storage: Semiring, pre_activation: Tensor) -> Tensor:
+    """The gate σ(z) of pre-activations ``z`` as stored elements of a ``gate_semiring``'s storage: log σ(z) where
+    the storage holds log-weights (computed stably), σ(z) otherwise. 1 − σ(z) is the gate of −z."""
+    if storage.log_weights:
+        return nn.functional.logsigmoid(pre_activation)
+    return torch.sigmoid(pre_activation)
+
+
+class GateConstants(nn.Module):
+    """Parametrization: a compiled recurrence's constants are the gate σ(raw) (γ, ρ in (0, 1), eq. 20c), stored as
+    ``gate_in_storage`` stores a gate."""
+
+    def __init__(self, storage: Semiring | None = None):
+        super().__init__()
+        self.storage = storage if storage is not None else get_semiring("real")
 
     def forward(self, raw: Tensor) -> Tensor:
-        return torch.sigmoid(raw)
+        return gate_in_storage(self.storage, raw)
+
+
+#: The parametrization's name in state dicts of earlier versions (the class is the same).
+SigmoidConstants = GateConstants
 
 
 def compile_layer(
-    template: Template, semiring: str, dim: int, bidirectional: bool, backend: str, output: str = "steps"
+    template: Template,
+    semiring: str | Semiring,
+    dim: int,
+    bidirectional: bool,
+    backend: str,
+    output: str = "steps",
 ) -> CompiledRecurrence:
-    """Compile ``template`` for ``dim`` dimensions; constants, if any, become σ(raw) with raw ~ N(0, 1)."""
+    """Compile ``template`` for ``dim`` dimensions; constants, if any, become the gate σ(raw) with raw ~ N(0, 1),
+    in the semiring's storage form (``GateConstants``)."""
     recurrence = compile(template, semiring, dim, backend, output=output, bidirectional=bidirectional)  # type: ignore[arg-type]
     if template.constants:
         with torch.no_grad():
             recurrence.constants.normal_()
-        parametrize.register_parametrization(recurrence, "constants", SigmoidConstants())
+        parametrize.register_parametrization(recurrence, "constants", GateConstants(get_semiring(semiring).storage))
     return recurrence
 
 
@@ -241,10 +297,20 @@ class RationalLayer(nn.Module):
 
 
 class RRNNLayer(RationalLayer):
-    """RRNN(B), RRNN(B) max-plus, RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction.
+    """RRNN(B), RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction, in any ``gate_semiring``.
 
-    ``forget_bias`` initialises b_f (default: torch's init, and ``MAX_PLUS_FORGET_BIAS`` in a selecting semiring:
-    max-plus).
+    The gates map into the semiring through its storage form (``gate_in_storage``): ``f = σ(W_f v + b_f)`` as an
+    element (log σ where elements are log-weights); the input is interpolated, ``u = (1 − f) ⊗ W_u v``, in a summing
+    semiring and taken as it is, ``u = W_u v``, in a selecting one (§5.2's max-plus choice, eq. 21b; ``best``);
+    the output is ``act(o ⊗ c)`` with the optional output gate ``o = σ(W_o v + b_o)`` mapped the same way, else
+    ``act(c)``, on stored values (max-times: log values). ``activation``: ``tanh`` (Appendix D), ``relu`` or
+    ``none``. ``kind="B-maxplus"`` is RRNN(B) in max-plus (the paper's RRNN(B)_m+; ``semiring`` must then be
+    max-plus or None).
+
+    ``forget_bias`` initialises b_f (default: torch's init, and ``MAX_PLUS_FORGET_BIAS`` in a selecting semiring).
+
+    Raises:
+        LayerError: an unknown kind or activation, or a semiring gates cannot enter (``gate_semiring``).
     """
 
     def __init__(
@@ -253,6 +319,8 @@ class RRNNLayer(RationalLayer):
         hidden_size: int,
         kind: str = "B",
         *,
+        semiring: str | Semiring | None = None,
+        activation: str = "tanh",
         output_gate: bool = False,
         bidirectional: bool = False,
         forget_bias: float | None = None,
@@ -260,9 +328,16 @@ class RRNNLayer(RationalLayer):
     ):
         super().__init__()
         template = rrnn_template(kind)
+        if kind == "B-maxplus":
+            if semiring is not None and gate_semiring(semiring) != get_semiring("max-plus"):
+                raise LayerError(f"kind 'B-maxplus' is RRNN(B) in max-plus; it cannot take semiring={semiring!r}")
+            semiring = "max-plus"
+        if activation not in ACTIVATIONS:
+            raise LayerError(f"activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
         self.input_size = input_size
-        self.kind, self.output_gate = kind, output_gate
-        self.algebra = get_semiring("max-plus" if kind == "B-maxplus" else "real")
+        self.kind, self.output_gate, self.activation = kind, output_gate, activation
+        self.algebra = gate_semiring("real" if semiring is None else semiring)
+        self.storage = self.algebra.storage
         self.semiring = self.algebra.name
         self.orders = 1 if kind.startswith("B") else 2
         dim = hidden_size * (2 if bidirectional else 1)
@@ -271,7 +346,7 @@ class RRNNLayer(RationalLayer):
         self.forget = nn.Linear(input_size, self.orders * dim)
         self.update = nn.Linear(input_size, self.orders * dim, bias=False)
         self.gate = nn.Linear(input_size, dim) if output_gate else None
-        self.recurrence = compile_layer(template, self.semiring, dim, bidirectional, backend)
+        self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
         if forget_bias is None and self.algebra.best:  # a selecting recurrence: a decayed running best
             forget_bias = MAX_PLUS_FORGET_BIAS
         if forget_bias is not None:
@@ -282,11 +357,9 @@ class RRNNLayer(RationalLayer):
         b, t, _ = x.shape
         f_pre = self.forget(x).view(b, t, self.orders, self.dim)
         w_u = self.update(x).view(b, t, self.orders, self.dim)
-        # the gate σ as a ⊗-factor: log σ where elements are log-weights; a selecting ⊕ keeps the input as it is
-        # (c = max(f + c, u)), a summing one interpolates (c = f c + (1 - f) w_u)
-        gate = torch.sigmoid(f_pre)
-        f = nn.functional.logsigmoid(f_pre) if self.algebra.log_weights else gate
-        u = w_u if self.algebra.best else (1 - gate) * w_u
+        f = gate_in_storage(self.storage, f_pre)
+        # a selecting ⊕ keeps the input as it is (c = max(f ⊗ c, u)); a summing one interpolates (u = (1 - f) ⊗ w_u)
+        u = w_u if self.algebra.best else self.storage.times(gate_in_storage(self.storage, -f_pre), w_u)
         by_name = {}
         for j in range(self.orders):
             suffix = "" if self.orders == 1 else str(j + 1)
@@ -294,11 +367,10 @@ class RRNNLayer(RationalLayer):
         return torch.stack([by_name[s] for s in self.recurrence.template.slots], 2), None
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
+        act = ACTIVATIONS[self.activation]
         if self.gate is None:
-            return torch.tanh(c)
-        if self.algebra.log_weights:
-            return torch.tanh(self.algebra.times(nn.functional.logsigmoid(self.gate(x)), c))
-        return torch.tanh(self.algebra.times(torch.sigmoid(self.gate(x)), c))
+            return act(c)
+        return act(self.storage.times(gate_in_storage(self.storage, self.gate(x)), c))
 
 
 class RationalStack(nn.Module):
@@ -580,23 +652,44 @@ class RationalLanguageModel(nn.Module):
 class RRNNClassifier(RationalClassifier):
     """RRNN(kind) text classifier (Rational Recurrences §6.3: 2 layers, final states, 2-layer tanh MLP).
 
-    ``options``: those of ``RationalClassifier`` (hidden_size 128, num_layers 2, dropouts, ...).
+    ``semiring`` and ``activation`` as in ``RRNNLayer``; ``options``: those of ``RationalClassifier`` (hidden_size
+    128, num_layers 2, dropouts, ...).
     """
 
     def __init__(
-        self, vocab_size: int, num_classes: int, kind: str = "B", *, output_gate: bool = False, **options: Any
+        self,
+        vocab_size: int,
+        num_classes: int,
+        kind: str = "B",
+        *,
+        output_gate: bool = False,
+        semiring: str | None = None,
+        activation: str = "tanh",
+        **options: Any,
     ):
-        super().__init__(vocab_size, num_classes, partial(RRNNLayer, kind=kind, output_gate=output_gate), **options)
+        layer = partial(RRNNLayer, kind=kind, output_gate=output_gate, semiring=semiring, activation=activation)
+        super().__init__(vocab_size, num_classes, layer, **options)
 
 
 class RRNNLanguageModel(RationalLanguageModel):
     """RRNN(kind) language model (Rational Recurrences §6.2; output gates on by default, as there).
 
-    ``options``: those of ``RationalLanguageModel`` (hidden_size 256, num_layers 2, dropouts, ...).
+    ``semiring`` and ``activation`` as in ``RRNNLayer``; ``options``: those of ``RationalLanguageModel``
+    (hidden_size 256, num_layers 2, dropouts, ...).
     """
 
-    def __init__(self, vocab_size: int, kind: str = "B", *, output_gate: bool = True, **options: Any):
-        super().__init__(vocab_size, partial(RRNNLayer, kind=kind, output_gate=output_gate), **options)
+    def __init__(
+        self,
+        vocab_size: int,
+        kind: str = "B",
+        *,
+        output_gate: bool = True,
+        semiring: str | None = None,
+        activation: str = "tanh",
+        **options: Any,
+    ):
+        layer = partial(RRNNLayer, kind=kind, output_gate=output_gate, semiring=semiring, activation=activation)
+        super().__init__(vocab_size, layer, **options)
 
 
 def task_builder(

@@ -13,6 +13,7 @@ from typing import Any
 
 import sympy
 
+from kleene.automata.semiring import get_semiring
 from kleene.rational.recurrence import Recurrence, RecurrenceError, sigmoid
 
 DEFAULT_ALPHABET = ("a", "b", "c")
@@ -120,6 +121,46 @@ def rrnn_f() -> Recurrence:
     rec.update(c1, c1 * f1 + u1)
     rec.update(c2, c2 * f2 + (c1 + r) * u2)
     rec.output("c", p1 * c1 + p2 * c2)
+    return rec
+
+
+RRNN_KINDS = ("B", "C", "F")
+
+
+def rrnn_semiring(kind: str = "F", semiring: str = "log") -> Recurrence:
+    """RRNN(``kind``) (B, C or F) in any semiring, as ``kleene.nn``'s ``RRNNLayer(kind, semiring=...)`` runs it:
+    the gates ``f`` and inputs ``u`` are elements of the semiring (the layer maps σ(z) and W_u v into it), and
+
+    B: ``c = c ⊗ f ⊕ u``; C: ``c1 = c1 ⊗ f1 ⊕ u1``, ``c2 = c2 ⊗ f2 ⊕ c1 ⊗ u2``; F: C with ``⊕ r ⊗ u2`` in c2 (the
+    ε-arc γ) and output ``p1 ⊗ c1 ⊕ p2 ⊗ c2`` (all states start at the semiring's zero). In the real semiring with
+    ``u = (1 − f) w`` this is ``rrnn_b/c/f``; in max-plus with ``u = W_u v`` it is Example 15 (``rrnn_b_maxplus``).
+
+    Raises:
+        RecurrenceError: an unknown kind or semiring.
+    """
+    if kind not in RRNN_KINDS:
+        raise RecurrenceError(f"rrnn-semiring: kind must be one of {RRNN_KINDS}, got {kind!r}")
+    doc = f"RRNN({kind}) in the {semiring} semiring"
+    rec = Recurrence(f"rrnn-{kind.lower()}-{semiring}", semiring, dims="d", doc=doc)
+    ring = get_semiring(semiring)
+    if kind == "B":
+        c = rec.state("c")
+        f, u = rec.input("f", meaning="the forget gate σ(·) as an element"), rec.input("u", meaning="the input")
+        rec.update(c, ring.sym_plus(ring.sym_times(c, f), u))
+        rec.output("c", c)
+        return rec
+    c1, c2 = rec.states("c1 c2")
+    f1, f2 = rec.input("f1", meaning="gate σ(·) as an element"), rec.input("f2", meaning="gate σ(·) as an element")
+    u1, u2 = rec.input("u1", meaning="first input"), rec.input("u2", meaning="second input")
+    rec.update(c1, ring.sym_plus(ring.sym_times(c1, f1), u1))
+    terms = [ring.sym_times(c2, f2), ring.sym_times(c1, u2)]
+    if kind == "C":
+        rec.update(c2, ring.sym_plus(*terms))
+        rec.output("c", c2)
+        return rec
+    r, p1, p2 = rec.constants("r p1 p2")
+    rec.update(c2, ring.sym_plus(*terms, ring.sym_times(r, u2)))  # (c1 ⊕ r) ⊗ u2, distributed
+    rec.output("c", ring.sym_plus(ring.sym_times(p1, c1), ring.sym_times(p2, c2)))
     return rec
 
 
@@ -462,6 +503,7 @@ ZOO: dict[str, Builder] = {
     "rrnn-b-maxplus": rrnn_b_maxplus,
     "rrnn-c": rrnn_c,
     "rrnn-f": rrnn_f,
+    "rrnn-semiring": rrnn_semiring,
     "rcnn": rcnn,
     "isan": isan,
     "elman-linear": elman_linear,
@@ -493,6 +535,7 @@ PAPER_AUTOMATON = {
     "rrnn-b-maxplus": "B (max-plus)",
     "rrnn-c": "C (Fig. 2)",
     "rrnn-f": "F (Fig. 4)",
+    "rrnn-semiring": "B, C or F in any semiring",
     "rcnn": "Appendix B (n+1 states)",
     "isan": "D_1, D_2 (Fig. 3)",
     "elman-linear": "like D (Cor. 14)",

@@ -40,7 +40,7 @@ from torch.nn.utils import parametrize
 from kleene.compile import compile
 from kleene.errors import OriginalCodeError
 from kleene.nn.original.state import wfsa_state
-from kleene.nn.rrnn import RationalLayer, rrnn_template
+from kleene.nn.rrnn import ACTIVATIONS, RationalLayer, rrnn_template
 
 __all__ = [
     "ORIGINAL_SEMIRINGS",
@@ -77,7 +77,6 @@ _REFUSED_SEMIRINGS = {
         "semiring recurrence kleene could reproduce"
     )
 }
-ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "none": lambda x: x}
 
 
 class OriginalConstants(nn.Module):

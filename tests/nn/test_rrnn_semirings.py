@@ -1,0 +1,143 @@
+"""RRNN(B, C, F) with ``semiring=``: each layer against an independent transcription of its WFSA's Forward recurrence
+in the semiring's own elements (Rational Recurrences eq. 23-26, §5.2), written here in plain torch, float64."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from kleene.errors import ExtractionError, LayerError
+from kleene.nn.rrnn import RRNNClassifier, RRNNLayer
+
+Tensor = torch.Tensor
+Op = Callable[[Tensor, Tensor], Tensor]
+
+
+def _logaddexp(a: Tensor, b: Tensor) -> Tensor:
+    return torch.logaddexp(a, b)
+
+
+# semiring name -> (plus, times, zero, the element of probability p, the element of a raw input value w,
+#                   elements to the stored numbers the layer outputs)
+Map = Callable[[Tensor], Tensor]
+ALGEBRA: dict[str, tuple[Op, Op, float, Map, Map, Map]] = {
+    "real": (torch.add, torch.mul, 0.0, lambda p: p, lambda w: w, lambda e: e),
+    "log": (_logaddexp, torch.add, -math.inf, torch.log, lambda w: w, lambda e: e),
+    "max-plus": (torch.maximum, torch.add, -math.inf, torch.log, lambda w: w, lambda e: e),
+    "max-times": (torch.maximum, torch.mul, 0.0, lambda p: p, torch.exp, torch.log),
+}
+SUMMING = {"real": True, "log": True, "max-plus": False, "max-times": False}
+
+
+def transcription(layer: RRNNLayer, x: Tensor, name: str) -> Tensor:
+    """The cell values c_t (B, T, D), in stored form, of ``layer`` on ``x`` by the WFSA's recurrence."""
+    plus, times, zero, prob, value, stored = ALGEBRA[name]
+    b, t, _ = x.shape
+    d, orders = layer.dim, layer.orders
+    f_pre = layer.forget(x).view(b, t, orders, d)
+    w = layer.update(x).view(b, t, orders, d)
+    f = prob(torch.sigmoid(f_pre))
+    u = times(prob(1 - torch.sigmoid(f_pre)), value(w)) if SUMMING[name] else value(w)
+    zeros = torch.full((b, d), zero, dtype=x.dtype)
+    c1, c2 = zeros, zeros
+    outputs = []
+    if layer.kind == "F":
+        raw = layer.recurrence.parametrizations.constants.original  # rows gamma, rho1, rho2
+        gamma, rho1, rho2 = (prob(torch.sigmoid(raw[k])) for k in range(3))
+    for step in range(t):
+        if orders == 1:  # B: c_t = u_t ⊕ c_{t-1} ⊗ f_t
+            c1 = plus(u[:, step, 0], times(c1, f[:, step, 0]))
+            outputs.append(c1)
+            continue
+        new1 = plus(u[:, step, 0], times(c1, f[:, step, 0]))
+        new2 = plus(times(c1, u[:, step, 1]), times(c2, f[:, step, 1]))
+        if layer.kind == "F":  # q0 -ε/γ-> q3 -u2-> q2; finals ρ1 on q1, ρ2 on q2
+            new2 = plus(new2, times(gamma, u[:, step, 1]))
+        c1, c2 = new1, new2
+        outputs.append(plus(times(rho1, c1), times(rho2, c2)) if layer.kind == "F" else c2)
+    return stored(torch.stack(outputs, 1))
+
+
+@pytest.mark.parametrize("name", sorted(ALGEBRA))
+@pytest.mark.parametrize("kind", ["B", "C", "F"])
+def test_layer_is_its_automaton_in_every_semiring(kind: str, name: str) -> None:
+    torch.manual_seed(0)
+    layer = RRNNLayer(4, 3, kind, semiring=name, activation="none", backend="torch").double()
+    x = torch.randn(2, 5, 4, dtype=torch.float64)
+    h, _ = layer(x, torch.tensor([5, 5]))
+    expected = transcription(layer, x, name)
+    # a handful of well-conditioned sums and products of numbers of order 1: float64 rounding, amplified by ≤ 10²
+    torch.testing.assert_close(h, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["log", "max-times"])
+def test_compiled_kernel_matches_in_log_storage(name: str) -> None:
+    torch.manual_seed(1)
+    layer = RRNNLayer(3, 2, "F", semiring=name, output_gate=True, backend="torch").double()
+    compiled = RRNNLayer(3, 2, "F", semiring=name, output_gate=True, backend="cpp").double()
+    compiled.load_state_dict(layer.state_dict())
+    x = torch.randn(3, 4, 3, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([4, 2, 0])
+    h, _ = layer(x, lengths)
+    h2, _ = compiled(x, lengths)
+    torch.testing.assert_close(h2, h, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda v: compiled(v, lengths)[0], (x,))
+
+
+def test_b_maxplus_is_b_in_max_plus() -> None:
+    torch.manual_seed(2)
+    alias = RRNNLayer(3, 2, "B-maxplus", backend="torch").double()
+    layer = RRNNLayer(3, 2, "B", semiring="max-plus", backend="torch").double()
+    layer.load_state_dict(alias.state_dict())
+    x = torch.randn(2, 3, 3, dtype=torch.float64)
+    torch.testing.assert_close(layer(x, torch.tensor([3, 1]))[0], alias(x, torch.tensor([3, 1]))[0], rtol=0, atol=0)
+    with pytest.raises(LayerError, match="B-maxplus"):
+        RRNNLayer(3, 2, "B-maxplus", semiring="log")
+
+
+@pytest.mark.parametrize("activation", ["relu", "none", "tanh"])
+def test_activation(activation: str) -> None:
+    torch.manual_seed(3)
+    layer = RRNNLayer(3, 2, "B", activation=activation, backend="torch").double()
+    x = torch.randn(1, 4, 3, dtype=torch.float64)
+    c = transcription(layer, x, "real")
+    expected = {"relu": torch.relu, "none": lambda v: v, "tanh": torch.tanh}[activation](c)
+    torch.testing.assert_close(layer(x, torch.tensor([4]))[0], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_refusals_name_the_reason() -> None:
+    with pytest.raises(LayerError, match=r"min-plus.*stores p = 0.5"):
+        RRNNLayer(3, 2, "B", semiring="min-plus")
+    with pytest.raises(LayerError, match="boolean"):
+        RRNNLayer(3, 2, "B", semiring="boolean")
+    with pytest.raises(LayerError, match="activation 'sigmoid'"):
+        RRNNLayer(3, 2, "B", activation="sigmoid")
+
+
+def test_extraction_refuses_a_semiring_the_zoo_does_not_prove() -> None:
+    from kleene.extract import from_kleene_layer
+
+    layer = RRNNLayer(3, 2, "F", semiring="log", backend="torch")
+    with pytest.raises(ExtractionError, match=r"log semiring: the zoo proves it in \['real'\]"):
+        from_kleene_layer(layer, torch.randn(2, 3).numpy(), ["a", "b"])
+
+
+def test_classifier_takes_semiring_and_activation() -> None:
+    model = RRNNClassifier(10, 2, "C", semiring="max-times", activation="relu", hidden_size=3, num_layers=1,
+                           embedding_dim=4, mlp_hidden=3, backend="torch")  # fmt: skip
+    logits = model(torch.randint(1, 10, (2, 5)), torch.tensor([5, 3]))
+    assert logits.shape == (2, 2) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", sorted(ALGEBRA))
+@pytest.mark.parametrize("kind", ["B", "C", "F"])
+def test_zoo_proves_each_kind_in_each_semiring(kind: str, name: str) -> None:
+    from kleene.rational import prove, zoo
+
+    result = prove(zoo.rrnn_semiring(kind, name))
+    assert result.rational and result.checked, result
+    states = {"B": 2, "C": 3, "F": 3}[kind]
+    assert [a.wfsa.num_states for a in result.automata] == [states]
