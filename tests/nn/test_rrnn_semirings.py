@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -141,3 +142,43 @@ def test_zoo_proves_each_kind_in_each_semiring(kind: str, name: str) -> None:
     assert result.rational and result.checked, result
     states = {"B": 2, "C": 3, "F": 3}[kind]
     assert [a.wfsa.num_states for a in result.automata] == [states]
+
+
+def test_layer_norm_normalises_every_layer_and_keeps_padding_zero() -> None:
+    from kleene.nn.rrnn import RationalStack
+
+    torch.manual_seed(4)
+    stack = RationalStack(
+        3, 2, lambda size, index: RRNNLayer(size, 4, "C", semiring="log", backend="torch"), layer_norm=True
+    ).double()
+    with torch.no_grad():
+        for norm in stack.norms:
+            norm.weight.uniform_(0.5, 2.0)
+            norm.bias.uniform_(-1.0, 1.0)
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    lengths = torch.tensor([5, 3])
+    h, _ = stack(x, lengths)
+    expected = x
+    for layer, norm in zip(stack.layers, stack.norms):
+        raw, _ = layer(expected, lengths)
+        mean, var = raw.mean(-1, keepdim=True), raw.var(-1, unbiased=False, keepdim=True)
+        expected = (raw - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+        expected = torch.where(torch.arange(5)[None, :, None] < lengths[:, None, None], expected, 0.0)
+    torch.testing.assert_close(h, expected, rtol=1e-12, atol=1e-12)
+    assert (h[1, 3:] == 0).all()
+    streamed = torch.cat([stack.stream(x[:, :2])[0], stack.stream(x[:, 2:], stack.stream(x[:, :2])[1])[0]], 1)
+    torch.testing.assert_close(streamed[0], h[0], rtol=1e-12, atol=1e-12)
+    with pytest.raises(LayerError, match="layer_norm"):
+        RationalStack(3, 1, lambda size, index: RRNNLayer(size, 2, backend="torch"), layer_norm="yes")  # type: ignore[arg-type]
+
+
+def test_cli_trains_rrnn_f_in_max_plus_with_layer_norm(tmp_path: Any) -> None:
+    from kleene.cli import main
+
+    torch.set_num_threads(1)
+    out = tmp_path / "rrnn-f"
+    assert main(["train", "rrnn-f", "--data", "sst2", "--out", str(out), "--max-steps", "2", "--set",
+                 "semiring=max-plus", "--set", "layer_norm=true", "--set", "activation=relu", "--set", "hidden_size=3",
+                 "--set", "num_layers=1", "--json"]) == 0  # fmt: skip
+    config = (out / "config.json").read_text()
+    assert '"max-plus"' in config and '"layer_norm": true' in config

@@ -379,6 +379,8 @@ class RationalStack(nn.Module):
     ``dense``: densely connected stacking (QRNN): each layer's input is concatenated to its output along the
     channel dimension before the next layer, so layer l reads the embeddings and every earlier layer's output.
 
+    ``layer_norm``: every layer's output goes through its own ``nn.LayerNorm`` (padded positions stay zero).
+
     ``make_layer(input_size, index)`` builds layer ``index``; ``forward(x, lengths)`` returns the last layer's
     outputs (B, T, out) and the list of each layer's final states.
     """
@@ -392,10 +394,13 @@ class RationalStack(nn.Module):
         vertical_dropout: float = 0.0,
         recurrent_dropout: float = 0.0,
         dense: bool = False,
+        layer_norm: bool = False,
     ):
         super().__init__()
         if num_layers < 1:
             raise LayerError(f"num_layers must be >= 1, got {num_layers}")
+        if not isinstance(layer_norm, bool):
+            raise LayerError(f"layer_norm must be True or False, got {layer_norm!r}")
         layers: list[RationalLayer] = []
         size = input_size
         for index in range(num_layers):
@@ -403,6 +408,8 @@ class RationalStack(nn.Module):
             layers.append(layer)
             size = size + layer.output_size if dense else layer.output_size
         self.layers = nn.ModuleList(layers)
+        # layer normalisation of every layer's output (as the paper's language models; torch's LayerNorm)
+        self.norms = nn.ModuleList(nn.LayerNorm(layer.output_size) for layer in layers) if layer_norm else None
         self.dense = dense
         self.output_size = size
         self.vertical = nn.Dropout(vertical_dropout)
@@ -420,6 +427,7 @@ class RationalStack(nn.Module):
         dense: bool = False,
         vertical_dropout: float = 0.0,
         recurrent_dropout: float = 0.0,
+        layer_norm: bool = False,
         backend: str = "auto",
     ) -> RationalStack:
         """``num_layers`` layers ``layer(size, hidden_size, backend=..., bidirectional=...)``.
@@ -443,7 +451,18 @@ class RationalStack(nn.Module):
             vertical_dropout=vertical_dropout,
             recurrent_dropout=recurrent_dropout,
             dense=dense,
+            layer_norm=layer_norm,
         )
+
+    def normalised(self, index: int, h: Tensor, lengths: Tensor | None) -> Tensor:
+        """Layer ``index``'s output ``h`` after its layer norm (if any); padded positions (beyond ``lengths``) zero."""
+        if self.norms is None:
+            return h
+        h = self.norms[index](h)
+        if lengths is None:
+            return h
+        valid = torch.arange(h.shape[1], device=h.device)[None, :, None] < lengths[:, None, None]
+        return torch.where(valid, h, torch.zeros_like(h))
 
     def variational(self, x: Tensor) -> Tensor:
         """One dropout mask per sequence and feature, shared by all time steps."""
@@ -471,6 +490,7 @@ class RationalStack(nn.Module):
                 x = self.vertical(x)
             assert isinstance(layer, RationalLayer)
             h, state = layer.stream(self.variational(x), None if states is None else states[index], lengths)
+            h = self.normalised(index, h, lengths)
             x = torch.cat([x, h], -1) if self.dense else h
             new_states.append(state)
         return x, new_states
@@ -483,6 +503,7 @@ class RationalStack(nn.Module):
             if index:
                 x = self.vertical(x)
             h, final = layer(self.variational(x), lengths, None if states is None else states[index])
+            h = self.normalised(index, h, lengths)
             x = torch.cat([x, h], -1) if self.dense else h
             finals.append(final)
         return x, finals
@@ -547,6 +568,7 @@ class RationalClassifier(nn.Module):
         recurrent_dropout: float = 0.0,
         mlp_hidden: int = 100,
         freeze_embeddings: bool = True,
+        layer_norm: bool = False,
         backend: str = "auto",
     ):
         super().__init__()
@@ -568,6 +590,7 @@ class RationalClassifier(nn.Module):
             dense=dense,
             vertical_dropout=vertical_dropout,
             recurrent_dropout=recurrent_dropout,
+            layer_norm=layer_norm,
             backend=backend,
         )
         self.bidirectional = bidirectional
@@ -608,6 +631,7 @@ class RationalLanguageModel(nn.Module):
         embedding_dropout: float = 0.0,
         vertical_dropout: float = 0.0,
         recurrent_dropout: float = 0.0,
+        layer_norm: bool = False,
         backend: str = "auto",
     ):
         super().__init__()
@@ -627,6 +651,7 @@ class RationalLanguageModel(nn.Module):
             num_layers,
             vertical_dropout=vertical_dropout,
             recurrent_dropout=recurrent_dropout,
+            layer_norm=layer_norm,
             backend=backend,
         )
         self.dropout = nn.Dropout(vertical_dropout)
