@@ -182,3 +182,48 @@ def test_cli_trains_rrnn_f_in_max_plus_with_layer_norm(tmp_path: Any) -> None:
                  "--set", "num_layers=1", "--json"]) == 0  # fmt: skip
     config = (out / "config.json").read_text()
     assert '"max-plus"' in config and '"layer_norm": true' in config
+
+
+def qrnn_transcription(layer: Any, x: Tensor, name: str) -> Tensor:
+    """fo/ifo/f-pooling of a QRNN layer by its equations in the semiring's elements (stored form)."""
+    plus, times, zero, prob, value, stored = ALGEBRA[name]
+    k = layer.window
+    padded = torch.cat([x.new_zeros(x.shape[0], k - 1, x.shape[2]), x], 1)
+    pre = torch.stack([layer.convolution(padded[:, t : t + k].transpose(1, 2))[..., 0] for t in range(x.shape[1])], 1)
+    parts = dict(zip(layer.gates, pre.split(layer.hidden_size, -1)))
+    z = value(torch.tanh(parts["z"]))
+    f = torch.sigmoid(parts["f"])
+    interpolated = times(prob(1 - f), z) if SUMMING[name] else z
+    u = times(prob(torch.sigmoid(parts["i"])), z) if "i" in parts else interpolated
+    c = torch.full((x.shape[0], layer.hidden_size), zero, dtype=x.dtype)
+    outputs = []
+    for t in range(x.shape[1]):
+        c = plus(times(c, prob(f[:, t])), u[:, t])
+        outputs.append(times(prob(torch.sigmoid(parts["o"][:, t])), c) if "o" in parts else c)
+    return stored(torch.stack(outputs, 1))
+
+
+@pytest.mark.parametrize("name", sorted(ALGEBRA))
+@pytest.mark.parametrize(("pooling", "window"), [("f", 1), ("fo", 2), ("ifo", 3)])
+def test_qrnn_pooling_in_every_semiring(name: str, pooling: str, window: int) -> None:
+    from kleene.nn.qrnn import QRNNLayer
+
+    torch.manual_seed(5)
+    layer = QRNNLayer(3, 4, window=window, pooling=pooling, semiring=name, backend="torch").double()
+    x = torch.randn(2, 6, 3, dtype=torch.float64)
+    h, _ = layer(x, torch.tensor([6, 6]))
+    torch.testing.assert_close(h, qrnn_transcription(layer, x, name), rtol=1e-12, atol=1e-12)
+    first, state = layer.stream(x[:, :4])
+    second, _ = layer.stream(x[:, 4:], state)
+    torch.testing.assert_close(torch.cat([first, second], 1), h, rtol=1e-12, atol=1e-12)
+
+
+def test_qrnn_semiring_refusals() -> None:
+    from kleene.extract import from_kleene_layer
+    from kleene.nn.qrnn import QRNNLayer
+
+    with pytest.raises(LayerError, match="field semiring"):
+        QRNNLayer(3, 2, semiring="max-plus", context_size=4)
+    layer = QRNNLayer(3, 2, window=1, pooling="f", semiring="log", backend="torch")
+    with pytest.raises(ExtractionError, match="QRNNLayer in the log semiring"):
+        from_kleene_layer(layer, torch.randn(2, 3).numpy(), ["a", "b"])

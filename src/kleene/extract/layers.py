@@ -120,6 +120,11 @@ def _qrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
         )
     alphabet = list(words) if window > 1 else zoo.DEFAULT_ALPHABET
     rec = zoo.qrnn(window, alphabet=alphabet, pooling=layer.pooling)
+    if get_semiring(rec.semiring) != layer.algebra:
+        raise ExtractionError(
+            f"QRNNLayer in the {layer.semiring} semiring: the zoo's qrnn entry is proved in "
+            f"{get_semiring(rec.semiring).name} only, so it is not extracted"
+        )
     proof = proved_automata(rec, alphabet if window > 1 else None)[0]
     activation = {"z": "tanh", "f": "sigmoid", "i": "sigmoid"}
     inputs = {}

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from kleene.automata.semiring import Semiring
 from kleene.nn.embedding import check_token_batch
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
@@ -40,7 +41,9 @@ from kleene.nn.rrnn import (
     StreamState,
     compile_layer,
     full_lengths,
+    gate_semiring,
     last_states,
+    probability_in_storage,
     rrnn_template,
     task_builder,
 )
@@ -54,8 +57,13 @@ POOLINGS = {"f": ("z", "f"), "fo": ("z", "f", "o"), "ifo": ("z", "f", "o", "i")}
 class QRNNLayer(RationalLayer):
     """One QRNN layer: window-``window`` masked convolutions, then f/fo/ifo pooling through the compiled B.
 
+    ``semiring`` (default real; any ``gate_semiring``): the pooling runs in it, the gates F, O, I entering as
+    elements (``probability_in_storage``: log-weights where the storage holds them) and Z as it is; f/fo pooling
+    interpolates with 1 − F where ⊕ sums and keeps Z where ⊕ selects; the output is O ⊗ c (stored values).
+
     Raises:
-        LayerError: window < 1, an unknown pooling, or zoneout outside [0, 1).
+        LayerError: window < 1, an unknown pooling, zoneout outside [0, 1), a semiring gates cannot enter, or a
+            decoder layer (``context_size``) outside a field semiring.
     """
 
     def __init__(
@@ -67,9 +75,17 @@ class QRNNLayer(RationalLayer):
         pooling: str = "fo",
         zoneout: float = 0.0,
         context_size: int | None = None,
+        semiring: str | Semiring | None = None,
         backend: str = "auto",
     ):
         super().__init__()
+        self.algebra = gate_semiring("real" if semiring is None else semiring)
+        self.storage, self.semiring = self.algebra.storage, self.algebra.name
+        if context_size and not self.algebra.is_field:
+            raise LayerError(
+                f"a decoder QRNN layer (context_size) attends with real arithmetic; it runs in a field semiring, "
+                f"not {self.semiring!r}"
+            )
         if window < 1:
             raise LayerError(f"QRNN window must be >= 1, got {window}")
         if pooling not in POOLINGS:
@@ -83,7 +99,7 @@ class QRNNLayer(RationalLayer):
         self.convolution = nn.Conv1d(input_size, len(self.gates) * hidden_size, window)
         # encoder-decoder: V^l h̃_T^l added to every gate's pre-activation
         self.context = nn.Linear(context_size, len(self.gates) * hidden_size, bias=False) if context_size else None
-        self.recurrence = compile_layer(rrnn_template("B"), "real", hidden_size, False, backend)
+        self.recurrence = compile_layer(rrnn_template("B"), self.algebra, hidden_size, False, backend)
 
     def gate_values(
         self, x: Tensor, context: Tensor | None = None, prev_x: Tensor | None = None
@@ -141,8 +157,14 @@ class QRNNLayer(RationalLayer):
         """
         lengths = self.check(x, lengths)
         g = self.gate_values(x, context, prev_x)
-        u = g["i"] * g["z"] if "i" in g else (1 - g["f"]) * g["z"]
-        slots = {"u": u, "f": g["f"]}
+        # the gates as semiring elements (gate_in_storage's map); z enters as it is. f-/fo-pooling interpolates with
+        # 1 - f where ⊕ sums and keeps z as it is where ⊕ selects (§5.2); ifo-pooling's input gate multiplies z
+        store = partial(probability_in_storage, self.storage)
+        if "i" in g:
+            u = self.storage.times(store(g["i"]), g["z"])
+        else:
+            u = g["z"] if self.algebra.best else self.storage.times(store(1 - g["f"]), g["z"])
+        slots = {"u": u, "f": store(g["f"])}
         c, final = self.recurrence(torch.stack([slots[s] for s in self.recurrence.template.slots], 2), lengths, h0)
         valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
         return c, final, g, valid
@@ -156,7 +178,7 @@ class QRNNLayer(RationalLayer):
         prev_x: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         c, final, g, valid = self.run(x, lengths, context, h0, prev_x)
-        h = g["o"] * c if "o" in g else c
+        h = self.storage.times(probability_in_storage(self.storage, g["o"]), c) if "o" in g else c
         return torch.where(valid, h, torch.zeros_like(h)), final
 
     def stream(
@@ -195,9 +217,10 @@ class QRNNClassifier(RationalClassifier):
         pooling: str = "fo",
         zoneout: float = 0.0,
         dense: bool = True,
+        semiring: str | None = None,
         **options: Any,
     ):
-        layer = partial(QRNNLayer, window=window, pooling=pooling, zoneout=zoneout)
+        layer = partial(QRNNLayer, window=window, pooling=pooling, zoneout=zoneout, semiring=semiring)
         super().__init__(vocab_size, num_classes, layer, dense=dense, **options)
 
 
@@ -207,8 +230,18 @@ class QRNNLanguageModel(RationalLanguageModel):
     ``options`` as in ``RationalLanguageModel``.
     """
 
-    def __init__(self, vocab_size: int, *, window: int = 2, pooling: str = "fo", zoneout: float = 0.0, **options: Any):
-        super().__init__(vocab_size, partial(QRNNLayer, window=window, pooling=pooling, zoneout=zoneout), **options)
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        window: int = 2,
+        pooling: str = "fo",
+        zoneout: float = 0.0,
+        semiring: str | None = None,
+        **options: Any,
+    ):
+        layer = partial(QRNNLayer, window=window, pooling=pooling, zoneout=zoneout, semiring=semiring)
+        super().__init__(vocab_size, layer, **options)
 
 
 class QRNNEncoderDecoder(nn.Module):

@@ -55,6 +55,7 @@ __all__ = [
     "chain_template",
     "gate_in_storage",
     "gate_semiring",
+    "probability_in_storage",
     "rrnn_template",
 ]
 
@@ -185,6 +186,12 @@ def gate_in_storage(storage: Semiring, pre_activation: Tensor) -> Tensor:
     if storage.log_weights:
         return nn.functional.logsigmoid(pre_activation)
     return torch.sigmoid(pre_activation)
+
+
+def probability_in_storage(storage: Semiring, p: Tensor) -> Tensor:
+    """Probabilities ``p`` (gate values already computed, e.g. after zoneout) as stored elements, as
+    ``gate_in_storage`` stores σ(z): log p where the storage holds log-weights, p otherwise."""
+    return torch.log(p) if storage.log_weights else p
 
 
 class GateConstants(nn.Module):
