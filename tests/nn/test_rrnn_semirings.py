@@ -225,5 +225,54 @@ def test_qrnn_semiring_refusals() -> None:
     with pytest.raises(LayerError, match="field semiring"):
         QRNNLayer(3, 2, semiring="max-plus", context_size=4)
     layer = QRNNLayer(3, 2, window=1, pooling="f", semiring="log", backend="torch")
-    with pytest.raises(ExtractionError, match="QRNNLayer in the log semiring"):
+    with pytest.raises(ExtractionError, match=r"QRNNLayer in the log semiring: the zoo proves it in \[.real.\]"):
         from_kleene_layer(layer, torch.randn(2, 3).numpy(), ["a", "b"])
+
+
+@pytest.mark.parametrize("name", sorted(ALGEBRA))
+def test_sru_cell_in_every_semiring(name: str) -> None:
+    from kleene.nn.sru import SRULayer
+
+    plus, times, zero, prob, value, stored = ALGEBRA[name]
+    torch.manual_seed(6)
+    layer = SRULayer(3, 3, semiring=name, backend="torch").double()
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    h, _ = layer(x, torch.tensor([5, 5]))
+    f_pre, r_pre = layer.gates(x).split(3, -1)
+    w = value(layer.transform(x))
+    u = times(prob(1 - torch.sigmoid(f_pre)), w) if SUMMING[name] else w
+    c = torch.full((2, 3), zero, dtype=torch.float64)
+    cells = []
+    for t in range(5):
+        c = plus(times(c, prob(torch.sigmoid(f_pre[:, t]))), u[:, t])
+        cells.append(c)
+    r = torch.sigmoid(r_pre)
+    expected = r * torch.tanh(stored(torch.stack(cells, 1))) + (1 - r) * x  # the highway on stored values
+    torch.testing.assert_close(h, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(ALGEBRA))
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_rcnn_chain_in_every_semiring(name: str, adaptive: bool) -> None:
+    from kleene.nn.rcnn import RCNNLayer
+
+    plus, times, zero, prob, value, stored = ALGEBRA[name]
+    torch.manual_seed(7)
+    layer = RCNNLayer(3, 2, order=2, adaptive_decay=adaptive, semiring=name, backend="torch").double()
+    with torch.no_grad():
+        layer.bias.uniform_(-1, 1)
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    h, _ = layer(x, torch.tensor([4, 4]))
+    u = value(layer.inputs(x)).view(2, 4, 2, 2)
+    if adaptive:
+        lam = prob(torch.sigmoid(layer.decay(x)))
+    else:
+        raw = layer.recurrence.parametrizations.constants.original[0]
+        lam = prob(torch.sigmoid(raw)).expand(2, 4, 2)
+    c1 = c2 = torch.full((2, 2), zero, dtype=torch.float64)
+    cells = []
+    for t in range(4):  # c1 = c1 ⊗ λ ⊕ u1; c2 = c2 ⊗ λ ⊕ c1_{t-1} ⊗ u2
+        c1, c2 = plus(times(c1, lam[:, t]), u[:, t, 0]), plus(times(c2, lam[:, t]), times(c1, u[:, t, 1]))
+        cells.append(c2)
+    expected = torch.tanh(stored(torch.stack(cells, 1)) + layer.bias)
+    torch.testing.assert_close(h, expected, rtol=1e-12, atol=1e-12)

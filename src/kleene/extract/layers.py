@@ -49,6 +49,21 @@ def _affine(activation: str, weight: np.ndarray, bias: np.ndarray) -> list[Affin
 # -- RRNN and SRU -------------------------------------------------------------------------------
 
 
+def _proved_in(layer: Any, recurrences: Sequence[Any], describe: str) -> Any:
+    """The recurrence of ``recurrences`` (zoo entries) over ``layer``'s semiring.
+
+    Raises:
+        ExtractionError: none is, naming the layer's semiring and those the entries are proved in.
+    """
+    for rec in recurrences:
+        if get_semiring(rec.semiring) == layer.algebra:
+            return rec
+    proved = sorted(get_semiring(rec.semiring).name for rec in recurrences)
+    raise ExtractionError(
+        f"{describe} in the {layer.semiring} semiring: the zoo proves it in {proved} only, so it is not extracted"
+    )
+
+
 #: The zoo's recurrences of each RRNN kind, one per semiring it is proved in.
 _RRNN_RECURRENCES = {
     "B": (zoo.rrnn_b, zoo.rrnn_b_maxplus),
@@ -60,15 +75,8 @@ _RRNN_RECURRENCES = {
 
 def _rrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d, kind = layer.dim, layer.kind
-    recurrences = [build() for build in _RRNN_RECURRENCES[kind]]
-    matching = [r for r in recurrences if get_semiring(r.semiring) == layer.algebra]
-    if not matching:
-        proved = sorted(get_semiring(r.semiring).name for r in recurrences)
-        raise ExtractionError(
-            f"RRNNLayer({kind}) in the {layer.semiring} semiring: the zoo proves it in {proved} only, so it is not "
-            "extracted"
-        )
-    proof = proved_automata(matching[0])[0]
+    rec = _proved_in(layer, [build() for build in _RRNN_RECURRENCES[kind]], f"RRNNLayer({kind})")
+    proof = proved_automata(rec)[0]
     if kind in ("B", "B-maxplus"):
         log_weights = layer.algebra.log_weights
         forget = _affine("logsigmoid" if log_weights else "sigmoid", *_rows(layer.forget, 0, d))
@@ -90,7 +98,7 @@ def _rrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
 
 def _sru_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d = layer.dim
-    proof = proved_automata(zoo.sru())[0]
+    proof = proved_automata(_proved_in(layer, [zoo.sru()], "SRULayer"))[0]
     forget = _affine("sigmoid", *_rows(layer.gates, 0, d))
     value = _affine("identity", *_rows(layer.transform, 0, d))
     return [Unit(f"c{i + 1}", proof, {"f": forget[i], "g": value[i]}) for i in range(d)]
@@ -119,12 +127,7 @@ def _qrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
             f"(|V|^{window - 1} histories); exact extraction supports windows 1 and 2"
         )
     alphabet = list(words) if window > 1 else zoo.DEFAULT_ALPHABET
-    rec = zoo.qrnn(window, alphabet=alphabet, pooling=layer.pooling)
-    if get_semiring(rec.semiring) != layer.algebra:
-        raise ExtractionError(
-            f"QRNNLayer in the {layer.semiring} semiring: the zoo's qrnn entry is proved in "
-            f"{get_semiring(rec.semiring).name} only, so it is not extracted"
-        )
+    rec = _proved_in(layer, [zoo.qrnn(window, alphabet=alphabet, pooling=layer.pooling)], "QRNNLayer")
     proof = proved_automata(rec, alphabet if window > 1 else None)[0]
     activation = {"z": "tanh", "f": "sigmoid", "i": "sigmoid"}
     inputs = {}
@@ -153,7 +156,7 @@ def qrnn_layer_output_gate(layer: Any, vectors: np.ndarray) -> np.ndarray:
 def _rcnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d, order = layer.dim, layer.order
     adaptive = layer.decay is not None
-    proof = proved_automata(zoo.rcnn(order, constant_lambda=not adaptive))[0]
+    proof = proved_automata(_proved_in(layer, [zoo.rcnn(order, constant_lambda=not adaptive)], "RCNNLayer"))[0]
     updates = [_affine("identity", *_rows(layer.inputs, j * d, d)) for j in range(order)]
     decay = _affine("sigmoid", *_rows(layer.decay, 0, d)) if adaptive else None
     constant = None if adaptive else to_numpy(layer.recurrence.constants)[0]  # σ(raw) per unit

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from kleene.automata.semiring import Semiring
 from kleene.compile import Template
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
@@ -26,6 +27,8 @@ from kleene.nn.rrnn import (
     RationalLayer,
     chain_template,
     compile_layer,
+    gate_in_storage,
+    gate_semiring,
     task_builder,
 )
 
@@ -52,7 +55,11 @@ def rcnn_template(order: int, adaptive_decay: bool) -> Template:
 
 
 class RCNNLayer(RationalLayer):
-    """One ``order``-gram RCNN layer of ``hidden_size`` units per direction."""
+    """One ``order``-gram RCNN layer of ``hidden_size`` units per direction.
+
+    ``semiring`` (default real; any ``gate_semiring``): the chain runs in it, the decay λ = σ(·) entering as an
+    element (``gate_in_storage``) and the inputs u_j as they are; the output ``tanh(c + b)`` reads stored values.
+    """
 
     def __init__(
         self,
@@ -62,24 +69,27 @@ class RCNNLayer(RationalLayer):
         order: int = 2,
         adaptive_decay: bool = True,
         bidirectional: bool = False,
+        semiring: str | Semiring | None = None,
         backend: str = "auto",
     ):
         super().__init__()
         template = rcnn_template(order, adaptive_decay)
+        self.algebra = gate_semiring("real" if semiring is None else semiring)
+        self.storage, self.semiring = self.algebra.storage, self.algebra.name
         dim = hidden_size * (2 if bidirectional else 1)
         self.input_size = input_size
         self.dim, self.order, self.output_size = dim, order, dim
         self.inputs = nn.Linear(input_size, order * dim, bias=False)  # W_1 .. W_n
         self.decay = nn.Linear(input_size, dim) if adaptive_decay else None
         self.bias = nn.Parameter(torch.zeros(dim))
-        self.recurrence = compile_layer(template, "real", dim, bidirectional, backend)
+        self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         b, t, _ = x.shape
         u = self.inputs(x).view(b, t, self.order, self.dim)
         named = {f"u{j + 1}": u[:, :, j] for j in range(self.order)}
         if self.decay is not None:
-            named["lam"] = torch.sigmoid(self.decay(x))
+            named["lam"] = gate_in_storage(self.storage, self.decay(x))
         return torch.stack([named[s] for s in self.recurrence.template.slots], 2), None
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
@@ -90,17 +100,33 @@ class RCNNClassifier(RationalClassifier):
     """n-gram RCNN text classifier; ``options`` as in ``RationalClassifier``."""
 
     def __init__(
-        self, vocab_size: int, num_classes: int, *, order: int = 2, adaptive_decay: bool = True, **options: Any
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        order: int = 2,
+        adaptive_decay: bool = True,
+        semiring: str | None = None,
+        **options: Any,
     ):
-        layer = partial(RCNNLayer, order=order, adaptive_decay=adaptive_decay)
+        layer = partial(RCNNLayer, order=order, adaptive_decay=adaptive_decay, semiring=semiring)
         super().__init__(vocab_size, num_classes, layer, **options)
 
 
 class RCNNLanguageModel(RationalLanguageModel):
     """n-gram RCNN language model; ``options`` as in ``RationalLanguageModel``."""
 
-    def __init__(self, vocab_size: int, *, order: int = 2, adaptive_decay: bool = True, **options: Any):
-        super().__init__(vocab_size, partial(RCNNLayer, order=order, adaptive_decay=adaptive_decay), **options)
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        order: int = 2,
+        adaptive_decay: bool = True,
+        semiring: str | None = None,
+        **options: Any,
+    ):
+        layer = partial(RCNNLayer, order=order, adaptive_decay=adaptive_decay, semiring=semiring)
+        super().__init__(vocab_size, layer, **options)
 
 
 register_model("rcnn", task_builder(RCNNClassifier, RCNNLanguageModel))

@@ -55,6 +55,7 @@ __all__ = [
     "chain_template",
     "gate_in_storage",
     "gate_semiring",
+    "gated_input",
     "probability_in_storage",
     "rrnn_template",
 ]
@@ -186,6 +187,15 @@ def gate_in_storage(storage: Semiring, pre_activation: Tensor) -> Tensor:
     if storage.log_weights:
         return nn.functional.logsigmoid(pre_activation)
     return torch.sigmoid(pre_activation)
+
+
+def gated_input(algebra: Semiring, forget_pre_activation: Tensor, value: Tensor) -> Tensor:
+    """The input a forget gate σ(z) admits, stored: ``(1 − σ(z)) ⊗ value`` where ⊕ sums (an interpolation), ``value``
+    as it is where ⊕ selects (Rational Recurrences §5.2: max-plus has no 1 − f)."""
+    if algebra.best:
+        return value
+    storage = algebra.storage
+    return storage.times(gate_in_storage(storage, -forget_pre_activation), value)
 
 
 def probability_in_storage(storage: Semiring, p: Tensor) -> Tensor:
@@ -365,8 +375,7 @@ class RRNNLayer(RationalLayer):
         f_pre = self.forget(x).view(b, t, self.orders, self.dim)
         w_u = self.update(x).view(b, t, self.orders, self.dim)
         f = gate_in_storage(self.storage, f_pre)
-        # a selecting ⊕ keeps the input as it is (c = max(f ⊗ c, u)); a summing one interpolates (u = (1 - f) ⊗ w_u)
-        u = w_u if self.algebra.best else self.storage.times(gate_in_storage(self.storage, -f_pre), w_u)
+        u = gated_input(self.algebra, f_pre, w_u)
         by_name = {}
         for j in range(self.orders):
             suffix = "" if self.orders == 1 else str(j + 1)

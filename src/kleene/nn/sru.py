@@ -10,17 +10,22 @@ this layer is the rational 2017 cell.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 
+from kleene.automata.semiring import Semiring
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
     compile_layer,
+    gate_in_storage,
+    gate_semiring,
+    gated_input,
     rrnn_template,
     task_builder,
 )
@@ -31,23 +36,36 @@ Tensor = torch.Tensor
 
 
 class SRULayer(RationalLayer):
-    """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards)."""
+    """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards).
 
-    def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = False, backend: str = "auto"):
+    ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``gate_in_storage``,
+    ``gated_input``); the highway mixes the stored values with real arithmetic.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        *,
+        bidirectional: bool = False,
+        semiring: str | Semiring | None = None,
+        backend: str = "auto",
+    ):
         super().__init__()
+        self.algebra = gate_semiring("real" if semiring is None else semiring)
+        self.storage, self.semiring = self.algebra.storage, self.algebra.name
         dim = hidden_size * (2 if bidirectional else 1)
         self.input_size = input_size
         self.dim = self.output_size = dim
         self.transform = nn.Linear(input_size, dim, bias=False)  # W
         self.gates = nn.Linear(input_size, 2 * dim)  # W_f, W_r with biases
         self.highway = None if input_size == dim else nn.Linear(input_size, dim, bias=False)
-        self.recurrence = compile_layer(rrnn_template("B"), "real", dim, bidirectional, backend)
+        self.recurrence = compile_layer(rrnn_template("B"), self.algebra, dim, bidirectional, backend)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
-        f, r = torch.sigmoid(self.gates(x)).split(self.dim, -1)
-        u = (1 - f) * self.transform(x)
-        named = {"u": u, "f": f}
-        return torch.stack([named[s] for s in self.recurrence.template.slots], 2), r
+        f_pre, r_pre = self.gates(x).split(self.dim, -1)
+        named = {"u": gated_input(self.algebra, f_pre, self.transform(x)), "f": gate_in_storage(self.storage, f_pre)}
+        return torch.stack([named[s] for s in self.recurrence.template.slots], 2), torch.sigmoid(r_pre)
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
         r = extra
@@ -58,15 +76,15 @@ class SRULayer(RationalLayer):
 class SRUClassifier(RationalClassifier):
     """SRU-2017 text classifier; ``options`` as in ``RationalClassifier``."""
 
-    def __init__(self, vocab_size: int, num_classes: int, **options: Any):
-        super().__init__(vocab_size, num_classes, SRULayer, **options)
+    def __init__(self, vocab_size: int, num_classes: int, *, semiring: str | None = None, **options: Any):
+        super().__init__(vocab_size, num_classes, partial(SRULayer, semiring=semiring), **options)
 
 
 class SRULanguageModel(RationalLanguageModel):
     """SRU-2017 language model; ``options`` as in ``RationalLanguageModel``."""
 
-    def __init__(self, vocab_size: int, **options: Any):
-        super().__init__(vocab_size, SRULayer, **options)
+    def __init__(self, vocab_size: int, *, semiring: str | None = None, **options: Any):
+        super().__init__(vocab_size, partial(SRULayer, semiring=semiring), **options)
 
 
 register_model("sru", task_builder(SRUClassifier, SRULanguageModel))

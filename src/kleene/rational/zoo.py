@@ -13,7 +13,6 @@ from typing import Any
 
 import sympy
 
-from kleene.automata.semiring import get_semiring
 from kleene.rational.recurrence import Recurrence, RecurrenceError, sigmoid
 
 DEFAULT_ALPHABET = ("a", "b", "c")
@@ -142,25 +141,24 @@ def rrnn_semiring(kind: str = "F", semiring: str = "log") -> Recurrence:
         raise RecurrenceError(f"rrnn-semiring: kind must be one of {RRNN_KINDS}, got {kind!r}")
     doc = f"RRNN({kind}) in the {semiring} semiring"
     rec = Recurrence(f"rrnn-{kind.lower()}-{semiring}", semiring, dims="d", doc=doc)
-    ring = get_semiring(semiring)
     if kind == "B":
         c = rec.state("c")
         f, u = rec.input("f", meaning="the forget gate σ(·) as an element"), rec.input("u", meaning="the input")
-        rec.update(c, ring.sym_plus(ring.sym_times(c, f), u))
+        rec.update(c, rec.plus(rec.times(c, f), u))
         rec.output("c", c)
         return rec
     c1, c2 = rec.states("c1 c2")
     f1, f2 = rec.input("f1", meaning="gate σ(·) as an element"), rec.input("f2", meaning="gate σ(·) as an element")
     u1, u2 = rec.input("u1", meaning="first input"), rec.input("u2", meaning="second input")
-    rec.update(c1, ring.sym_plus(ring.sym_times(c1, f1), u1))
-    terms = [ring.sym_times(c2, f2), ring.sym_times(c1, u2)]
+    rec.update(c1, rec.plus(rec.times(c1, f1), u1))
+    terms = [rec.times(c2, f2), rec.times(c1, u2)]
     if kind == "C":
-        rec.update(c2, ring.sym_plus(*terms))
+        rec.update(c2, rec.plus(*terms))
         rec.output("c", c2)
         return rec
     r, p1, p2 = rec.constants("r p1 p2")
-    rec.update(c2, ring.sym_plus(*terms, ring.sym_times(r, u2)))  # (c1 ⊕ r) ⊗ u2, distributed
-    rec.output("c", ring.sym_plus(ring.sym_times(p1, c1), ring.sym_times(p2, c2)))
+    rec.update(c2, rec.plus(*terms, rec.times(r, u2)))  # (c1 ⊕ r) ⊗ u2, distributed
+    rec.output("c", rec.plus(rec.times(p1, c1), rec.times(p2, c2)))
     return rec
 
 
