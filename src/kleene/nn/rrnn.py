@@ -208,16 +208,13 @@ class GateConstants(nn.Module):
     """Parametrization: a compiled recurrence's constants are the gate σ(raw) (γ, ρ in (0, 1), eq. 20c), stored as
     ``gate_in_storage`` stores a gate."""
 
-    def __init__(self, storage: Semiring | None = None):
+    def __init__(self, storage: Semiring):
         super().__init__()
-        self.storage = storage if storage is not None else get_semiring("real")
+        self.storage = storage
 
     def forward(self, raw: Tensor) -> Tensor:
         return gate_in_storage(self.storage, raw)
 
-
-#: The parametrization's name in state dicts of earlier versions (the class is the same).
-SigmoidConstants = GateConstants
 
 
 def compile_layer(

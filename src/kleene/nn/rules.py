@@ -520,6 +520,11 @@ def _compile_rules(ruleset: RuleSet) -> list[WFSA]:
     return automata
 
 
+def _matches(automaton: WFSA, tokens: Sequence[str]) -> bool:
+    """Whether ``automaton`` gives some non-empty span of ``tokens`` a non-zero score (an empty automaton: never)."""
+    return automaton.num_states > 0 and not automaton.semiring.is_zero(automaton.all_spans(tokens).total)
+
+
 class RulesPredictor:
     """The rules alone: the first label (rule-set order) with a rule matching a non-empty span, else the default.
 
@@ -536,7 +541,7 @@ class RulesPredictor:
     def matches(self, tokens: Sequence[str]) -> list[bool]:
         """Whether each rule (``RuleSet.flat`` order) matches a non-empty span of ``tokens``."""
         seen = [t if self.vocab is None or t in self.vocab else UNK for t in tokens]
-        return [not a.semiring.is_zero(a.all_spans(seen).total) for a in self.automata]
+        return [_matches(a, seen) for a in self.automata]
 
     def predict(self, tokens: Sequence[str]) -> str:
         fired = self.matches(tokens)
@@ -695,7 +700,7 @@ class RegexClassifier(nn.Module):
 
     def _fidelity(self, sentences: Sequence[Sequence[str]], hard: list[WFSA], threshold: float,
                   batch_size: int) -> list[float]:
-        index = {t: i for i, t in enumerate(self.layer.tokens)}
+        vocabulary = Vocabulary(self.layer.tokens)
         semiring = self.layer.algebra
         bar = float(semiring.to_storage(semiring.from_probability(float(threshold))))
         agree = torch.zeros(len(hard))
@@ -705,16 +710,14 @@ class RegexClassifier(nn.Module):
             for start in range(0, len(sentences), batch_size):
                 chunk = sentences[start : start + batch_size]
                 lengths = torch.tensor([len(s) for s in chunk])
+                encoded = [vocabulary.encode(sentence) for sentence in chunk]
                 ids = torch.zeros(len(chunk), int(lengths.max()) if len(chunk) else 0, dtype=torch.long)
-                for b, sentence in enumerate(chunk):
-                    for t, word in enumerate(sentence):
-                        ids[b, t] = index.get(word, 1)
+                for b, sentence_ids in enumerate(encoded):
+                    ids[b, : len(sentence_ids)] = torch.tensor(sentence_ids, dtype=torch.long)
                 soft = self.rule_scores(ids, lengths) >= bar
-                seen = [[self.layer.tokens[int(i)] for i in ids[b, : int(lengths[b])]] for b in range(len(chunk))]
+                seen = [vocabulary.decode(sentence_ids) for sentence_ids in encoded]  # unknown words as <unk>
                 for r, automaton in enumerate(hard):
-                    hits = torch.tensor([
-                        automaton.num_states > 0 and not semiring.is_zero(automaton.all_spans(s).total) for s in seen
-                    ])
+                    hits = torch.tensor([_matches(automaton, s) for s in seen])
                     agree[r] += (hits == soft[:, r]).sum()
         self.train(was_training)
         return (agree / max(len(sentences), 1)).tolist()
