@@ -1,8 +1,9 @@
 """A user's own labelled text (docs/data.md): the formats, the splits, the errors, a fuzz test against a direct
-reading, and TREC (6 classes, from ../shared/data) trained with ``kleene train sopa --data PATH``."""
+reading, and TREC (6 classes, the vendored files unpacked) trained with ``kleene train sopa --data PATH``."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -143,19 +144,24 @@ def test_fuzz_arbitrary_bytes_give_data_or_a_kleene_error(raw: bytes, suffix: st
 
 
 # -- TREC: a multi-class data set trained through --data -----------------------------------------------------------
-TREC = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trec"
+VENDORED_TREC = Path(__file__).resolve().parents[2] / "src" / "kleene" / "data" / "vendor" / "trec"
 
 
-@pytest.mark.skipif(not TREC.is_dir(), reason=f"TREC is not vendored; it is read from {TREC}, which is absent")
 def test_sopa_trains_on_trec_through_data_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's folder of TREC's original files (the vendored copy, unpacked as the source distributes it)."""
     torch.set_num_threads(1)
+    folder = tmp_path / "trec"
+    folder.mkdir()
+    for name in ("train", "test"):
+        packed = VENDORED_TREC / f"TREC.{name}.all.gz"
+        (folder / f"TREC.{name}.all").write_bytes(gzip.decompress(packed.read_bytes()))
     out = tmp_path / "sopa-trec"
-    argv = ["train", "sopa", "--data", str(TREC), "--out", str(out), "--max-steps", "3", "--batch-size", "16"]
+    argv = ["train", "sopa", "--data", str(folder), "--out", str(out), "--max-steps", "3", "--batch-size", "16"]
     argv += ["--set", "patterns=\"3-4_4-4\"", "--set", "mlp_hidden=8", "--no-progress", "--json"]
     assert main(argv) == 0
     trained = json.loads(capsys.readouterr().out)
     config = json.loads((out / "config.json").read_text())
-    assert config["kwargs"]["num_classes"] == 6 and config["metadata"]["data"] == str(TREC.resolve())
+    assert config["kwargs"]["num_classes"] == 6 and config["metadata"]["data"] == str(folder.resolve())
     assert main(["evaluate", str(out), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
     assert evaluated["split"] == "dev" and evaluated["accuracy"] == pytest.approx(trained["dev_accuracy"], abs=1e-12)
