@@ -116,6 +116,10 @@ def test_refusals_name_the_reason() -> None:
         RRNNLayer(3, 2, "B", semiring="boolean")
     with pytest.raises(LayerError, match="activation 'sigmoid'"):
         RRNNLayer(3, 2, "B", activation="sigmoid")
+    with pytest.raises(LayerError, match=r"activation \['tanh'\]"):
+        RRNNLayer(3, 2, "B", activation=["tanh"])  # type: ignore[arg-type]
+    with pytest.raises(LayerError, match="semiring 3"):
+        RRNNLayer(3, 2, "B", semiring=3)  # type: ignore[arg-type]
 
 
 def test_extraction_refuses_a_semiring_the_zoo_does_not_prove() -> None:
@@ -224,6 +228,8 @@ def test_qrnn_semiring_refusals() -> None:
 
     with pytest.raises(LayerError, match="field semiring"):
         QRNNLayer(3, 2, semiring="max-plus", context_size=4)
+    with pytest.raises(LayerError, match="unknown QRNN pooling"):
+        QRNNLayer(3, 2, pooling=["fo"])  # type: ignore[arg-type]
     layer = QRNNLayer(3, 2, window=1, pooling="f", semiring="log", backend="torch")
     with pytest.raises(ExtractionError, match=r"QRNNLayer in the log semiring: the zoo proves it in \[.real.\]"):
         from_kleene_layer(layer, torch.randn(2, 3).numpy(), ["a", "b"])

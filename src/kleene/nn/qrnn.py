@@ -88,7 +88,7 @@ class QRNNLayer(RationalLayer):
             )
         if window < 1:
             raise LayerError(f"QRNN window must be >= 1, got {window}")
-        if pooling not in POOLINGS:
+        if not isinstance(pooling, str) or pooling not in POOLINGS:
             raise LayerError(f"unknown QRNN pooling {pooling!r}; use one of {sorted(POOLINGS)}")
         if not 0 <= zoneout < 1:
             raise LayerError(f"zoneout must lie in [0, 1), got {zoneout}")

@@ -346,7 +346,7 @@ class RRNNLayer(RationalLayer):
             if semiring is not None and gate_semiring(semiring) != get_semiring("max-plus"):
                 raise LayerError(f"kind 'B-maxplus' is RRNN(B) in max-plus; it cannot take semiring={semiring!r}")
             semiring = "max-plus"
-        if activation not in ACTIVATIONS:
+        if not isinstance(activation, str) or activation not in ACTIVATIONS:
             raise LayerError(f"activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
         self.input_size = input_size
         self.kind, self.output_gate, self.activation = kind, output_gate, activation

@@ -135,7 +135,7 @@ class RRNNReferenceLayer(RationalLayer):
     ):
         super().__init__()
         self.original = original_semiring(semiring)
-        if activation not in ACTIVATIONS:
+        if not isinstance(activation, str) or activation not in ACTIVATIONS:
             raise OriginalCodeError(f"activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
         self.activation = activation
         self.dim = self.output_size = hidden_size
