@@ -53,9 +53,9 @@ __all__ = [
     "RationalStack",
     "StreamState",
     "chain_template",
+    "forget_and_input",
     "gate_in_storage",
     "gate_semiring",
-    "gated_input",
     "probability_in_storage",
     "rrnn_template",
 ]
@@ -189,13 +189,16 @@ def gate_in_storage(storage: Semiring, pre_activation: Tensor) -> Tensor:
     return torch.sigmoid(pre_activation)
 
 
-def gated_input(algebra: Semiring, forget_pre_activation: Tensor, value: Tensor) -> Tensor:
-    """The input a forget gate σ(z) admits, stored: ``(1 − σ(z)) ⊗ value`` where ⊕ sums (an interpolation), ``value``
-    as it is where ⊕ selects (Rational Recurrences §5.2: max-plus has no 1 − f)."""
-    if algebra.best:
-        return value
+def forget_and_input(algebra: Semiring, forget_pre_activation: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+    """The forget gate f = σ(z) stored (``gate_in_storage``) and the input it admits, stored: ``(1 − f) ⊗ value``
+    where ⊕ sums (an interpolation; 1 − f is ``1 - f`` in the real storage, log σ(−z) in log storage), ``value`` as
+    it is where ⊕ selects (Rational Recurrences §5.2: max-plus has no 1 − f)."""
     storage = algebra.storage
-    return storage.times(gate_in_storage(storage, -forget_pre_activation), value)
+    forget = gate_in_storage(storage, forget_pre_activation)
+    if algebra.best:
+        return forget, value
+    complement = nn.functional.logsigmoid(-forget_pre_activation) if storage.log_weights else 1 - forget
+    return forget, storage.times(complement, value)
 
 
 def probability_in_storage(storage: Semiring, p: Tensor) -> Tensor:
@@ -371,8 +374,7 @@ class RRNNLayer(RationalLayer):
         b, t, _ = x.shape
         f_pre = self.forget(x).view(b, t, self.orders, self.dim)
         w_u = self.update(x).view(b, t, self.orders, self.dim)
-        f = gate_in_storage(self.storage, f_pre)
-        u = gated_input(self.algebra, f_pre, w_u)
+        f, u = forget_and_input(self.algebra, f_pre, w_u)
         by_name = {}
         for j in range(self.orders):
             suffix = "" if self.orders == 1 else str(j + 1)

@@ -23,9 +23,8 @@ from kleene.nn.rrnn import (
     RationalLanguageModel,
     RationalLayer,
     compile_layer,
-    gate_in_storage,
+    forget_and_input,
     gate_semiring,
-    gated_input,
     rrnn_template,
     task_builder,
 )
@@ -38,8 +37,8 @@ Tensor = torch.Tensor
 class SRULayer(RationalLayer):
     """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards).
 
-    ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``gate_in_storage``,
-    ``gated_input``); the highway mixes the stored values with real arithmetic.
+    ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``forget_and_input``); the
+    highway mixes the stored values with real arithmetic.
     """
 
     def __init__(
@@ -64,7 +63,8 @@ class SRULayer(RationalLayer):
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         f_pre, r_pre = self.gates(x).split(self.dim, -1)
-        named = {"u": gated_input(self.algebra, f_pre, self.transform(x)), "f": gate_in_storage(self.storage, f_pre)}
+        f, u = forget_and_input(self.algebra, f_pre, self.transform(x))
+        named = {"u": u, "f": f}
         return torch.stack([named[s] for s in self.recurrence.template.slots], 2), torch.sigmoid(r_pre)
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
