@@ -12,11 +12,13 @@ recurrence runs through the compiled template one step at a time, carrying the s
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 
+from kleene.automata.semiring import Semiring
 from kleene.compile import Template
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
@@ -25,6 +27,7 @@ from kleene.nn.rrnn import (
     RationalLayer,
     chain_template,
     compile_layer,
+    layer_semiring,
     task_builder,
 )
 
@@ -43,22 +46,33 @@ def isan_template(size: int) -> Template:
 
 
 class ISANLayer(RationalLayer):
-    """An ISAN layer of ``hidden_size`` units; ``h_t = c_t`` (the network is affine, as in the paper)."""
+    """An ISAN layer of ``hidden_size`` units; ``h_t = c_t`` (the network is affine, as in the paper).
+
+    ``semiring`` (default real; any ``layer_semiring``): ``c_i = ⊕_j W_ij ⊗ c_j ⊕ b_i`` with ``W_x``, ``b_x`` stored
+    values (the affine maps' outputs as they are; max-times: logarithms); ``h`` holds stored values. The matrix starts
+    near a contraction: the element of probability 1/2 on the diagonal, of 1/(100 d) elsewhere, plus small noise.
+    """
 
     _slot_index: Tensor
 
-    def __init__(self, input_size: int, hidden_size: int, *, backend: str = "auto"):
+    def __init__(
+        self, input_size: int, hidden_size: int, *, semiring: str | Semiring | None = None, backend: str = "auto"
+    ):
         super().__init__()
+        self.algebra = layer_semiring("real" if semiring is None else semiring)
+        self.storage, self.semiring = self.algebra.storage, self.algebra.name
         self.input_size = input_size
         self.size = self.output_size = hidden_size
         self.matrix = nn.Linear(input_size, hidden_size * hidden_size)  # W_x = reshape(A v_x + a)
         self.offset = nn.Linear(input_size, hidden_size)  # b_x
-        with torch.no_grad():  # start near a contraction: W_x ≈ 0.5 I
-            self.matrix.weight.mul_(0.1)
-            self.matrix.bias.copy_(0.5 * torch.eye(hidden_size).reshape(-1))
-        self.recurrence = compile_layer(isan_template(hidden_size), "real", 1, False, backend)
-        names = self.recurrence.template.slots
         d = hidden_size
+        algebra = self.algebra
+        diagonal, elsewhere = (float(algebra.to_storage(algebra.from_probability(p))) for p in (0.5, 0.01 / d))
+        with torch.no_grad():
+            self.matrix.weight.mul_(0.1)
+            self.matrix.bias.copy_(torch.where(torch.eye(d, dtype=torch.bool), diagonal, elsewhere).reshape(-1))
+        self.recurrence = compile_layer(isan_template(hidden_size), self.algebra, 1, False, backend)
+        names = self.recurrence.template.slots
         # order of the template's slots in cat([b (d), W row-major (d*d) as W[j, i] at j*d + i])
         positions = [
             int(n[1:]) - 1 if n.startswith("b") else d + (int(n[1:].split("_")[0]) - 1) * d + int(n.split("_")[1]) - 1
@@ -71,9 +85,9 @@ class ISANLayer(RationalLayer):
         b, t, _ = x.shape
         weights = torch.cat([self.offset(x), self.matrix(x)], -1).index_select(-1, self._slot_index)
         state = h0
-        if state is None:
-            state = x.new_zeros((b, self.size + 1, 1))
-            state[:, 0] = 1.0
+        if state is None:  # the source q0 holds one, the units zero
+            state = x.new_full((b, self.size + 1, 1), float(self.storage.zero))
+            state[:, 0] = float(self.storage.one)
         outputs = []
         for step in range(t):
             step_length = (lengths > step).to(torch.int64)
@@ -87,20 +101,35 @@ class ISANClassifier(RationalClassifier):
     """ISAN text classifier (one layer of 32 units by default); ``options`` as in ``RationalClassifier``."""
 
     def __init__(
-        self, vocab_size: int, num_classes: int, *, hidden_size: int = 32, num_layers: int = 1, **options: Any
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        hidden_size: int = 32,
+        num_layers: int = 1,
+        semiring: str | None = None,
+        **options: Any,
     ):
-        super().__init__(vocab_size, num_classes, ISANLayer, hidden_size=hidden_size, num_layers=num_layers, **options)
+        layer = partial(ISANLayer, semiring=semiring)
+        super().__init__(vocab_size, num_classes, layer, hidden_size=hidden_size, num_layers=num_layers, **options)
 
 
 class ISANLanguageModel(RationalLanguageModel):
     """ISAN language model (one layer of 64 units, 64-d embeddings by default); ``options`` as in the base."""
 
     def __init__(
-        self, vocab_size: int, *, hidden_size: int = 64, num_layers: int = 1, embedding_dim: int = 64, **options: Any
+        self,
+        vocab_size: int,
+        *,
+        hidden_size: int = 64,
+        num_layers: int = 1,
+        embedding_dim: int = 64,
+        semiring: str | None = None,
+        **options: Any,
     ):
         super().__init__(
             vocab_size,
-            ISANLayer,
+            partial(ISANLayer, semiring=semiring),
             hidden_size=hidden_size,
             num_layers=num_layers,
             embedding_dim=embedding_dim,

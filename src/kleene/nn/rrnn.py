@@ -157,19 +157,30 @@ def rrnn_template(kind: str) -> Template:
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu": torch.relu, "none": lambda x: x}
 
 
-def gate_semiring(semiring: str | Semiring) -> Semiring:
-    """``semiring`` checked for gated layers: a gate σ(z) in (0, 1) must be one of its elements, stored as the
-    factor itself or, where the storage holds log-weights, as its log (``Semiring.log_weights``).
+def layer_semiring(semiring: str | Semiring) -> Semiring:
+    """``semiring`` checked for a compiled layer: a known semiring with a kernel realisation.
 
     Raises:
-        LayerError: an unknown semiring, or one whose element for a probability is neither (min-plus stores costs
-            −log p; boolean has no kernel), naming it and why.
+        LayerError: an unknown semiring or one without kernels (boolean), naming it and why.
     """
     try:
         algebra = get_semiring(semiring)
         algebra.kernel_algebra()
     except KleeneError as error:
         raise LayerError(f"semiring {semiring!r}: {error}") from None
+    return algebra
+
+
+def gate_semiring(semiring: str | Semiring) -> Semiring:
+    """``semiring`` checked for gated layers (``layer_semiring``): a gate σ(z) in (0, 1) must be one of its
+    elements, stored as the factor itself or, where the storage holds log-weights, as its log
+    (``Semiring.log_weights``).
+
+    Raises:
+        LayerError: an unknown semiring, or one whose element for a probability is neither (min-plus stores costs
+            −log p; boolean has no kernel), naming it and why.
+    """
+    algebra = layer_semiring(semiring)
     storage = algebra.storage
     half = float(algebra.to_storage(algebra.from_probability(0.5)))
     expected = math.log(0.5) if storage.log_weights else 0.5
