@@ -139,14 +139,27 @@ def authors_forward(
     self_loop_scale: float | None,
     eps_scale: float | None,
 ) -> torch.Tensor:
-    """The authors' SoftPatternClassifier.forward on already-embedded, already-padded documents."""
+    """The authors' SoftPatternClassifier.forward on already-embedded, already-padded documents.
+
+    Self-loops: a second diagonal (scaled by the fixed ``self_loop_scale``), or with ``--shared_sl`` (a learned
+    ``state["self_loop_scale"]``, one diagonal) the main path's row of the same state scaled by ``from_float`` of
+    the learned scale (per pattern and state, or one scalar), or none (``--no_sl``: one diagonal, no learned scale).
+    """
     zero, one, plus, times, from_float, to_float = AUTHORS[semiring]
     total, max_len = sum(spec.values()), max(spec)
     num_diags = state["diags"].shape[0] // (total * max_len)
     ends = [length - 1 for length, count in spec.items() for _ in range(count)]
-    sl = from_float(torch.tensor(self_loop_scale, dtype=torch.float64)) if self_loop_scale is not None else one
+    if "self_loop_scale" in state:  # --shared_sl: their forward passes the learned scale through from_float
+        sl = from_float(state["self_loop_scale"])
+        if sl.dim() == 2:
+            sl = sl.expand(total, max_len)
+        loops = True
+    else:
+        sl = from_float(torch.tensor(self_loop_scale, dtype=torch.float64)) if self_loop_scale is not None else one
+        loops = num_diags == 2
     es = from_float(torch.tensor(eps_scale, dtype=torch.float64)) if eps_scale is not None else one
-    eps_value = times(torch.as_tensor(es), from_float(state["epsilon"]))  # (P, Lmax-1)
+    no_eps = "epsilon" not in state
+    eps_value = None if no_eps else times(torch.as_tensor(es), from_float(state["epsilon"]))  # (P, Lmax-1)
     out = []
     for doc in docs:
         scores = torch.full((total,), zero, dtype=torch.float64)
@@ -154,14 +167,19 @@ def authors_forward(
         hidden[:, 0] = one
         for v in doc:
             trans = from_float(state["diags"] @ v + bias_scale * state["bias"][:, 0]).view(total, num_diags, max_len)
-            after_eps = plus(
-                hidden,
-                torch.cat([torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1),
-            )
+            if eps_value is None:
+                after_eps = hidden
+            else:
+                after_eps = plus(
+                    hidden,
+                    torch.cat(
+                        [torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1
+                    ),
+                )
             main = torch.cat(
                 [torch.full((total, 1), one, dtype=torch.float64), times(after_eps[:, :-1], trans[:, -1, :-1])], 1
             )
-            if num_diags == 2:
+            if loops:  # trans[:, 0] is the self-loop diagonal, or the main path's when there is one diagonal
                 hidden = plus(main, times(torch.as_tensor(sl), times(after_eps, trans[:, 0, :])))
             else:
                 hidden = main
@@ -176,10 +194,14 @@ def authors_forward(
     return features
 
 
-def authors_state_dict(spec: dict[int, int], dim: int, num_diags: int, classes: int, hidden: int) -> dict:
+def authors_state_dict(
+    spec: dict[int, int], dim: int, num_diags: int, classes: int, hidden: int, shared_sl: int = 0, eps: bool = True
+) -> dict:
+    """Random parameters named and shaped as the authors' ``SoftPatternClassifier.state_dict()`` (``--shared_sl``
+    1: a (P, Lmax) ``self_loop_scale``, 2: a (1,) one; their shared models have one diagonal)."""
     total, max_len = sum(spec.values()), max(spec)
     rows = total * num_diags * max_len
-    return {
+    state = {
         "diags": torch.randn(rows, dim, dtype=torch.float64),
         "bias": torch.randn(rows, 1, dtype=torch.float64),
         "epsilon": torch.randn(total, max_len - 1, dtype=torch.float64),
@@ -188,19 +210,36 @@ def authors_state_dict(spec: dict[int, int], dim: int, num_diags: int, classes: 
         "mlp.layers.1.weight": torch.randn(classes, hidden, dtype=torch.float64),
         "mlp.layers.1.bias": torch.randn(classes, dtype=torch.float64),
     }
+    if shared_sl:
+        shape = (total, max_len) if shared_sl == 1 else (1,)
+        state["self_loop_scale"] = torch.randn(*shape, dtype=torch.float64)
+    if not eps:
+        del state["epsilon"]
+    return state
 
 
-@pytest.mark.parametrize(
-    ("semiring", "num_diags", "sl_scale", "eps_scale"),
-    [("max-times", 2, None, None), ("max-plus", 2, 0.5, 0.7), ("real", 2, 0.9, None), ("max-times", 1, None, 0.3)],
-)
+AUTHORS_CASES = [  # (semiring, --shared_sl, diagonals, --self_loop_scale, --eps_scale, epsilons)
+    *[
+        (semiring, shared, 1 if shared else 2, sl, es, True)
+        for semiring in AUTHORS
+        for shared in (0, 1, 2)
+        for sl, es in ((None, None), (None if shared else 0.6, 0.7))
+    ],
+    ("max-times", 0, 1, None, 0.3, True),  # --no_sl
+    ("max-plus", 0, 1, None, None, False),  # --no_sl --no_eps
+    ("real", 1, 1, None, None, False),  # --shared_sl 1 --no_eps
+    ("max-times", 2, 1, None, None, False),
+]
+
+
+@pytest.mark.parametrize(("semiring", "shared_sl", "num_diags", "sl_scale", "eps_scale", "eps"), AUTHORS_CASES)
 def test_loaded_authors_state_dict_reproduces_their_forward(
-    semiring: str, num_diags: int, sl_scale: float | None, eps_scale: float | None
+    semiring: str, shared_sl: int, num_diags: int, sl_scale: float | None, eps_scale: float | None, eps: bool
 ) -> None:
     torch.manual_seed(1)
     spec = parse_pattern_spec("4-2_2-2_3-1")
     dim, vocab = 5, 12
-    state = authors_state_dict(spec, dim, num_diags, classes=3, hidden=4)
+    state = authors_state_dict(spec, dim, num_diags, classes=3, hidden=4, shared_sl=shared_sl, eps=eps)
     embeddings = torch.randn(vocab, dim, dtype=torch.float64)
     start, end = torch.randn(dim, dtype=torch.float64), torch.randn(dim, dtype=torch.float64)
     model = from_soft_patterns(
@@ -224,7 +263,9 @@ def test_loaded_authors_state_dict_reproduces_their_forward(
     want = authors_forward(state, spec, semiring, docs, 0.1, sl_scale, eps_scale)
     with torch.no_grad():
         got = model(tokens, lengths)
-    torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-8)
+    assert model.patterns.shared_self_loops == (None, "per-state", "global")[shared_sl]
+    # float64 sums and products of O(1) terms over <= 11 steps: rounding far below 1e-9
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
 
 def test_state_dict_errors_name_the_problem() -> None:
