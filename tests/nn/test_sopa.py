@@ -172,17 +172,13 @@ def authors_forward(
             else:
                 after_eps = plus(
                     hidden,
-                    torch.cat(
-                        [torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1
-                    ),
+                    torch.cat([torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1),
                 )
             main = torch.cat(
                 [torch.full((total, 1), one, dtype=torch.float64), times(after_eps[:, :-1], trans[:, -1, :-1])], 1
             )
-            if loops:  # trans[:, 0] is the self-loop diagonal, or the main path's when there is one diagonal
-                hidden = plus(main, times(torch.as_tensor(sl), times(after_eps, trans[:, 0, :])))
-            else:
-                hidden = main
+            # trans[:, 0] is the self-loop diagonal, or the main path's when there is one diagonal
+            hidden = plus(main, times(torch.as_tensor(sl), times(after_eps, trans[:, 0, :]))) if loops else main
             scores = plus(scores, hidden[torch.arange(total), ends])
         out.append(to_float(scores))
     features = torch.stack(out)
