@@ -54,6 +54,18 @@ def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tens
     def zeros_matrix() -> torch.Tensor:
         return torch.full((length, length), zero, dtype=vectors.dtype)
 
+    def loop_score(p: int, i: int, v: torch.Tensor) -> torch.Tensor:
+        if group.loop_share is None:
+            return encode(group.loop_weight[p, i] @ v + group.loop_bias[p, i], enc)
+        # shared: the main path's row i (END: its own row), times the learned scale E(raw[p, i]) (or E(raw[0]))
+        w, b = (
+            (group.main_weight[p, i], group.main_bias[p, i])
+            if i + 1 < length
+            else (group.end_weight[p, 0], group.end_bias[p, 0])
+        )
+        raw = group.loop_share.raw
+        return times(encode(raw[p, i] if raw.dim() == 2 else raw[0], enc), encode(w @ v + b, enc))
+
     results = torch.zeros(vectors.shape[0], group.count, dtype=vectors.dtype)
     for p in range(group.count):
         t_eps = zeros_matrix()
@@ -73,7 +85,7 @@ def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tens
                 transition = zeros_matrix()
                 for i in range(length):
                     if group.self_loops:
-                        transition[i, i] = encode(group.loop_weight[p, i] @ v + group.loop_bias[p, i], enc)
+                        transition[i, i] = loop_score(p, i, v)
                     if i + 1 < length:
                         transition[i, i + 1] = encode(group.main_weight[p, i] @ v + group.main_bias[p, i], enc)
                 h = plus(semiring_vecmat(semiring_vecmat(h, transition), t_eps), h0)
@@ -83,22 +95,34 @@ def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tens
 
 
 @pytest.mark.parametrize(
-    ("semiring", "encoder", "self_loops", "epsilons"),
+    ("semiring", "encoder", "self_loops", "epsilons", "shared"),
     [
-        ("max-times", "sigmoid", True, True),
-        ("max-times", "sigmoid", False, True),
-        ("max-plus", "identity", True, True),
-        ("max-plus", "sigmoid", True, False),
-        ("real", "sigmoid", True, True),
-        ("real", "identity", False, False),
-        ("log", "sigmoid", True, True),
-        ("log", "identity", True, True),
+        ("max-times", "sigmoid", True, True, None),
+        ("max-times", "sigmoid", False, True, None),
+        ("max-plus", "identity", True, True, None),
+        ("max-plus", "sigmoid", True, False, None),
+        ("real", "sigmoid", True, True, None),
+        ("real", "identity", False, False, None),
+        ("log", "sigmoid", True, True, None),
+        ("log", "identity", True, True, None),
+        ("max-times", "sigmoid", True, True, "per-state"),
+        ("max-plus", "identity", True, False, "global"),
+        ("real", "sigmoid", True, True, "global"),
+        ("log", "identity", True, True, "per-state"),
     ],
 )
-def test_paper_mode_matches_equations(semiring: str, encoder: str, self_loops: bool, epsilons: bool) -> None:
+def test_paper_mode_matches_equations(
+    semiring: str, encoder: str, self_loops: bool, epsilons: bool, shared: str | None
+) -> None:
     torch.manual_seed(3)
     bank = SoftPatterns(
-        6, "2-2_3-2_4-1", semiring=semiring, encoder=encoder, self_loops=self_loops, epsilons=epsilons
+        6,
+        "2-2_3-2_4-1",
+        semiring=semiring,
+        encoder=encoder,
+        self_loops=self_loops,
+        epsilons=epsilons,
+        shared_self_loops=shared,  # type: ignore[arg-type]
     ).double()
     vectors = torch.randn(3, 5, 6, dtype=torch.float64)
     lengths = torch.tensor([5, 2, 3])
@@ -278,6 +302,81 @@ def test_state_dict_errors_name_the_problem() -> None:
         from_soft_patterns(state, "3-2", torch.randn(7, 5))
 
 
+def test_shared_self_loop_state_dict_errors() -> None:
+    spec = parse_pattern_spec("3-2_2-1")
+    emb = torch.randn(7, 4, dtype=torch.float64)
+    per_state = authors_state_dict(spec, 4, 1, 2, 3, shared_sl=1)
+    with pytest.raises(SoPaError, match=r"self_loop_scale has shape \(2, 3\); expected \(3, 3\)"):
+        from_soft_patterns({**per_state, "self_loop_scale": torch.zeros(2, 3)}, spec, emb)
+    with pytest.raises(SoPaError, match="diags has 2 diagonals"):
+        from_soft_patterns({**authors_state_dict(spec, 4, 2, 2, 3), "self_loop_scale": torch.zeros(1)}, spec, emb)
+    with pytest.raises(SoPaError, match=r"pass self_loop_scale=None, not 0\.5"):
+        from_soft_patterns(per_state, spec, emb, self_loop_scale=0.5)
+    with pytest.raises(SoPaError, match="self_loops=False, but diags has 2 diagonals"):
+        from_soft_patterns(authors_state_dict(spec, 4, 2, 2, 3), spec, emb, self_loops=False)
+    with pytest.raises(SoPaError, match="self_loops=True, but diags has 1 diagonal"):
+        from_soft_patterns(authors_state_dict(spec, 4, 1, 2, 3), spec, emb, self_loops=True)
+
+
+def test_no_sl_with_shared_sl_ignores_the_learned_scale() -> None:
+    """``--no_sl --shared_sl 1``: their forward never reads the learned scale (one diagonal, no self-loops)."""
+    torch.manual_seed(4)
+    spec = parse_pattern_spec("3-2_2-1")
+    state = authors_state_dict(spec, 4, 1, 2, 3, shared_sl=1)
+    emb = torch.randn(9, 4, dtype=torch.float64)
+    model = from_soft_patterns(state, spec, emb, semiring="max-plus", self_loops=False).eval()
+    assert not model.patterns.groups[0].self_loops and model.patterns.shared_self_loops is None
+    tokens, lengths = torch.tensor([[3, 4, 5], [6, 0, 0]]), torch.tensor([3, 1])
+    docs = [
+        torch.stack([model.start_vector] * 2 + [emb[int(i)] for i in tokens[b, : lengths[b]]] + [model.end_vector] * 2)
+        for b in range(2)
+    ]
+    no_scale = {k: v for k, v in state.items() if k != "self_loop_scale"}
+    want = authors_forward(no_scale, spec, "max-plus", docs, 0.1, None, None)
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens, lengths), want, rtol=1e-9, atol=1e-9)
+
+
+def test_global_shared_self_loops_learn_one_scale_for_the_bank() -> None:
+    torch.manual_seed(5)
+    model = SoPaClassifier(
+        20, 2, embedding_dim=6, patterns="2-2_4-2", semiring="real", mode="reference", shared_self_loops="global"
+    )
+    groups = list(model.patterns.groups)
+    assert groups[0].loop_share is groups[1].loop_share
+    shares = [name for name, _ in model.named_parameters() if "loop_share" in name]
+    assert len(shares) == 1 and dict(model.named_parameters())[shares[0]].shape == (1,)
+    assert not hasattr(groups[0], "loop_weight")
+    per_state = SoftPatterns(6, "2-2_4-3", shared_self_loops="per-state")
+    assert [tuple(g.loop_share.raw.shape) for g in per_state.groups] == [(2, 2), (3, 4)]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("shared", ["per-state", "global"])
+def test_shared_self_loops_survive_a_checkpoint(tmp_path, shared: str) -> None:  # type: ignore[no-untyped-def]
+    from kleene.nn.checkpoint import load_checkpoint, save_checkpoint
+    from kleene.nn.registry import build_model
+
+    kwargs = {
+        "vocab_size": 15,
+        "num_classes": 3,
+        "embedding_dim": 5,
+        "patterns": "2-2_3-1",
+        "mode": "reference",
+        "semiring": "max-times",
+        "shared_self_loops": shared,
+    }
+    torch.manual_seed(6)
+    model = build_model("sopa", **kwargs).eval()
+    save_checkpoint(tmp_path, model, model_name="sopa", model_kwargs=kwargs)
+    loaded = load_checkpoint(tmp_path).model
+    assert loaded.patterns.shared_self_loops == shared
+    if shared == "global":  # still one parameter after loading
+        assert loaded.patterns.groups[0].loop_share is loaded.patterns.groups[1].loop_share
+    tokens, lengths = torch.randint(1, 15, (3, 6)), torch.tensor([6, 4, 1])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(tokens, lengths), model(tokens, lengths), rtol=0, atol=0)
+
+
 def test_configuration_errors() -> None:
     with pytest.raises(SoPaError, match="'3x2' is not LENGTH-COUNT"):
         parse_pattern_spec("3x2")
@@ -293,6 +392,12 @@ def test_configuration_errors() -> None:
         SoftPatterns(4, "3-1", semiring="min-plus")
     with pytest.raises(SoPaError, match="semiring must be one of"):
         SoftPatterns(4, "3-1", semiring="no-such-semiring")
+    with pytest.raises(SoPaError, match="shared_self_loops must be None or one of"):
+        SoftPatterns(4, "3-1", shared_self_loops="per-pattern")  # type: ignore[arg-type]
+    with pytest.raises(SoPaError, match="needs self_loops=True"):
+        SoftPatterns(4, "3-1", shared_self_loops="global", self_loops=False)
+    with pytest.raises(SoPaError, match=r"self_loop_scale must be None, not 0\.5"):
+        SoftPatterns(4, "3-1", shared_self_loops="global", mode="reference", self_loop_scale=0.5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,12 +412,21 @@ def test_gradcheck_float64(semiring: str) -> None:
     assert torch.autograd.gradcheck(lambda v: bank(v, lengths), (vectors,))
 
 
-@pytest.mark.parametrize("mode", ["paper", "reference"])
-def test_every_parameter_gets_a_gradient(mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "shared"), [("paper", None), ("reference", None), ("reference", "per-state"), ("paper", "global")]
+)
+def test_every_parameter_gets_a_gradient(mode: str, shared: str | None) -> None:
     torch.manual_seed(0)
     # the real semiring routes gradient to every path (max semirings only to the best one)
     model = SoPaClassifier(
-        20, 2, embedding_dim=6, patterns="2-2_4-2", semiring="real", mode=mode, freeze_embeddings=False
+        20,
+        2,
+        embedding_dim=6,
+        patterns="2-2_4-2",
+        semiring="real",
+        mode=mode,  # type: ignore[arg-type]
+        freeze_embeddings=False,
+        shared_self_loops=shared,  # type: ignore[arg-type]
     )
     tokens = torch.randint(1, 20, (4, 6))
     loss = model(tokens, torch.tensor([6, 3, 1, 5])).logsumexp(1).sum()
