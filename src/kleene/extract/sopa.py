@@ -23,10 +23,12 @@ state is among them, the layer also counts the empty span once per step: the arc
 
 Reference mode (the authors' code): the template has no epsilon arcs; one optional epsilon *before* a token is
 part of its composite moves (``eps_i ⊗ phi_{i+1}``: i → i+1, ``eps_i ⊗ mu_{i+1}``: i → i+2), and fixed self-loop
-and epsilon scales are part of the weights. Shared self-loops (either mode): the self-loop input ``s{i}`` is the
-main path's row i (END: the layer's ``end_weight``), times each pattern's learned scale, the constant ``sl{i}``.
-Where semiring zero is -inf the authors stand in -100: every pattern
+and epsilon scales are part of the weights. Where semiring zero is -inf the authors stand in -100: every pattern
 state starts there (initial weights) and the document score is floored at -100 (``idle``'s final weight).
+
+Shared self-loops (either mode; the authors' ``--shared_sl``): the self-loop input ``s{i}`` is the main path's row i
+(END: the layer's ``end_weight``), and the loop weight is ``s{i}(x) ⊗ sl{i}``, ``sl{i}`` a constant of each unit (the
+pattern's learned scale in storage form).
 
 The document is the classifier's padded token sequence: ``boundary`` copies of ``SOPA_START`` before the tokens
 and of ``SOPA_END`` after them (``sopa_document``); the two boundary vectors are extra rows of the features.
