@@ -323,3 +323,18 @@ def test_isan_in_every_semiring(name: str) -> None:
     torch.testing.assert_close(h[0], expected[0], rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(h[1, :2], expected[1, :2], rtol=1e-12, atol=1e-12)
     assert torch.all(h[1, 2:] == 0)
+
+
+@pytest.mark.parametrize("name", ["rrnn-b", "rrnn-c", "rrnn-f", "qrnn", "sru", "rcnn", "isan", "sopa"])
+def test_every_rational_model_takes_a_semiring(name: str) -> None:
+    """``kleene train NAME --set semiring=max-plus``'s model: every layer of every rational classifier runs in the
+    semiring it was given (the registry passes ``semiring`` through), and the classifier runs."""
+    from kleene.nn import build_model
+
+    torch.manual_seed(0)
+    sizes = {"patterns": "2-2_3-2"} if name == "sopa" else {"hidden_size": 3, "num_layers": 1}
+    model = build_model(name, vocab_size=12, num_classes=3, semiring="max-plus", backend="torch", **sizes)
+    layers = [m for m in model.modules() if hasattr(m, "algebra")]
+    assert layers and {m.algebra.name for m in layers} == {"max-plus"}
+    logits = model(torch.randint(1, 12, (2, 5)), torch.tensor([5, 2]))
+    assert logits.shape == (2, 3) and torch.isfinite(logits).all()
