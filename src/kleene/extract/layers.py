@@ -261,7 +261,7 @@ def check_layer(layer: Any) -> LayerAdapter:
         ExtractionError: a layer kind without an extraction here, or a bidirectional layer.
     """
     adapter = _adapter(layer)
-    if layer.recurrence.plan.options.bidirectional:
+    if layer.reads_both_ways:
         kind = type(layer).__name__
         raise ExtractionError(f"{kind}: bidirectional layers are not extracted (the backward half reads reversed text)")
     return adapter

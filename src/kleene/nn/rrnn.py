@@ -292,6 +292,11 @@ class RationalLayer(nn.Module):
         batch, steps = x.shape[0], x.shape[1]
         return check_lengths(lengths, batch, steps, error=LayerError, device=x.device, name=f"{name}: lengths")
 
+    @property
+    def reads_both_ways(self) -> bool:
+        """Whether half the dimensions read each sequence right to left (a bidirectional layer)."""
+        return bool(self.recurrence.plan.options.bidirectional)
+
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         raise NotImplementedError
 
@@ -317,7 +322,7 @@ class RationalLayer(nn.Module):
         """
         if state is not None and not isinstance(state, StreamState):
             raise LayerError(f"a stream state is a StreamState, got {type(state).__name__}")
-        if self.recurrence.plan.options.bidirectional:
+        if self.reads_both_ways:
             raise LayerError("a bidirectional layer cannot stream: its backward direction reads each chunk's end first")
         lengths = full_lengths(x) if lengths is None else lengths
         h, final = self(x, lengths, None if state is None else state.recurrence)
