@@ -179,6 +179,31 @@ _OPENFST_NEGATION: OpenFstCodec = (_openfst_negate, _openfst_negate)
 _OPENFST_PROBABILITY: OpenFstCodec = (_openfst_probability, _openfst_cost_of_probability)
 _OPENFST_SUPPORT: OpenFstCodec = (_openfst_support, _openfst_cost_of_support)
 
+
+def _array_probability(costs: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        out: np.ndarray = np.exp(-costs)
+    return out
+
+
+#: The decoders above on float64 arrays (the same values elementwise; exp overflows to inf instead of raising).
+_OPENFST_ARRAY_DECODERS: dict[Callable[[float], Any], Callable[[np.ndarray], np.ndarray]] = {
+    _openfst_identity: lambda c: c,
+    _openfst_negate: np.negative,
+    _openfst_probability: _array_probability,
+    _openfst_support: lambda c: c != math.inf,
+}
+
+
+def openfst_decode_array(decode: Callable[[float], Any], numbers: np.ndarray) -> np.ndarray:
+    """``decode`` (the first of an ``OpenFstCodec``) applied to each entry of the float64 array ``numbers``."""
+    vectorised = _OPENFST_ARRAY_DECODERS.get(decode)
+    if vectorised is not None:
+        out: np.ndarray = vectorised(numbers)
+        return out
+    elementwise: np.ndarray = np.frompyfunc(decode, 1, 1)(numbers).astype(float)
+    return elementwise
+
 # ------------------------------------------------------------------------------------------------
 # Kernel algebra: how a semiring's operations are spelled in generated code
 # ------------------------------------------------------------------------------------------------

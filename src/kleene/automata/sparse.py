@@ -91,7 +91,7 @@ class ArcStore:
     predicate_of: IntArray  # per stored arc: index into ``predicates`` (-1 for other arcs)
     initial: np.ndarray
     final: np.ndarray
-    names: list[str]
+    names: Sequence[str]
     _by_label: tuple[IntArray, IntArray] | None = field(default=None, repr=False)
     _matches: dict[Hashable, IntArray] = field(default_factory=dict, repr=False)
     _graphs: dict[str, _Graph] = field(default_factory=dict, repr=False)
@@ -267,7 +267,7 @@ def _build(wfsa: WFSA) -> ArcStore | None:
 def make_store(
     semiring: Semiring, n: int, src: IntArray, dst: IntArray, label: IntArray, weight: np.ndarray, arc_id: IntArray,
     symbols: list[Hashable], predicates: list[Label], predicate_of: IntArray, initial: np.ndarray,
-    final: np.ndarray, names: list[str],
+    final: np.ndarray, names: Sequence[str],
 ) -> ArcStore:
     """An ``ArcStore`` from unsorted arc arrays (drops zero-weight arcs, sorts by source)."""
     keep = weight != semiring.zero
@@ -791,7 +791,7 @@ def viterbi(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = N
         history.append(relax(_Layer(dst, best, chosen)))
     last = history[-1]
     rho = store.final[last.states]
-    nonnegative(rho, lambda k: f"final weight of {store.names[last.states[k]]}")
+    nonnegative(rho, lambda k: f"final weight of {store.names[int(last.states[k])]}")
     ends = v.times(last.weights, rho)
     live = np.flatnonzero(ends != s.zero)
     if not live.size:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,56 @@ class Arc:
         return "self-loop" if self.src == self.dst else "main"
 
 
+class IdNames(Sequence[str]):
+    """State names that are the decimal text of a sorted array of distinct non-negative ints (the state ids of an
+    AT&T file), made on demand instead of one Python string per state."""
+
+    def __init__(self, ids: np.ndarray):
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [str(i) for i in self.ids[index].tolist()]
+        return str(int(self.ids[index]))
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(i) for i in self.ids.tolist())
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class IdIndex(Mapping[str, int]):
+    """The index of each name of an ``IdNames`` (a binary search, no dict)."""
+
+    def __init__(self, names: IdNames):
+        self.ids = names.ids
+
+    def _find(self, name: object) -> int:
+        if not isinstance(name, str) or not name.isascii() or not name.isdigit() or str(int(name)) != name:
+            return -1
+        k = int(np.searchsorted(self.ids, int(name)))
+        return k if k < len(self.ids) and int(self.ids[k]) == int(name) else -1
+
+    def __contains__(self, name: object) -> bool:
+        return self._find(name) >= 0
+
+    def __getitem__(self, name: str) -> int:
+        k = self._find(name)
+        if k < 0:
+            raise KeyError(name)
+        return k
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(IdNames(self.ids))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 class WFSA:
     """A weighted finite-state automaton over a semiring.
 
@@ -64,8 +114,8 @@ class WFSA:
         #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
         self._version = 0
         self._sparse_cache: Any = None
-        self._names: list[str] = []
-        self._index: dict[str, int] = {}
+        self._names: list[str] | IdNames = []
+        self._index: dict[str, int] | IdIndex = {}
         self._arcs: list[Arc] | None = []
         self.initial: dict[int, Weight] = {}
         self.final: dict[int, Weight] = {}
@@ -97,6 +147,9 @@ class WFSA:
         name = f"q{index}" if name is None else str(name)
         if name in self._index:
             raise UnknownStateError(f"state {name!r} already exists")
+        if not isinstance(self._names, list) or not isinstance(self._index, dict):  # lazy names: make them real
+            self._names = list(self._names)
+            self._index = {n: k for k, n in enumerate(self._names)}
         self._names.append(name)
         self._index[name] = index
         self._version += 1
@@ -184,8 +237,8 @@ class WFSA:
         """An independent copy (states, arcs, weights and a fresh alphabet table; labels and weights are immutable)."""
         table = None if self.alphabet is None else SymbolTable(self.alphabet, epsilon=self.alphabet.epsilon)
         out = WFSA(self.semiring, table, self.name)
-        out._names = list(self._names)
-        out._index = dict(self._index)
+        out._names = self._names if isinstance(self._names, IdNames) else list(self._names)  # IdNames are immutable
+        out._index = self._index if isinstance(self._index, IdIndex) else dict(self._index)
         out.arcs = list(self.arcs)
         out.initial = dict(self.initial)
         out.final = dict(self.final)
