@@ -42,8 +42,10 @@ def state_distances(a: WFSA, towards: Towards = "final") -> list[Any]:
     """Per state, the semiring sum of the weights of all paths to the final states (``towards="final"``, final
     weights included) or from the initial states (``towards="initial"``, initial weights included).
 
-    An arc with a predicate label counts once per symbol it reads. Computed by the dense Kleene star of the
-    automaton's one-step matrix (``closure_matrix``): cubic in the number of states.
+    An arc with a predicate label counts once per symbol it reads. Computed by the sparse engine's shortest
+    distance (strongly connected components in topological order, ``kleene.automata.sparse.state_distances``) in
+    time about linear in the arcs; automata with predicate labels use the dense Kleene star of the one-step matrix
+    (``closure_matrix``, cubic in the number of states). Only cycles on the paths summed can diverge.
 
     Caution:
         Needs numeric weights. In a non-idempotent semiring (real, log) predicate labels need the alphabet.
@@ -57,6 +59,12 @@ def state_distances(a: WFSA, towards: Towards = "final") -> list[Any]:
         raise ArgumentError(f"towards must be 'initial' or 'final', got {towards!r}")
     if a.is_symbolic:
         raise WeightError("state_distances needs numeric weights; bind(a, env) first")
+    from .sparse import arc_store
+    from .sparse import state_distances as sparse_distances
+
+    store = arc_store(a)
+    if store is not None and not store.predicates:
+        return sparse_distances(store, towards).tolist()
     s = a.semiring
     n = a.num_states
     step: np.ndarray = s.zeros((n, n))

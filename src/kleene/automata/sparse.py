@@ -95,6 +95,7 @@ class ArcStore:
     _by_label: tuple[IntArray, IntArray] | None = field(default=None, repr=False)
     _matches: dict[Hashable, IntArray] = field(default_factory=dict, repr=False)
     _graphs: dict[str, _Graph] = field(default_factory=dict, repr=False)
+    _useful: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def num_arcs(self) -> int:
@@ -150,12 +151,12 @@ class ArcStore:
         return out
 
     def useful(self) -> np.ndarray:
-        """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask)."""
-        live = self.initial != self.semiring.zero
-        ends = self.final != self.semiring.zero
-        out: np.ndarray = _reach(self.src, self.dst, self.num_states, live)
-        out &= _reach(self.dst, self.src, self.num_states, ends)
-        return out
+        """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask,
+        computed once per store; do not modify it)."""
+        if self._useful is None:
+            self._useful = useful_states(self.src, self.dst, self.num_states, self.initial != self.semiring.zero,
+                                         self.final != self.semiring.zero)
+        return self._useful
 
     def graph(self, which: str) -> _Graph:
         """The graph of the useful states' arcs: ``"all"`` arcs or ``"epsilon"`` arcs (cached)."""
@@ -187,6 +188,15 @@ class ArcStore:
                 count = sum(1 for x in alphabet if predicate.matches(x))
                 weights[hit] = self.semiring.repeated_sum(weights[hit], count)
         return weights
+
+
+def useful_states(src: IntArray, dst: IntArray, n: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The (n,) mask of the states on some path from a ``starts`` state to an ``ends`` state along the arcs
+    ``src -> dst`` (accessible and co-accessible: the states a sum over successful paths reads, and the only ones
+    whose cycles can make it diverge). The one usefulness computation of kleene.automata."""
+    out: np.ndarray = _reach(src, dst, n, starts)
+    out &= _reach(dst, src, n, ends)
+    return out
 
 
 def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarray:
@@ -570,6 +580,33 @@ def shortest_distance(wfsa: WFSA) -> np.ndarray:
     return store.graph("all").close(vector)
 
 
+def state_distances(store: ArcStore, towards: str) -> np.ndarray:
+    """Per state, the semiring sum over all paths from it to the final states (``towards="final"``, final weights
+    included) or from the initial states to it (``"initial"``, initial weights included); zero where no such path.
+    Only the states these paths pass through are solved, so a divergent cycle elsewhere does not raise.
+
+    Caution:
+        Predicate labels count once (the caller handles them).
+
+    Raises:
+        DivergenceError: a cycle on one of these paths whose star diverges.
+    """
+    s, n = store.semiring, store.num_states
+    if towards == "final":  # the reversed automaton, from its initial (= the final) states
+        src, dst, start = store.dst, store.src, store.final
+    else:
+        src, dst, start = store.src, store.dst, store.initial
+    reached = _reach(src, dst, n, start != s.zero)
+    keep = reached[src] & reached[dst]
+    oriented = make_store(
+        s, n, src[keep], dst[keep], store.label[keep], store.weight[keep], store.arc_id[keep], store.symbols,
+        store.predicates, store.predicate_of[keep], start, s.zeros((n,)), store.names,
+    )
+    vector: np.ndarray = np.where(reached, start, s.zero).astype(s.numpy_dtype)
+    positions = np.arange(oriented.num_arcs)
+    return _Graph(oriented, positions).close(vector)
+
+
 def _require(wfsa: WFSA) -> ArcStore:
     if not isinstance(wfsa, WFSA):
         raise TypeError(f"wfsa: expected a WFSA, got {type(wfsa).__name__}")
@@ -664,12 +701,97 @@ class SparseStepper:
 
 def forward(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
     """The Forward score of ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.score``)."""
+    return forward_batch(wfsa, [symbols], epsilon_cap)[0]
+
+
+def forward_batch(wfsa: WFSA, strings: Sequence[Sequence[Hashable]], epsilon_cap: int | None = None) -> list[Any]:
+    """The Forward score of each string of ``strings`` in the sparse engine, in one pass over positions.
+
+    Without epsilon arcs on useful states the strings advance together: the frontier is the (string, state, weight)
+    triples of all strings at one position, each step one vectorised gather of the frontier states' arcs (CSR by
+    source), a label filter and a plus-reduction per (string, destination); only useful states are kept (the others
+    carry no successful path). With epsilon arcs each string runs the stepper (exact or capped closures).
+
+    Caution:
+        Constant weights only.
+
+    Raises:
+        AlphabetError: a symbol outside the alphabet (naming it, its position and the string's index).
+        DivergenceError: an exact epsilon closure diverges on a successful path.
+    """
     store = _require(wfsa)
-    stepper = SparseStepper(wfsa, store, epsilon_cap)
-    vector = stepper.start()
-    for i, x in enumerate(symbols):
-        vector = stepper.step(vector, x, i)
-    return _plain(stepper.finish(vector))
+    strings = list(strings)
+    for b, string in enumerate(strings):
+        for i, x in enumerate(string):
+            try:
+                wfsa.check_symbol(x, i)
+            except AlphabetError as exc:
+                raise AlphabetError(f"{exc} (string {b} of the batch)" if len(strings) > 1 else str(exc)) from None
+    useful = store.useful()
+    eps = store.arcs_with_label(EPSILON_ID)
+    has_epsilons = bool(np.any(useful[store.src[eps]] & useful[store.dst[eps]]))
+    distinct: dict[Hashable, int] = {}
+    try:
+        codes = [[distinct.setdefault(x, len(distinct)) for x in string] for string in strings]
+    except TypeError:  # an unhashable symbol: the per-string stepper matches it against predicates
+        codes = None
+    if has_epsilons or codes is None:
+        stepper = SparseStepper(wfsa, store, epsilon_cap)
+        out = []
+        for string in strings:
+            vector = stepper.start()
+            for i, x in enumerate(string):
+                vector = stepper.step(vector, x, i)
+            out.append(_plain(stepper.finish(vector)))
+        return out
+    return _forward_together(store, useful, codes, list(distinct))
+
+
+def _forward_together(
+    store: ArcStore, useful: np.ndarray, codes: list[list[int]], symbols: list[Hashable]
+) -> list[Any]:
+    """``forward_batch`` without epsilon arcs: ``codes[b]`` is string b as indices into ``symbols``."""
+    s, n = store.semiring, store.num_states
+    count = len(codes)
+    lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=count)
+    longest = int(lengths.max(initial=0))
+    padded = np.full((count, longest), -1, dtype=np.int64)
+    for b, c in enumerate(codes):
+        padded[b, : len(c)] = c
+    direct = np.array([store.symbol_ids.get(x, PREDICATE_ID - 1) for x in symbols], dtype=np.int64)
+    accepts = (np.array([[p.matches(x) for x in symbols] for p in store.predicates], dtype=bool)
+               if store.predicates and symbols else None)
+    result = s.zeros((count,))
+    starts = np.flatnonzero((store.initial != s.zero) & useful)
+    strings = np.repeat(np.arange(count, dtype=np.int64), len(starts))
+    states = np.tile(starts, count)
+    weights = np.tile(store.initial[starts], count)
+    for t in range(longest + 1):
+        done = lengths[strings] == t
+        if done.any():
+            ends = s.times(weights[done], store.final[states[done]])
+            s.scatter_plus(result, strings[done], ends)
+            strings, states, weights = strings[~done], states[~done], weights[~done]
+        if t == longest or not strings.size:
+            break
+        arcs = _gather(store.indptr, states)
+        pair = np.repeat(np.arange(len(states)), store.indptr[states + 1] - store.indptr[states])
+        code = padded[strings[pair], t]
+        labels = store.label[arcs]
+        hit = labels == direct[code]
+        if accepts is not None:
+            hit |= (labels == PREDICATE_ID) & accepts[np.maximum(store.predicate_of[arcs], 0), code]
+        dst = store.dst[arcs]
+        hit &= useful[dst]
+        arcs, pair, dst = arcs[hit], pair[hit], dst[hit]
+        values = s.times(weights[pair], store.weight[arcs])
+        keys = strings[pair] * n + dst
+        unique, inverse = np.unique(keys, return_inverse=True)
+        weights = s.segment_sum(values, inverse.reshape(-1), len(unique))
+        strings, states = unique // n, unique % n
+        live = weights != s.zero
+        strings, states, weights = strings[live], states[live], weights[live]
+    return [_plain(x) for x in result]
 
 
 #: From this many states on, ``score``/``pathsum``/``all_spans`` of constant-weight automata use the sparse engine

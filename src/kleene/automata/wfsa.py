@@ -416,6 +416,14 @@ class WFSA:
 
         return score(self, symbols, env=env, epsilon_cap=epsilon_cap)
 
+    def score_batch(
+        self, strings: Sequence[Sequence[Hashable]], env: Env | None = None, epsilon_cap: int | None = None
+    ) -> list[Any]:
+        """The Forward score of each string (``kleene.automata.algorithms.score_batch``)."""
+        from kleene.automata.algorithms import score_batch
+
+        return score_batch(self, strings, env=env, epsilon_cap=epsilon_cap)
+
     def viterbi(self, symbols: Sequence[Hashable], env: Env | None = None) -> ViterbiPath:
         """The best single path deriving ``symbols``, with its weight and arcs."""
         from kleene.automata.algorithms import viterbi
