@@ -64,7 +64,8 @@ def state_distances(a: WFSA, towards: Towards = "final") -> list[Any]:
 
     store = arc_store(a)
     if store is not None and not store.predicates:
-        return sparse_distances(store, towards).tolist()
+        distances: list[Any] = sparse_distances(store, towards).tolist()
+        return distances
     s = a.semiring
     n = a.num_states
     step: np.ndarray = s.zeros((n, n))
