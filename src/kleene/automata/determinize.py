@@ -196,6 +196,11 @@ def _check_budget(max_states: int, delta: float, operation: str) -> None:
 def is_deterministic(a: WFSA) -> bool:
     """Whether ``a`` has at most one initial state, no epsilon arc, and out of every state labels accepting
     pairwise disjoint sets of symbols (over ``a``'s alphabet)."""
+    from .sparse import array_store, is_deterministic_store
+
+    store = array_store(a)
+    if store is not None:
+        return is_deterministic_store(a, store)
     if len(a.initial) > 1 or a.has_epsilons:
         return False
     outgoing: list[list[Label]] = [[] for _ in range(a.num_states)]

@@ -79,6 +79,12 @@ def _merge_equivalent_states(a: WFSA, delta: float) -> WFSA:
     out = WFSA(s, a.alphabet, a.name)
     if n == 0:
         return out
+    from .sparse import array_store
+
+    store = array_store(a)
+    if (store is not None
+            and (a.alphabet is None or all(x in a.alphabet for x in store.symbols))):
+        return _merge_in_arrays(a, store, delta)
     parts = minterms([arc.label for arc in a.arcs], a.alphabet)
     letters: dict[tuple[int, Any], int] = {}
     inverse: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # dst -> (letter, src)
@@ -92,6 +98,107 @@ def _merge_equivalent_states(a: WFSA, delta: float) -> WFSA:
         finals.setdefault(s.quantize(a.final[q], delta) if q in a.final else None, []).append(q)
     block_of = _hopcroft(n, list(finals.values()), inverse)
     return _quotient(a, block_of, parts)
+
+
+def _quantized_ids(s: Any, values: np.ndarray, delta: float) -> np.ndarray:
+    """Per value, an id equal for values whose ``Semiring.quantize`` keys are equal."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    ids: dict[Any, int] = {}
+    key_id = np.array([ids.setdefault(s.quantize(x, delta), len(ids)) for x in unique.tolist()], dtype=np.int64)
+    out: np.ndarray = key_id[inverse.reshape(-1)] if unique.size else np.zeros(0, dtype=np.int64)
+    return out
+
+
+def _merge_in_arrays(a: WFSA, store: Any, delta: float) -> WFSA:
+    """``_merge_equivalent_states`` for a deterministic automaton whose arcs are in an arc store (symbol labels
+    only): Moore's refinement in arrays (each round splits blocks by the rows (block, its arcs' (letter, target
+    block)) until no block splits: the same coarsest stable partition as Hopcroft's), then the same quotient."""
+    from .labels import OneOf
+    from .sparse import PREDICATE_ID, ArcStore, store_backed
+
+    s = a.semiring
+    n, m = store.num_states, store.num_arcs
+    letter_keys = np.stack([store.label, _quantized_ids(s, store.weight, delta)], axis=1)
+    letter = np.unique(letter_keys, axis=0, return_inverse=True)[1].reshape(-1) if m else np.zeros(0, np.int64)
+    final_values = np.array([a.final.get(q, np.nan) for q in range(n)], dtype=float)
+    is_final = ~np.isnan(final_values)
+    block = np.zeros(n, dtype=np.int64)
+    if is_final.any():
+        block[is_final] = 1 + _quantized_ids(s, final_values[is_final], delta)
+    block = np.unique(block, return_inverse=True)[1].reshape(-1)
+    order = np.lexsort((letter, store.src))
+    src, dst, let = store.src[order], store.dst[order], letter[order]
+    degree = np.bincount(src, minlength=n)
+    width = int(degree.max(initial=0))
+    slot = np.arange(m) - np.repeat(np.cumsum(degree) - degree, degree)
+    count = len(np.unique(block))
+    multipliers = np.random.default_rng(0).integers(1, 2**63, size=width + 1, dtype=np.int64).astype(np.uint64) | 1
+    while True:
+        # a state's row: its block and its arcs' (letter, target block) ids in letter order; rows are grouped by a
+        # 64-bit hash (one sort), and the groups checked row by row so that the partition is exact
+        pair = let * count + block[dst]
+        rows = np.full((n, 1 + width), -1, dtype=np.int64)
+        rows[:, 0] = block
+        rows[src, 1 + slot] = pair
+        with np.errstate(over="ignore"):
+            digest = (rows.astype(np.uint64) * multipliers).sum(axis=1, dtype=np.uint64)
+        _, first, refined = np.unique(digest, return_index=True, return_inverse=True)
+        refined = refined.reshape(-1)
+        if not np.array_equal(rows, rows[first[refined]]):  # a hash collision: group the rows exactly
+            refined = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+        new_count = int(refined.max(initial=-1)) + 1
+        block = refined
+        if new_count == count:
+            break
+        count = new_count
+    # the quotient: blocks numbered by their first state, each with its first state's arcs (labels merged per
+    # target and weight, as _quotient does)
+    first_state = np.full(count, n, dtype=np.int64)
+    np.minimum.at(first_state, block, np.arange(n))
+    rank = np.empty(count, dtype=np.int64)
+    rank[np.argsort(first_state, kind="stable")] = np.arange(count)
+    representative = first_state[block] == np.arange(n)
+    mine = np.flatnonzero(representative[store.src])
+    mine = mine[np.argsort(store.arc_id[mine], kind="stable")]  # arc order, as _quotient walks a.arcs
+    q_src, q_dst = rank[block[store.src[mine]]], rank[block[store.dst[mine]]]
+    q_weight, q_label = store.weight[mine], store.label[mine]
+    names = [a.state_name(int(q)) for q in np.sort(first_state).tolist()]
+    groups: dict[tuple[int, int, Any], list[int]] = {}
+    for k, key in enumerate(zip(q_src.tolist(), q_dst.tolist(), q_weight.tolist())):
+        groups.setdefault(key, []).append(k)
+    first_use = {x: i for i, x in reversed(list(enumerate(store.label[np.argsort(store.arc_id)].tolist())))}
+    out_src, out_dst, out_weight, out_label, out_pred = [], [], [], [], []
+    predicates: list[Any] = []
+    for (qs, qd, w), members in groups.items():
+        out_src.append(qs)
+        out_dst.append(qd)
+        out_weight.append(w)
+        if len(members) == 1:
+            out_label.append(int(q_label[members[0]]))
+            out_pred.append(-1)
+        else:  # several symbols to one target with one weight: one OneOf arc, symbols in minterm order
+            ids = sorted((int(q_label[k]) for k in members), key=lambda i: first_use[i])
+            out_label.append(PREDICATE_ID)
+            out_pred.append(len(predicates))
+            predicates.append(OneOf([store.symbols[i] for i in ids]))
+    k = len(out_src)
+    src_arr, dst_arr = np.array(out_src, dtype=np.int64), np.array(out_dst, dtype=np.int64)
+    arc_order = np.argsort(src_arr, kind="stable")
+    indptr = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src_arr, minlength=count), out=indptr[1:])
+    initial = {int(rank[block[q]]): w for q, w in a.initial.items()}
+    final = {int(rank[block[q]]): a.final[q] for q in first_state.tolist() if q in a.final}
+    quotient = ArcStore(
+        s, count, indptr, src_arr[arc_order], dst_arr[arc_order], np.array(out_label, dtype=np.int64)[arc_order],
+        np.array(out_weight, dtype=store.weight.dtype)[arc_order], np.arange(k)[arc_order], store.symbols,
+        store.symbol_ids, predicates, np.array(out_pred, dtype=np.int64)[arc_order], s.zeros((count,)),
+        s.zeros((count,)), names,
+    )
+    for q, w in initial.items():
+        quotient.initial[q] = w
+    for q, w in final.items():
+        quotient.final[q] = w
+    return store_backed(s, a.alphabet, a.name, names, quotient, initial, final)
 
 
 def _hopcroft(n: int, initial: list[list[int]], inverse: list[list[tuple[int, int]]]) -> list[int]:

@@ -354,6 +354,11 @@ def trim(a: WFSA) -> WFSA:
     Note:
         Symbolic weights are never taken for zero.
     """
+    from .sparse import array_store, trim_store
+
+    store = array_store(a)
+    if store is not None:
+        return trim_store(a, store)
     s = a.semiring
     arcs = _useful_arcs(a)
     forward: dict[int, list[int]] = {}

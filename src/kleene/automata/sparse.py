@@ -224,9 +224,120 @@ def arc_store(wfsa: WFSA) -> ArcStore | None:
     return store
 
 
+#: From this many arcs on (or when the arcs live only in the arc store), trim, push, minimize's merge,
+#: is_deterministic and shortest_paths work on the arc store's arrays instead of ``Arc`` objects.
+ARRAY_OPS_MIN_ARCS = 10_000
+
+
+def array_store(wfsa: WFSA) -> ArcStore | None:
+    """The arc store when the array versions of the structural operations should run on ``wfsa``: its arcs are
+    held in the store only or number ``ARRAY_OPS_MIN_ARCS`` or more, its weights are constant and no label is a
+    predicate; else None."""
+    if wfsa._arcs is not None and len(wfsa._arcs) < ARRAY_OPS_MIN_ARCS:
+        return None
+    store = arc_store(wfsa)
+    if store is None or store.predicates or (wfsa._arcs is not None and store.num_arcs != len(wfsa._arcs)):
+        return None  # symbolic weights, predicate labels, or zero-weight arcs the store leaves out
+    return store
+
+
 def cache_store(wfsa: WFSA, store: ArcStore | None) -> None:
     """Remember ``store`` as the arc store of ``wfsa`` in its current state."""
     wfsa._sparse_cache = (wfsa._arcs_key(), dict(wfsa.initial), dict(wfsa.final), store)
+
+
+def store_backed(
+    semiring: Semiring, alphabet: Any, name: str | None, names: Sequence[str], store: ArcStore,
+    initial: dict[int, Any], final: dict[int, Any],
+) -> WFSA:
+    """A ``WFSA`` whose arcs live only in ``store`` (``WFSA.arcs`` materialises them in ``store.arc_id`` order on first
+    use); ``names`` are its state names (a list, or ``IdNames``), ``initial``/``final`` its weight dicts.
+
+    Caution:
+        ``store`` must hold no zero-weight arcs, its ``arc_id`` must be 0..m-1 and its ``initial``/``final``
+        vectors must match the dicts.
+    """
+    from .wfsa import IdIndex, IdNames
+
+    wfsa = WFSA(semiring, alphabet, name)
+    if isinstance(names, IdNames):
+        wfsa._names, wfsa._index = names, IdIndex(names)
+    else:
+        wfsa._names = list(names)
+        wfsa._index = {n: k for k, n in enumerate(wfsa._names)}
+        if len(wfsa._index) != len(wfsa._names):
+            raise ValueError("store_backed: state names must be distinct")
+    wfsa._arcs = None
+    wfsa.initial, wfsa.final = initial, final
+    store.names = wfsa._names
+    cache_store(wfsa, store)
+    return wfsa
+
+
+def with_weights(wfsa: WFSA, store: ArcStore, weight: np.ndarray, initial: dict[int, Any], final: dict[int, Any]
+                 ) -> WFSA:
+    """A store-backed copy of ``wfsa`` (same states, arcs and labels) with new arc weights (per stored arc, none
+    zero) and new initial/final weights."""
+    s = store.semiring
+    table = None if wfsa.alphabet is None else type(wfsa.alphabet)(wfsa.alphabet, epsilon=wfsa.alphabet.epsilon)
+    moved = ArcStore(
+        s, store.num_states, store.indptr, store.src, store.dst, store.label, weight, store.arc_id, store.symbols,
+        store.symbol_ids, store.predicates, store.predicate_of, _dense(s, initial, store.num_states),
+        _dense(s, final, store.num_states), store.names,
+    )
+    return store_backed(s, table, wfsa.name, wfsa._names, moved, initial, final)
+
+
+def _dense(s: Semiring, weights: dict[int, Any], n: int) -> np.ndarray:
+    out: np.ndarray = s.zeros((n,))
+    if weights:
+        out[np.fromiter(weights, dtype=np.int64, count=len(weights))] = list(weights.values())
+    return out
+
+
+def is_deterministic_store(wfsa: WFSA, store: ArcStore) -> bool:
+    """``is_deterministic`` for a store without predicate arcs: one initial state at most, no epsilon arc, no two
+    arcs of one state with the same symbol."""
+    if len(wfsa.initial) > 1 or np.any(store.label == EPSILON_ID):
+        return False
+    order = np.lexsort((store.label, store.src))
+    src, label = store.src[order], store.label[order]
+    return not bool(np.any((src[1:] == src[:-1]) & (label[1:] == label[:-1])))
+
+
+def trim_store(wfsa: WFSA, store: ArcStore) -> WFSA:
+    """``trim`` in arrays for a constant-weight automaton without predicate labels: the useful states (in order,
+    keeping their names) and the arcs between them (in order); the result's arcs live in its arc store."""
+    from .wfsa import IdNames
+
+    s = store.semiring
+    keep = store.useful()
+    new_index = np.cumsum(keep) - 1
+    arcs = np.flatnonzero(keep[store.src] & keep[store.dst])
+    arc_rank = np.empty(0, dtype=np.int64)
+    if arcs.size:
+        order = np.argsort(store.arc_id[arcs], kind="stable")
+        arc_rank = np.empty(arcs.size, dtype=np.int64)
+        arc_rank[order] = np.arange(arcs.size)
+    kept = np.flatnonzero(keep)
+    names: Sequence[str]
+    if isinstance(wfsa._names, IdNames):
+        names = IdNames(wfsa._names.ids[kept])
+    else:
+        names = [wfsa._names[q] for q in kept.tolist()]
+    n = len(kept)
+    initial = {int(new_index[q]): w for q, w in wfsa.initial.items() if keep[q] and not s.is_zero(w)}
+    final = {int(new_index[q]): w for q, w in wfsa.final.items() if keep[q] and not s.is_zero(w)}
+    table = None if wfsa.alphabet is None else type(wfsa.alphabet)(wfsa.alphabet, epsilon=wfsa.alphabet.epsilon)
+    src = new_index[store.src[arcs]]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    trimmed = ArcStore(
+        s, n, indptr, src, new_index[store.dst[arcs]], store.label[arcs], store.weight[arcs], arc_rank,
+        store.symbols, store.symbol_ids, [], np.full(arcs.size, -1, dtype=np.int8), store.initial[keep],
+        store.final[keep], names,
+    )
+    return store_backed(s, table, wfsa.name, names, trimmed, initial, final)
 
 
 def materialize_arcs(wfsa: WFSA) -> list[Arc]:
@@ -236,8 +347,12 @@ def materialize_arcs(wfsa: WFSA) -> list[Arc]:
     assert cached is not None and cached[3] is not None, "arcs held nowhere"
     store: ArcStore = cached[3]
     order = np.argsort(store.arc_id)
-    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols)]
-    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), (store.label[order] + 1).tolist(),
+    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols), *store.predicates]
+    codes = store.label[order] + 1
+    if store.predicates:  # predicate arcs: after the symbols, by their index in ``store.predicates``
+        hit = codes == PREDICATE_ID + 1
+        codes[hit] = len(store.symbols) + 1 + store.predicate_of[order][hit]
+    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), codes.tolist(),
                              store.weight[order].tolist())
     arcs = [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
     wfsa._arcs = arcs

@@ -226,11 +226,18 @@ class WFSA:
     @property
     def is_symbolic(self) -> bool:
         """Whether any weight is a sympy expression."""
-        weights = [a.weight for a in self.arcs] + list(self.initial.values()) + list(self.final.values())
+        arcs = [] if self._arcs is None else self._arcs  # arcs held in the arc store only are numeric
+        weights = [a.weight for a in arcs] + list(self.initial.values()) + list(self.final.values())
         return any(is_symbolic(w) for w in weights)
 
     @property
     def has_epsilons(self) -> bool:
+        if self._arcs is None:  # arcs held in the arc store only
+            from .sparse import EPSILON_ID, arc_store
+
+            store = arc_store(self)
+            assert store is not None
+            return bool(np.any(store.label == EPSILON_ID))
         return any(not a.label.consumes for a in self.arcs)
 
     def copy(self) -> WFSA:
