@@ -181,12 +181,23 @@ _OPENFST_SUPPORT: OpenFstCodec = (_openfst_support, _openfst_cost_of_support)
 
 
 def _array_probability(costs: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        out: np.ndarray = np.exp(-costs)
+    """``math.exp(-c)`` per entry, bit for bit (numpy's exp may differ from libm's in the last place), computed
+    once per distinct cost; overflow gives inf."""
+    unique, inverse = np.unique(costs, return_inverse=True)
+
+    def exp(c: float) -> float:
+        try:
+            return math.exp(-c)
+        except OverflowError:
+            return math.inf
+
+    values = np.array([exp(c) for c in unique.tolist()], dtype=np.float64)
+    out: np.ndarray = values[inverse.reshape(-1)] if unique.size else np.zeros(costs.shape)
     return out
 
 
-#: The decoders above on float64 arrays (the same values elementwise; exp overflows to inf instead of raising).
+#: The decoders above on float64 arrays (the same values elementwise, bit for bit; exp overflows to inf instead of
+#: raising).
 _OPENFST_ARRAY_DECODERS: dict[Callable[[float], Any], Callable[[np.ndarray], np.ndarray]] = {
     _openfst_identity: lambda c: c,
     _openfst_negate: np.negative,
