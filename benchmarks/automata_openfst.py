@@ -19,8 +19,10 @@ text size.
 from __future__ import annotations
 
 import argparse
+import gzip
 import math
 import platform
+import re
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -50,17 +52,35 @@ def random_automaton(rng: np.random.Generator, states: int, arcs: int, symbols: 
     return "\n".join(lines) + "\n"
 
 
+WORD = re.compile(r"[A-Za-z0-9]+(?:['.-][A-Za-z0-9]+)*")
+
+
+def _corpus_files() -> list[Path]:
+    """The text corpora (``../shared/data`` if present, then the vendored ones), GloVe vocabularies last."""
+    files: list[Path] = []
+    for base in [*CORPORA, ROOT / "src" / "kleene" / "data" / "vendor"]:
+        if base.is_dir():
+            files += sorted(p for p in base.glob("*/**/*")
+                            if p.is_file() and p.name not in ("README.md", "SHA256SUMS", "LICENSE.txt"))
+    unique = list(dict.fromkeys(p.resolve() for p in files))
+    return sorted(unique, key=lambda p: "glove" in p.name)  # stable: the texts first, then the embeddings' words
+
+
 def words_from_corpora(count: int) -> list[str]:
+    """Up to ``count`` distinct lower-cased ASCII tokens (letters and digits, inner hyphens, apostrophes and
+    periods): from the corpora,
+    then GloVe's vocabulary (the first field of each line of the embedding files), so that 50k words exist."""
     words: dict[str, None] = {}
-    for base in CORPORA:
-        if not base.is_dir():
-            continue
-        for path in sorted(base.glob("*/*.txt")):
-            for token in path.read_text(errors="ignore").split():
-                if token.isalpha() and token.isascii():
-                    words.setdefault(token.lower(), None)
-                    if len(words) >= count:
-                        return list(words)
+    for path in _corpus_files():
+        raw = gzip.open(path, "rt", errors="ignore") if path.suffix == ".gz" else open(path, errors="ignore")
+        with raw as handle:
+            for line in handle:
+                tokens = line.split()[:1] if "glove" in path.name else line.split()
+                for token in tokens:
+                    if WORD.fullmatch(token):
+                        words.setdefault(token.lower(), None)
+                        if len(words) >= count:
+                            return list(words)
     return list(words)
 
 

@@ -157,3 +157,14 @@ def test_array_minimize_of_a_large_trie_equals_the_object_version(monkeypatch: p
     _with_arrays(True, monkeypatch)
     assert is_deterministic(a)
     _same(determinize(a), determinize(a.copy()))
+
+
+@pytest.mark.parametrize("semiring", ["min-plus", "log", "max-plus", "max-times", "boolean"])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_array_determinize_equals_the_subset_construction(semiring: str, data: st.DataObject) -> None:
+    a = data.draw(symbol_wfsas(semiring))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        arrays, objects = _both(lambda x: determinize(x, max_states=60), a, monkeypatch)
+        if _same_or_both_diverge(arrays, objects):
+            _same(arrays, objects)

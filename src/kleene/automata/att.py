@@ -610,11 +610,13 @@ def _read_att_native(
     wfsa._names, wfsa._index = names, IdIndex(names)
     wfsa._arcs = None
     wfsa.initial = {scanned.start: semiring.one}
+    final = wfsa.final
+    shared: dict[float, float] = {}  # one float object per distinct final weight
     for q, w in zip(scanned.final_state.tolist(), final_weights.tolist()):  # the last final line of a state wins
-        if semiring.is_zero(w):
-            wfsa.final.pop(q, None)
+        if w == semiring.zero:
+            final.pop(q, None)
         else:
-            wfsa.final[q] = w
+            final[q] = shared.setdefault(w, w)
     store = sparse.ArcStore(
         semiring, len(names), scanned.indptr, scanned.src, scanned.dst, label, weights, scanned.arc_id, symbols,
         {x: k for k, x in enumerate(symbols)}, [], np.full(len(label), -1, dtype=np.int8),

@@ -146,6 +146,11 @@ def determinize(
     """
     check_determinizable(a, max_states, delta, "determinize")
     a = numeric_epsilon_free(a, env, "determinize")
+    from .sparse import array_store
+
+    store = array_store(a)
+    if store is not None and a.initial:
+        return _determinize_store(a, store, max_states, delta)
     s = a.semiring
     out = WFSA(s, a.alphabet, a.name)
     construction = SubsetConstruction(a, delta)
@@ -216,3 +221,145 @@ def is_deterministic(a: WFSA) -> bool:
             if any(c > 1 for c in counts):
                 return False
     return True
+
+
+def _determinize_store(a: WFSA, store: Any, max_states: int, delta: float) -> WFSA:
+    """``determinize`` of an epsilon-free, trimmed automaton whose arcs are in an arc store (symbol labels only), one
+    breadth-first level of subsets at a time in arrays: the same subsets, numbering, names, arcs and weights as the
+    subset construction above (the same ⊕ sequences, via ``Semiring.scatter_plus`` in arc order), with subsets keyed
+    by their states and quantised residuals as bytes."""
+    import numpy as np
+
+    from .sparse import _gather, store_backed
+
+    s = a.semiring
+    total = _sum(s, a.initial.values())
+    start = sorted((q, s.divide(w, total)) for q, w in a.initial.items())
+    index: dict[bytes, int] = {}
+    quantized: dict[Any, int] = {}  # residual value -> id of its quantisation key
+    key_ids: dict[Any, int] = {}
+    names: list[str] = []
+    uses: dict[str, int] = {}
+    subset_states: list[np.ndarray] = []
+    subset_residuals: list[np.ndarray] = []
+
+    def key_of(states: np.ndarray, residuals: np.ndarray) -> bytes:
+        ids = np.array([quantized[x] for x in residuals.tolist()], dtype=np.int64)
+        return states.astype(np.int64).tobytes() + b"|" + ids.tobytes()
+
+    def learn(values: np.ndarray) -> None:
+        for x in np.unique(values).tolist():
+            if x not in quantized:
+                quantized[x] = key_ids.setdefault(s.quantize(x, delta), len(key_ids))
+
+    def state_of(states: np.ndarray, residuals: np.ndarray) -> int:
+        key = key_of(states, residuals)
+        found = index.get(key)
+        if found is not None:
+            return found
+        if len(index) >= max_states:
+            raise budget_exceeded("determinize", max_states)
+        name = "{" + ",".join(a.state_name(q) for q in states.tolist()) + "}"
+        uses[name] = uses.get(name, 0) + 1
+        index[key] = len(names)
+        names.append(name if uses[name] == 1 else f"{name}#{uses[name]}")
+        subset_states.append(states)
+        subset_residuals.append(residuals)
+        return index[key]
+
+    first_states = np.array([q for q, _ in start], dtype=np.int64)
+    first_residuals = np.array([v for _, v in start], dtype=store.weight.dtype)
+    learn(first_residuals)
+    state_of(first_states, first_residuals)
+    out_src: list[np.ndarray] = []
+    out_dst: list[np.ndarray] = []
+    out_label: list[np.ndarray] = []
+    out_weight: list[np.ndarray] = []
+    final: dict[int, Any] = {}
+    level = [0]
+    while level:
+        sizes = np.array([len(subset_states[k]) for k in level], dtype=np.int64)
+        sub = np.repeat(np.arange(len(level)), sizes)
+        q = np.concatenate([subset_states[k] for k in level])
+        v = np.concatenate([subset_residuals[k] for k in level])
+        is_final = store.final[q] != s.zero
+        if is_final.any():  # final weights: ⊕ over the subset's final states in order
+            weights = s.zeros((len(level),))
+            s.scatter_plus(weights, sub[is_final], s.times(v[is_final], store.final[q[is_final]]))
+            for k, w in zip(np.flatnonzero(weights != s.zero).tolist(), weights[weights != s.zero].tolist()):
+                final[level[k]] = w
+        arcs = _gather(store.indptr, q)
+        pair = np.repeat(np.arange(len(q)), store.indptr[q + 1] - store.indptr[q])
+        a_sub, a_label, a_dst = sub[pair], store.label[arcs], store.dst[arcs]
+        a_weight = s.times(v[pair], store.weight[arcs])
+        m = len(arcs)
+        if not m:
+            break
+        # groups: (subset, label) in order of first appearance (minterm order); cells: (group, destination) likewise
+        group_key = a_sub * (len(store.symbols) + 1) + a_label
+        _, first, group = np.unique(group_key, return_index=True, return_inverse=True)
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        group = rank[group.reshape(-1)]
+        cell_key = group * store.num_states + a_dst
+        _, cell_first, cell = np.unique(cell_key, return_index=True, return_inverse=True)
+        cell_rank = np.empty(len(cell_first), dtype=np.int64)
+        cell_rank[np.argsort(cell_first, kind="stable")] = np.arange(len(cell_first))
+        cell = cell_rank[cell.reshape(-1)]
+        cells = len(cell_first)
+        u = s.zeros((cells,))
+        s.scatter_plus(u, cell, a_weight)  # into[dst], in arc order
+        cell_group = np.empty(cells, dtype=np.int64)
+        cell_group[cell] = group
+        cell_dst = np.empty(cells, dtype=np.int64)
+        cell_dst[cell] = a_dst
+        groups = len(first)
+        weight = s.zeros((groups,))
+        s.scatter_plus(weight, cell_group, u)  # ⊕ of into's values, in first-appearance order
+        group_sub = np.empty(groups, dtype=np.int64)
+        group_sub[group] = a_sub
+        group_label = np.empty(groups, dtype=np.int64)
+        group_label[group] = a_label
+        live_cell = (u != s.zero) & (weight[cell_group] != s.zero)
+        with np.errstate(all="ignore"):
+            residual = s._divide(u, weight[cell_group])
+        learn(residual[live_cell])
+        order = np.lexsort((cell_dst, cell_group))
+        order = order[live_cell[order]]
+        bounds = np.searchsorted(cell_group[order], np.arange(groups + 1))
+        next_level: list[int] = []
+        targets = np.full(groups, -1, dtype=np.int64)
+        for g in range(groups):
+            if weight[g] == s.zero:
+                continue
+            seg = order[bounds[g] : bounds[g + 1]]
+            before = len(names)
+            targets[g] = state_of(cell_dst[seg], residual[seg])
+            if len(names) > before:
+                next_level.append(before)
+        kept = targets >= 0
+        out_src.append(np.asarray(level, dtype=np.int64)[group_sub[kept]])
+        out_dst.append(targets[kept])
+        out_label.append(group_label[kept])
+        out_weight.append(weight[kept])
+        level = next_level
+    n = len(names)
+    src = np.concatenate(out_src) if out_src else np.zeros(0, dtype=np.int64)
+    dst = np.concatenate(out_dst) if out_dst else np.zeros(0, dtype=np.int64)
+    label = np.concatenate(out_label) if out_label else np.zeros(0, dtype=np.int64)
+    weight_all = np.concatenate(out_weight) if out_weight else s.zeros((0,))
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    from .sparse import ArcStore
+
+    initial_vector, final_vector = s.zeros((n,)), s.zeros((n,))
+    initial_vector[0] = total
+    for k, w in final.items():
+        final_vector[k] = w
+    result = ArcStore(
+        s, n, indptr, src[order], dst[order], label[order], weight_all[order], np.arange(len(src))[order],
+        store.symbols, store.symbol_ids, [], np.full(len(src), -1, dtype=np.int8), initial_vector, final_vector,
+        names,
+    )
+    return store_backed(s, a.alphabet, a.name, names, result, {0: total}, dict(sorted(final.items())))

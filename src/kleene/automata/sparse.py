@@ -243,7 +243,7 @@ def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarra
 def arc_store(wfsa: WFSA) -> ArcStore | None:
     """The cached ``ArcStore`` of ``wfsa``, built now if needed; None when a weight is symbolic."""
     cached = wfsa._sparse_cache
-    if cached is not None and cached[0] == wfsa._arcs_key() and cached[1] == wfsa.initial and cached[2] == wfsa.final:
+    if cached is not None and cached[0] == wfsa._arcs_key() and cached[1] == _weights_key(wfsa):
         store: ArcStore | None = cached[3]
         return store
     store = _build(wfsa)
@@ -270,7 +270,12 @@ def array_store(wfsa: WFSA) -> ArcStore | None:
 
 def cache_store(wfsa: WFSA, store: ArcStore | None) -> None:
     """Remember ``store`` as the arc store of ``wfsa`` in its current state."""
-    wfsa._sparse_cache = (wfsa._arcs_key(), dict(wfsa.initial), dict(wfsa.final), store)
+    wfsa._sparse_cache = (wfsa._arcs_key(), _weights_key(wfsa), None, store)
+
+
+def _weights_key(wfsa: WFSA) -> tuple[int, int, int, int]:
+    """Identifies the initial and final weight dicts and their change counts (replacing one bumps the version)."""
+    return (id(wfsa.initial), wfsa.initial.version, id(wfsa.final), wfsa.final.version)
 
 
 def store_backed(

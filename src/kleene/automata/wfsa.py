@@ -40,6 +40,53 @@ class Arc:
         return "self-loop" if self.src == self.dst else "main"
 
 
+class Weights(dict[int, Any]):
+    """Initial or final weights: a dict that counts its changes in ``version``, so that the sparse arc store cached
+    on an automaton knows when they changed without keeping a copy."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.version = 0
+
+    def __setitem__(self, key: int, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.version += 1
+
+    def __delitem__(self, key: int) -> None:
+        super().__delitem__(key)
+        self.version += 1
+
+    def pop(self, *args: Any) -> Any:
+        self.version += 1
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[int, Any]:
+        self.version += 1
+        return super().popitem()
+
+    def clear(self) -> None:
+        self.version += 1
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: int, default: Any = None) -> Any:
+        self.version += 1
+        return super().setdefault(key, default)
+
+    def __ior__(self, other: Any) -> Weights:  # type: ignore[override,misc]
+        self.version += 1
+        super().__ior__(other)
+        return self
+
+    def __reduce__(self) -> Any:
+        return (Weights, (dict(self),))
+
+
 class IdNames(Sequence[str]):
     """State names that are the decimal text of a sorted array of distinct non-negative ints (the state ids of an
     AT&T file), made on demand instead of one Python string per state."""
@@ -117,8 +164,28 @@ class WFSA:
         self._names: list[str] | IdNames = []
         self._index: dict[str, int] | IdIndex = {}
         self._arcs: list[Arc] | None = []
-        self.initial: dict[int, Weight] = {}
-        self.final: dict[int, Weight] = {}
+        self._initial = Weights()
+        self._final = Weights()
+
+    @property
+    def initial(self) -> Weights:
+        """The initial weights by state index (a dict; assigning any mapping stores a copy)."""
+        return self._initial
+
+    @initial.setter
+    def initial(self, weights: dict[int, Weight]) -> None:
+        self._initial = weights if isinstance(weights, Weights) else Weights(weights)
+        self._version += 1
+
+    @property
+    def final(self) -> Weights:
+        """The final weights by state index (a dict; assigning any mapping stores a copy)."""
+        return self._final
+
+    @final.setter
+    def final(self, weights: dict[int, Weight]) -> None:
+        self._final = weights if isinstance(weights, Weights) else Weights(weights)
+        self._version += 1
 
     # -- arcs ---------------------------------------------------------------------------
     @property
