@@ -289,11 +289,13 @@ def store_backed(
         ``store`` must hold no zero-weight arcs, its ``arc_id`` must be 0..m-1 and its ``initial``/``final``
         vectors must match the dicts.
     """
-    from .wfsa import IdIndex, IdNames
+    from .wfsa import IdIndex, IdNames, LazyIndex, LazyNames
 
     wfsa = WFSA(semiring, alphabet, name)
     if isinstance(names, IdNames):
         wfsa._names, wfsa._index = names, IdIndex(names)
+    elif isinstance(names, LazyNames):
+        wfsa._names, wfsa._index = names, LazyIndex(names)
     else:
         wfsa._names = list(names)
         wfsa._index = {n: k for k, n in enumerate(wfsa._names)}

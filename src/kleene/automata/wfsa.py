@@ -87,7 +87,40 @@ class Weights(dict[int, Any]):
         return (Weights, (dict(self),))
 
 
-class IdNames(Sequence[str]):
+class LazyNames(Sequence[str]):
+    """State names made on demand (instead of one Python string per state held from the start); immutable.
+    ``WFSA.add_state`` turns them into a list first."""
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class LazyIndex(Mapping[str, int]):
+    """The index of each name of a ``LazyNames``, built (as a dict) on first use."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = names
+        self._dict: dict[str, int] | None = None
+
+    def _table(self) -> dict[str, int]:
+        if self._dict is None:
+            self._dict = {n: k for k, n in enumerate(self.names)}
+        return self._dict
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table()
+
+    def __getitem__(self, name: str) -> int:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class IdNames(LazyNames):
     """State names that are the decimal text of a sorted array of distinct non-negative ints (the state ids of an
     AT&T file), made on demand instead of one Python string per state."""
 
@@ -104,9 +137,6 @@ class IdNames(Sequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         return (str(i) for i in self.ids.tolist())
-
-    def __repr__(self) -> str:
-        return repr(list(self))
 
 
 class IdIndex(Mapping[str, int]):
@@ -161,8 +191,8 @@ class WFSA:
         #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
         self._version = 0
         self._sparse_cache: Any = None
-        self._names: list[str] | IdNames = []
-        self._index: dict[str, int] | IdIndex = {}
+        self._names: list[str] | LazyNames = []
+        self._index: dict[str, int] | Mapping[str, int] = {}
         self._arcs: list[Arc] | None = []
         self._initial = Weights()
         self._final = Weights()
@@ -311,8 +341,8 @@ class WFSA:
         """An independent copy (states, arcs, weights and a fresh alphabet table; labels and weights are immutable)."""
         table = None if self.alphabet is None else SymbolTable(self.alphabet, epsilon=self.alphabet.epsilon)
         out = WFSA(self.semiring, table, self.name)
-        out._names = self._names if isinstance(self._names, IdNames) else list(self._names)  # IdNames are immutable
-        out._index = self._index if isinstance(self._index, IdIndex) else dict(self._index)
+        out._names = self._names if isinstance(self._names, LazyNames) else list(self._names)  # lazy ones: immutable
+        out._index = self._index if isinstance(self._names, LazyNames) else dict(self._index)
         out.arcs = list(self.arcs)
         out.initial = dict(self.initial)
         out.final = dict(self.final)
