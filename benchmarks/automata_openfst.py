@@ -208,7 +208,8 @@ def run(name: str, text: str, semiring: str, arc_type: str, table: SymbolTable, 
     return rows
 
 
-#: The state budget of both determinizations (kleene's max_states, OpenFst's nstate).
+#: The state budget of both determinizations of the random automaton (kleene's max_states, OpenFst's nstate): it
+#: lacks the twins property, so neither would finish without one.
 DETERMINIZE_BUDGET = 20_000
 
 
@@ -216,7 +217,7 @@ def structure(name: str, automaton: Any, machine: Any, semiring: str, arc_type: 
               table: SymbolTable) -> list[Any]:
     """determinize, minimize and the 10 best paths, side by side (what ran is said in the row's name)."""
     rows: list[Any] = []
-    budget = DETERMINIZE_BUDGET
+    budget = DETERMINIZE_BUDGET if "random" in name else 1_000_000  # the lexicon determinizes fully
     if automaton.has_epsilons:  # kleene's remove_epsilon is a dense closure (Q x Q): not run at 10k states
         o_rm, _ = timed(lambda: machine.copy().rmepsilon())
         rows.append((name, "rmepsilon (kleene remove_epsilon: not run)", math.nan, o_rm, None))

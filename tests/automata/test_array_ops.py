@@ -168,3 +168,20 @@ def test_array_determinize_equals_the_subset_construction(semiring: str, data: s
         arrays, objects = _both(lambda x: determinize(x, max_states=60), a, monkeypatch)
         if _same_or_both_diverge(arrays, objects):
             _same(arrays, objects)
+
+
+def test_array_minimize_merges_labels_into_one_of(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = WFSA("min-plus", alphabet=SYMBOLS)
+    a.add_states("p", "q", "r")
+    a.set_initial("p")
+    a.set_final("q", 1.0)
+    a.set_final("r", 1.0)
+    a.add_arc("p", "q", "a", 0.5)
+    a.add_arc("p", "r", "c", 0.25)
+    a.add_arc("p", "q", "b", 0.5)
+    a.add_arc("q", "q", "c", 2.0)
+    a.add_arc("r", "r", "c", 2.0)
+    arrays, objects = _both(lambda x: minimize(x, "deterministic"), a, monkeypatch)
+    assert arrays._arcs is None
+    _same(arrays, objects)
+    assert any(type(arc.label).__name__ == "OneOf" for arc in arrays.arcs)

@@ -286,8 +286,8 @@ def store_backed(
     use); ``names`` are its state names (a list, or ``IdNames``), ``initial``/``final`` its weight dicts.
 
     Caution:
-        ``store`` must hold no zero-weight arcs, its ``arc_id`` must be 0..m-1 and its ``initial``/``final``
-        vectors must match the dicts.
+        ``store`` must hold no zero-weight arcs, its ``arc_id`` must be 0..m-1, its ``initial``/``final`` vectors
+        must match the dicts, and the names must be distinct.
     """
     from .wfsa import IdIndex, IdNames, LazyIndex, LazyNames
 
@@ -296,11 +296,9 @@ def store_backed(
         wfsa._names, wfsa._index = names, IdIndex(names)
     elif isinstance(names, LazyNames):
         wfsa._names, wfsa._index = names, LazyIndex(names)
-    else:
+    else:  # the index is built on first use
         wfsa._names = list(names)
-        wfsa._index = {n: k for k, n in enumerate(wfsa._names)}
-        if len(wfsa._index) != len(wfsa._names):
-            raise ValueError("store_backed: state names must be distinct")
+        wfsa._index = LazyIndex(wfsa._names)
     wfsa._arcs = None
     wfsa.initial, wfsa.final = initial, final
     store.names = wfsa._names
