@@ -18,7 +18,13 @@ acyclic parts are one vectorised propagation per level). A cyclic component is s
 (Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
 
 Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
-graph, restricted to the states the frontier touches. Everything here works on the *useful* part of the automaton
+graph, restricted to the states the frontier touches. Without useful epsilon arcs, ``forward_batch`` advances many
+strings together (one vectorised step per position over all (string, state) pairs) and ``forward`` advances a small
+frontier in plain Python over per-state label tables.
+
+Large automata (held in a store, or with ``ARRAY_OPS_MIN_ARCS`` arcs or more) are trimmed, pushed, determinized and
+minimized on the store's arrays (``trim_store``, ``with_weights``, ``store_backed``; see ``kleene.automata.ops``,
+``push``, ``determinize``, ``minimize``), and their results keep their arcs in a store until ``WFSA.arcs`` is read. Everything here works on the *useful* part of the automaton
 (accessible and co-accessible states), so a divergent cycle on no successful path does not raise (as OpenFst).
 """
 
