@@ -72,8 +72,8 @@ def words_from_corpora(count: int) -> list[str]:
     then GloVe's vocabulary (the first field of each line of the embedding files), so that 50k words exist."""
     words: dict[str, None] = {}
     for path in _corpus_files():
-        raw = gzip.open(path, "rt", errors="ignore") if path.suffix == ".gz" else open(path, errors="ignore")
-        with raw as handle:
+        opener: Any = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", errors="ignore") as handle:
             for line in handle:
                 tokens = line.split()[:1] if "glove" in path.name else line.split()
                 for token in tokens:

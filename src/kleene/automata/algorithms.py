@@ -553,8 +553,8 @@ def viterbi(
         return nonnegative(wfsa.arc_weight(i, x, env), f"arc {i} on {x!r}")
 
     useful = useful_mask(wfsa)  # only paths through useful states can succeed: others' cycles must not raise
-    eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs)
-           if not a.label.consumes and useful[a.src] and useful[a.dst]]
+    eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]  # all checked
+    eps = [(i, a, w) for i, a, w in eps if useful[a.src] and useful[a.dst]]
     # A layer maps a state to (weight, pointer). A pointer is None (an initial state),
     # ("node", p, q) (state q of the finished layer at position p), or (arc index, pointer).
     Layer = dict[int, tuple[Any, Any]]

@@ -577,7 +577,7 @@ def _read_att_native(
     label = scanned.label
     top = int(label.max(initial=0))
     values = np.flatnonzero(np.bincount(label, minlength=1)) if top <= 4 * len(label) + 1024 else np.unique(label)
-    lut = np.full(int(values[-1]) + 1 if values.size else 1, EPSILON_LUT, dtype=np.int32)
+    lut = np.full(int(values[-1]) + 1 if values.size else 1, sparse.EPSILON_ID, dtype=np.int32)
     symbols: list[Hashable] = []
     try:
         for value in values.tolist():
@@ -624,10 +624,6 @@ def _read_att_native(
     )
     sparse.cache_store(wfsa, store)
     return wfsa
-
-
-#: The label id of epsilon in the arc store (``sparse.EPSILON_ID``).
-EPSILON_LUT = -1
 
 
 def _decode_missing_one(semiring: Semiring, codec: _WeightCodec, numbers: Any) -> Any:
