@@ -24,8 +24,10 @@ frontier in plain Python over per-state label tables.
 
 Large automata (held in a store, or with ``ARRAY_OPS_MIN_ARCS`` arcs or more) are trimmed, pushed, determinized and
 minimized on the store's arrays (``trim_store``, ``with_weights``, ``store_backed``; see ``kleene.automata.ops``,
-``push``, ``determinize``, ``minimize``), and their results keep their arcs in a store until ``WFSA.arcs`` is read. Everything here works on the *useful* part of the automaton
-(accessible and co-accessible states), so a divergent cycle on no successful path does not raise (as OpenFst).
+``push``, ``determinize``, ``minimize``), and their results keep their arcs in a store until ``WFSA.arcs`` is read.
+
+Everything here works on the *useful* part of the automaton (accessible and co-accessible states), so a divergent
+cycle on no successful path does not raise (as OpenFst).
 """
 
 from __future__ import annotations
