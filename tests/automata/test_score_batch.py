@@ -105,3 +105,24 @@ def test_score_batch_with_useful_epsilons_scores_each_string() -> None:
     wfsa.add_arc(1, 0, EPSILON, -0.7)
     batch = [["s1", "s2"], ["s3"], []]
     assert all(close(a, b) for a, b in zip(score_batch(wfsa, batch), [wfsa.score(s) for s in batch]))
+
+
+def test_the_cached_arc_store_follows_changes_of_initial_and_final_weights() -> None:
+    """initial/final are change-counting dicts: every way of changing them reaches the sparse engine's scores."""
+    wfsa = _large(9, "log", False)
+    string = ["s1"]
+    target = next(a.dst for a in wfsa.arcs if a.src in wfsa.initial and a.label.symbols(None) == ["s1"])
+    before = wfsa.score(string)
+    wfsa.final[target] = 0.0  # item assignment
+    raised = wfsa.score(string)
+    assert raised > before or math.isclose(raised, before)
+    wfsa.final.pop(target)
+    assert wfsa.score(string) <= raised
+    wfsa.final.update({target: 5.0})
+    assert wfsa.score(string) > raised
+    wfsa.final.clear()
+    assert wfsa.score(string) == -math.inf
+    wfsa.final = {target: 0.0}  # assignment of a plain dict
+    assert wfsa.score(string) > -math.inf
+    wfsa.initial = {}
+    assert wfsa.score(string) == -math.inf
