@@ -225,3 +225,37 @@ def test_threads_and_forked_children_agree() -> None:
     os.close(write)
     os.waitpid(pid, 0)
     assert os.read(read, 1) == b"1"
+
+
+def test_parameter_table_cache_sees_every_change() -> None:
+    """The module keeps its static parameter table (and, under gradient, its Jacobian) between calls; constants
+    changed between calls in place, through ``.data`` (no version bump), by an optimizer step or by a dtype change
+    give the reference's values and gradients on the next call."""
+    gen = torch.Generator().manual_seed(18)
+    cpp, ref = _pair(Template.from_wfsa(paper_automaton_f()), "real", 5)
+    set_constants(cpp, gen)
+    slots = random_slots("real", (2, 4, 4, 5), gen)
+    lengths = torch.tensor([4, 3])
+
+    def check() -> None:
+        for _ in range(3):  # a new table (autograd graph), the same table again, then its cached Jacobian
+            _agree(cpp, ref, slots, lengths, None, 18)
+        assert cpp._table is not None and cpp._table.jacobian is not None
+        with torch.no_grad():
+            torch.testing.assert_close(cpp(slots, lengths)[0], ref(slots, lengths)[0], rtol=1e-9, atol=1e-10)
+
+    check()
+    with torch.no_grad():
+        cpp.constants.mul_(1.5)
+    check()
+    cpp.constants.data[1, 2] = 0.2
+    check()
+    optimizer = torch.optim.SGD(cpp.parameters(), lr=0.1)
+    cpp(slots, lengths)[0].sum().backward()
+    optimizer.step()
+    check()
+    cpp.float()
+    ref.load_state_dict(cpp.state_dict())
+    ref.float()
+    with torch.no_grad():
+        torch.testing.assert_close(cpp(slots.float())[0], ref(slots.float())[0])

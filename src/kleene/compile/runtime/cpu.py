@@ -172,6 +172,92 @@ def _rows_or_broadcast(grad: Tensor) -> Tensor:
     return grad if grad.stride(-1) in (0, 1) or grad.shape[-1] <= 1 else grad.contiguous()
 
 
+def _run_forward(
+    plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Call the forward kernel: (output, final state, checkpoints (empty unless ``need``))."""
+    _check_cpu(slots, params, lengths, h0)
+    slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
+    h0 = None if h0 is None else h0.contiguous()
+    b, t, _, d = slots.shape
+    out = slots.new_empty(_output_shape(plan, b, t, d))
+    final = slots.new_empty((b, plan.num_states, d))
+    checkpoints = slots.new_empty(_checkpoint_shape(plan, slots) if need else (0,))
+    kernel.forward[slots.dtype](
+        _ptr(slots),
+        _ptr(params),
+        _ptr(lengths),
+        _ptr(h0),
+        _ptr(out),
+        _ptr(final),
+        _ptr(checkpoints) if need else None,
+        b,
+        t,
+        d,
+        checkpoint_chunk(plan, slots.element_size()),
+        torch.get_num_threads(),
+    )
+    return out, final, checkpoints
+
+
+def _run_backward(
+    plan: Plan,
+    kernel: _Kernel,
+    slots: Tensor,
+    params: Tensor,
+    lengths: Tensor,
+    h0: Tensor | None,
+    checkpoints: Tensor,
+    final: Tensor,
+    out: Tensor,
+    grad_out: Tensor,
+    grad_final: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Call the backward kernel: (grad slots, grad params summed over the batch, grad h0).
+
+    Raises:
+        CompileError: checkpoints that the forward did not save (it ran without gradients).
+    """
+    _check_cpu(slots, params, lengths, h0, checkpoints, final, out, grad_out, grad_final)
+    b, t, _, d = slots.shape
+    if tuple(checkpoints.shape) != _checkpoint_shape(plan, slots):
+        raise CompileError(
+            "backward through a kleene kernel whose forward ran without saving checkpoints "
+            "(call it with gradients enabled)"
+        )
+    args = [x.contiguous() for x in (slots, params, lengths, checkpoints, final, out, grad_final)]
+    slots, params, lengths, checkpoints, final, out, grad_final = args
+    grad_out = _rows_or_broadcast(grad_out)
+    h0 = None if h0 is None else h0.contiguous()
+    grad_slots = torch.empty_like(slots)
+    grad_params = slots.new_empty((b, plan.num_params, d))
+    grad_h0 = slots.new_empty((b, plan.num_states, d))
+    strides = grad_out.stride()
+    kernel.backward[slots.dtype](
+        _ptr(slots),
+        _ptr(params),
+        _ptr(lengths),
+        _ptr(h0),
+        _ptr(checkpoints),
+        _ptr(final),
+        _ptr(out),
+        _ptr(grad_out),
+        strides[0],
+        strides[1] if grad_out.dim() == 3 else 0,
+        strides[-1] if grad_out.shape[-1] > 1 else 1,
+        _ptr(grad_final),
+        _ptr(grad_slots),
+        _ptr(grad_params),
+        _ptr(grad_h0),
+        b,
+        t,
+        d,
+        checkpoint_chunk(plan, slots.element_size()),
+        torch.get_num_threads(),
+    )
+    return grad_slots, grad_params.sum(0), grad_h0
+
+
 def custom_ops(plan: Plan) -> tuple[Any, Any]:
     """The (forward, backward) custom ops of ``plan``, registering them on first use.
 
@@ -188,28 +274,7 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
     def forward(
         slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool
     ) -> tuple[Tensor, Tensor, Tensor]:
-        _check_cpu(slots, params, lengths, h0)
-        slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
-        h0 = None if h0 is None else h0.contiguous()
-        b, t, _, d = slots.shape
-        out = slots.new_empty(_output_shape(plan, b, t, d))
-        final = slots.new_empty((b, q, d))
-        checkpoints = slots.new_empty(_checkpoint_shape(plan, slots) if need_checkpoints else (0,))
-        kernel.forward[slots.dtype](
-            _ptr(slots),
-            _ptr(params),
-            _ptr(lengths),
-            _ptr(h0),
-            _ptr(out),
-            _ptr(final),
-            _ptr(checkpoints) if need_checkpoints else None,
-            b,
-            t,
-            d,
-            checkpoint_chunk(plan, slots.element_size()),
-            torch.get_num_threads(),
-        )
-        return out, final, checkpoints
+        return _run_forward(plan, kernel, slots, params, lengths, h0, need_checkpoints)
 
     @forward.register_fake
     def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool) -> Any:
@@ -232,44 +297,7 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         grad_out: Tensor,
         grad_final: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        _check_cpu(slots, params, lengths, h0, checkpoints, final, out, grad_out, grad_final)
-        b, t, _, d = slots.shape
-        if tuple(checkpoints.shape) != _checkpoint_shape(plan, slots):
-            raise CompileError(
-                "backward through a kleene kernel whose forward ran without saving checkpoints "
-                "(call it with gradients enabled)"
-            )
-        args = [x.contiguous() for x in (slots, params, lengths, checkpoints, final, out, grad_final)]
-        slots, params, lengths, checkpoints, final, out, grad_final = args
-        grad_out = _rows_or_broadcast(grad_out)
-        h0 = None if h0 is None else h0.contiguous()
-        grad_slots = torch.empty_like(slots)
-        grad_params = slots.new_empty((b, k, d))
-        grad_h0 = slots.new_empty((b, q, d))
-        strides = grad_out.stride()
-        kernel.backward[slots.dtype](
-            _ptr(slots),
-            _ptr(params),
-            _ptr(lengths),
-            _ptr(h0),
-            _ptr(checkpoints),
-            _ptr(final),
-            _ptr(out),
-            _ptr(grad_out),
-            strides[0],
-            strides[1] if grad_out.dim() == 3 else 0,
-            strides[-1] if grad_out.shape[-1] > 1 else 1,
-            _ptr(grad_final),
-            _ptr(grad_slots),
-            _ptr(grad_params),
-            _ptr(grad_h0),
-            b,
-            t,
-            d,
-            checkpoint_chunk(plan, slots.element_size()),
-            torch.get_num_threads(),
-        )
-        return grad_slots, grad_params.sum(0), grad_h0
+        return _run_backward(plan, kernel, slots, params, lengths, h0, checkpoints, final, out, grad_out, grad_final)
 
     @backward.register_fake
     def _(
@@ -307,13 +335,55 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
     return _OPS[key]
 
 
+class _Eager(torch.autograd.Function):
+    """The kernels under eager autograd: the same calls as the custom ops without the dispatcher's per-call
+    cost (tens of microseconds); ``torch.compile`` traces the custom ops instead."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        out, final, checkpoints = _run_forward(plan, kernel, slots, params, lengths, h0, True)
+        ctx.plan, ctx.kernel, ctx.has_h0 = plan, kernel, h0 is not None
+        saved_h0 = h0 if h0 is not None else slots.new_empty(0)
+        ctx.save_for_backward(slots, params, lengths, saved_h0, checkpoints, final, out)
+        return out, final
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_out: Tensor, grad_final: Tensor) -> tuple[Any, ...]:
+        slots, params, lengths, h0, checkpoints, final, out = ctx.saved_tensors
+        g_slots, g_params, g_h0 = _run_backward(
+            ctx.plan,
+            ctx.kernel,
+            slots,
+            params,
+            lengths,
+            h0 if ctx.has_h0 else None,
+            checkpoints,
+            final,
+            out,
+            grad_out,
+            grad_final,
+        )
+        return None, None, g_slots, g_params, None, g_h0 if ctx.has_h0 else None
+
+
 def cpp_runner(plan: Plan) -> Any:
-    """A runner (see ``kleene.compile.module``) calling ``plan``'s generated C++ kernel."""
+    """A runner (see ``kleene.compile.module``) calling ``plan``'s generated C++ kernel (through its custom ops
+    under ``torch.compile``, directly otherwise)."""
     forward, _ = custom_ops(plan)
+    _, kernel = load_kernel(plan)
 
     def run(plan_: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
         need = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (slots, params, h0))
-        out, final, _ = forward(slots, params, lengths, h0, need)
+        if torch.compiler.is_compiling():
+            out, final, _ = forward(slots, params, lengths, h0, need)
+            return out, final
+        if need:
+            out, final = _Eager.apply(plan, kernel, slots, params, lengths, h0)
+            return out, final
+        out, final, _ = _run_forward(plan, kernel, slots, params, lengths, h0, False)
         return out, final
 
     return run
