@@ -259,3 +259,27 @@ def test_parameter_table_cache_sees_every_change() -> None:
     ref.float()
     with torch.no_grad():
         torch.testing.assert_close(cpp(slots.float())[0], ref(slots.float())[0])
+
+
+@pytest.mark.parametrize("semiring", ["real", "log"])
+def test_ragged_lane_blocks(semiring: str) -> None:
+    """Widths that are not a multiple of the backward's lane vector (SoPa's pattern groups are 85 and 86 wide):
+    the ragged tail runs as a whole vector overlapping the previous one; values and gradients are the reference's
+    on one and two threads (other block widths), one direction (85) and both (43 lanes each)."""
+    from kleene.compile.codegen.cpp import backward_lanes
+
+    gen = torch.Generator().manual_seed(19)
+    template = Template.from_wfsa(paper_automaton_f(semiring))
+    options = {} if semiring == "real" else {"output": "steps", "bidirectional": True}
+    dim = 85 if semiring == "real" else 86
+    cpp, ref = _pair(template, semiring, dim, **options)  # the kernels of the tests above
+    assert dim % backward_lanes(cpp.plan)
+    set_constants(cpp, gen)
+    slots = random_slots(semiring, (2, 6, 4, dim), gen)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            _agree(cpp, ref, slots, torch.tensor([6, 4]), None, 19)
+    finally:
+        torch.set_num_threads(threads)

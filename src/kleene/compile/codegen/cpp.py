@@ -45,6 +45,10 @@ from kleene.compile.template import Plan
 LANES = 512
 #: Steps the forward advances per pass over the lanes.
 FORWARD_UNROLL = 2
+#: 16-lane registers the backward's per-vector adjoints may occupy (see ``backward_lanes``). Measured on an AMD
+#: EPYC (32 MB L3, 2026-11-25, side by side in one process): 32-512 lanes were 5-40% slower than 16 for B, C and F
+#: at (8|32, 256, 512) and (1, 4096, 512), so only automata with at most 2 adjoints per lane get wider vectors.
+ADJOINT_REGISTERS = 2
 #: Bytes of slots and recomputed states one backward chunk may keep in cache (per thread).
 CHUNK_BYTES = 1 << 19
 
@@ -147,6 +151,18 @@ def checkpoint_chunk(plan: Plan, itemsize: int) -> int:
     """Steps between checkpoints: as many as keep a chunk's slots and states (LANES wide) in ``CHUNK_BYTES``."""
     per_step = (plan.num_states + plan.num_slots) * LANES * itemsize
     return max(4, min(64, CHUNK_BYTES // per_step))
+
+
+def backward_lanes(plan: Plan) -> int:
+    """Lanes per vector of the backward's reverse mode (a multiple of 16: whole 64-byte lines of float32).
+
+    A vector's adjoints (Q states and K static parameters per lane) should stay in registers across the chunk's
+    steps: 16 lanes per ``ADJOINT_REGISTERS`` adjoints, doubling (up to 128) while they fit. Wider vectors read
+    longer runs of each row per step; the gradients are the same for every width (the lanes are independent).
+    """
+    per_lane = plan.num_states + plan.num_params
+    vectors = max(1, ADJOINT_REGISTERS // per_lane)
+    return 16 * min(8, 1 << (vectors.bit_length() - 1))
 
 
 def c_helpers(qualifier: str, math_ns: str) -> str:
@@ -380,7 +396,7 @@ def _backward(plan: Plan) -> list[str]:
         "T* __restrict__ grad_params, T* __restrict__ grad_h0, int64_t B, int64_t Tn, int64_t D, int64_t chunk, "
         "int threads)"
     )
-    code(f"constexpr int64_t S = {n_slots}, Q = {q}, K = {k_params}, V = 64 / sizeof(T);")
+    code(f"constexpr int64_t S = {n_slots}, Q = {q}, K = {k_params}, V = {backward_lanes(plan)};")
     code("(void)S; (void)K;")
     code("const int64_t NC = (Tn + chunk - 1) / chunk;")
     _lane_setup(code, plan, buffer="chunk * (Q + 1) * LANES")
@@ -435,8 +451,16 @@ def _backward(plan: Plan) -> list[str]:
         _load_output_gradient(code, "go_seq + tt * gst")
         code.close()
     code("// reverse mode through the chunk, one vector of lanes at a time (its adjoints stay in registers)")
-    code.open("for (int64_t i0 = 0; i0 < w; i0 += V)")
-    code("const int64_t n = std::min<int64_t>(V, w - i0);")
+    code("// a ragged block (w not a multiple of V) runs its tail first as a whole vector ending at w: it overlaps the")
+    code("// last full vector, recomputing its lanes' values exactly (their gx rows are written twice, identically)")
+    code("// and writing back only its own adjoints, so no lane runs in a partial vector (w < V: one partial one)")
+    code("const int64_t full = w / V * V, rem = w - full;")
+    code("const bool overlap = rem != 0 && w >= V;")
+    code.open("for (int64_t u = 0; u < full / V + (rem != 0); ++u)")
+    code("const bool tail = rem != 0 && u == 0;")
+    code("const int64_t i0 = tail ? (overlap ? w - V : full) : (u - (rem != 0)) * V;")
+    code("const int64_t n = tail && !overlap ? rem : V;")
+    code("const int64_t keep = tail && overlap ? V - rem : 0;  // lanes whose adjoints the last full vector owns")
     code(f"alignas(64) T g[{q}][V];")
     code(f"alignas(64) T gp[{max(k_params, 1)}][V];")
     code("for (int64_t j = 0; j < Q; ++j) for (int64_t l = 0; l < n; ++l) g[j][l] = G[j][i0 + l];")
@@ -448,8 +472,8 @@ def _backward(plan: Plan) -> list[str]:
     code.depth += 1
     _reverse_loop(code, body, "n")
     code.close()
-    code("for (int64_t j = 0; j < Q; ++j) for (int64_t l = 0; l < n; ++l) G[j][i0 + l] = g[j][l];")
-    code("for (int64_t k = 0; k < K; ++k) for (int64_t l = 0; l < n; ++l) GP[k][i0 + l] = gp[k][l];")
+    code("for (int64_t j = 0; j < Q; ++j) for (int64_t l = keep; l < n; ++l) G[j][i0 + l] = g[j][l];")
+    code("for (int64_t k = 0; k < K; ++k) for (int64_t l = keep; l < n; ++l) GP[k][i0 + l] = gp[k][l];")
     code.close()  # lane vectors
     code.close()  # chunks
     code.open("for (int64_t i = 0; i < w; ++i)")
@@ -511,7 +535,10 @@ def _reverse_loop(code: _Code, body: list[str], bound: str) -> None:
     code("(void)gyc;")
     code("// while this chunk computes from cache, fetch the previous chunk, which is recomputed next")
     code("const int64_t tc = t >= chunk ? (rev ? len - 1 - (t - chunk) : t - chunk) : tt;")
-    code("for (int64_t r = 0; r < S; ++r) __builtin_prefetch(" + _slot_row("tc") + " + r * D + i0, 0, 3);")
+    code(
+        "for (int64_t r = 0; r < S; ++r) for (int64_t i = i0; i < i0 + " + bound + "; i += 64 / sizeof(T)) "
+        "__builtin_prefetch(" + _slot_row("tc") + " + r * D + i, 0, 3);"
+    )
     code("#pragma omp simd")
     code.open(f"for (int64_t l = 0; l < {bound}; ++l)")
     code("const int64_t i = i0 + l;")
