@@ -13,6 +13,7 @@ from kleene.compile import Options, Template, compile, dense_template, lower
 from kleene.compile.codegen.cpp import generate_cpp
 from kleene.compile.reference import run_reference, static_params
 from kleene.compile.runtime.cpu import build, compiler
+from kleene.errors import CompileError
 
 from .oracle import SEMIRINGS, random_slots, random_template, set_constants
 
@@ -283,3 +284,46 @@ def test_ragged_lane_blocks(semiring: str) -> None:
             _agree(cpp, ref, slots, torch.tensor([6, 4]), None, 19)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("semiring", ["real", "log", "max-plus"])
+def test_stored_states_and_recomputation_agree(semiring: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The backward from stored forward states and the one recomputing from checkpoints give the reference's
+    gradients (and each other's, to rounding), over several checkpoint chunks with ragged lengths; a zero state
+    budget always recomputes."""
+    from kleene.compile.codegen.cpp import checkpoint_chunk
+    from kleene.compile.runtime import cpu
+
+    gen = torch.Generator().manual_seed(20)
+    template = Template.from_wfsa(paper_automaton_f(semiring))
+    options = {} if semiring == "real" else {"bidirectional": True}  # the kernels of the tests above
+    chunk = checkpoint_chunk(lower(template, semiring), 8)
+    steps = 2 * chunk + 3
+    slots = random_slots(semiring, (3, steps, 4, 6), gen)
+    lengths = torch.tensor([steps, chunk + 1, 2])
+    monkeypatch.setattr(cpu, "recompute_is_costly", lambda plan: True)
+    grads = []
+    for budget in (1 << 30, 0):
+        cpp, ref = _pair(template, semiring, 6, state_budget=budget, **options)
+        expected = cpu.SAVE_STATES if budget else cpu.SAVE_CHECKPOINTS
+        assert cpu.backward_strategy(cpp.plan, 3, steps, 6, 8) == expected
+        set_constants(cpp, torch.Generator().manual_seed(21))
+        _agree(cpp, ref, slots, lengths, None, 20)
+        x = slots.clone().requires_grad_()
+        out, final = cpp(x, lengths)
+        grads.append(torch.autograd.grad(_masked(out).sum() + _masked(final).sum(), [x, *cpp.parameters()]))
+    for stored, recomputed in zip(*grads):
+        torch.testing.assert_close(stored, recomputed, rtol=1e-12, atol=1e-12)
+
+
+def test_states_are_stored_where_recomputing_costs_exp_and_log() -> None:
+    """The choice follows the semiring's kernel operations: logaddexp (exp/log per ⊕) stores, +/× and max do not."""
+    from kleene.compile.runtime.cpu import recompute_is_costly
+
+    template = Template.from_wfsa(paper_automaton_f())
+    assert recompute_is_costly(lower(Template.from_wfsa(paper_automaton_f("log")), "log"))
+    assert not recompute_is_costly(lower(template, "real"))
+    assert not recompute_is_costly(lower(Template.from_wfsa(paper_automaton_f("max-plus")), "max-plus"))
+    for bad in (-1, 1.5, True, "256M"):
+        with pytest.raises(CompileError, match="state_budget"):
+            compile(template, "real", 2, "torch", state_budget=bad)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from torch import nn
 
 from kleene.automata.semiring import Semiring
 from kleene.compile.reference import check_shapes, run_reference, static_params
-from kleene.compile.template import Options, OutputMode, Plan, Template, lower
+from kleene.compile.template import DEFAULT_STATE_BUDGET, Options, OutputMode, Plan, Template, lower
 from kleene.data.checks import check_count, check_features, check_lengths
 from kleene.errors import CompileError
 
@@ -272,17 +272,25 @@ def compile(
     epsilon_cap: int | None = None,
     bidirectional: bool = False,
     init: Mapping[str, float] | None = None,
+    state_budget: int = DEFAULT_STATE_BUDGET,
 ) -> CompiledRecurrence:
     """Compile ``template`` for ``semiring`` into a module running ``dim`` copies of it.
 
     ``backend``: "torch" (reference), "cpp" (generated C++), any registered backend, or
     "auto" (the first of ``AUTO_ORDER`` that builds; one warning when it falls back).
     See ``Options`` for ``restart``, ``output``, ``epsilon_cap`` and ``bidirectional``;
-    ``init`` gives constants' initial values in storage form.
+    ``init`` gives constants' initial values in storage form; ``state_budget`` bounds the bytes of forward
+    states a generated kernel stores for its backward (beyond it, the backward recomputes from checkpoints).
 
     Raises:
         CompileError: an unknown backend, a backend that cannot build this plan, or a template that cannot be
             compiled for ``semiring``.
     """
-    options = Options(restart=restart, output=output, epsilon_cap=epsilon_cap, bidirectional=bidirectional)
+    options = Options(
+        restart=restart,
+        output=output,
+        epsilon_cap=epsilon_cap,
+        bidirectional=bidirectional,
+        state_budget=state_budget,
+    )
     return CompiledRecurrence(template, semiring, dim, backend, options, init)

@@ -136,10 +136,10 @@ def load_kernel(plan: Plan) -> tuple[str, _Kernel]:
         forward, backward = {}, {}
         for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
             f = getattr(lib, f"kleene_forward_{suffix}")
-            f.argtypes = [ptr] * 7 + [i64] * 4 + [c_int]
+            f.argtypes = [ptr] * 8 + [i64] * 4 + [c_int]
             f.restype = None
             g = getattr(lib, f"kleene_backward_{suffix}")
-            g.argtypes = [ptr] * 8 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
+            g.argtypes = [ptr] * 9 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
             g.restype = None
             forward[dtype], backward[dtype] = f, g
         _LOADED[key] = _Kernel(lib, forward, backward)
@@ -154,11 +154,41 @@ def _output_shape(plan: Plan, b: int, t: int, d: int) -> tuple[int, ...]:
     return (b, t, d) if plan.options.output == "steps" else (b, d)
 
 
-def _checkpoint_shape(plan: Plan, slots: Tensor) -> tuple[int, int, int, int]:
-    """(B, chunks, Q, D): the states the forward keeps for the backward's recomputation."""
+#: What the forward saves for the backward: nothing (no gradient needed), checkpoints (the state every
+#: ``checkpoint_chunk`` steps; the backward recomputes the rest), or every state.
+SAVE_NOTHING, SAVE_CHECKPOINTS, SAVE_STATES = 0, 1, 2
+
+
+def state_bytes(plan: Plan, batch: int, steps: int, dim: int, itemsize: int) -> int:
+    """Bytes of every forward state (B, T, Q, D): what storing the states for the backward costs."""
+    return batch * steps * plan.num_states * dim * itemsize
+
+
+def recompute_is_costly(plan: Plan) -> bool:
+    """Whether recomputing a step costs more than storing its states: its semiring's kernel ⊕ or ⊗ evaluates
+    exp/log. Measured on an AMD EPYC (32 MB L3, 1 thread, 2026-11-25): F's backward from stored states was 18%
+    faster in the log semiring, and 10-30% slower in real and max-plus (whose step is a few multiply-adds:
+    recomputing from a cached chunk is nearly free, while storing doubles the forward's writes)."""
+    algebra = plan.semiring.kernel_algebra()
+    return algebra.plus.transcendental or algebra.times.transcendental
+
+
+def backward_strategy(plan: Plan, batch: int, steps: int, dim: int, itemsize: int) -> int:
+    """``SAVE_STATES`` when recomputing is costly (``recompute_is_costly``) and every state fits
+    ``plan.options.state_budget`` bytes, else ``SAVE_CHECKPOINTS``."""
+    fits = state_bytes(plan, batch, steps, dim, itemsize) <= plan.options.state_budget
+    return SAVE_STATES if fits and recompute_is_costly(plan) else SAVE_CHECKPOINTS
+
+
+def _saved_shape(plan: Plan, slots: Tensor, save: int) -> tuple[int, ...]:
+    """The shape of what the forward saves: (B, T, Q, D) states, (B, chunks, Q, D) checkpoints, or (0,)."""
     b, t, _, d = slots.shape
-    chunk = checkpoint_chunk(plan, slots.element_size())
-    return (b, (t + chunk - 1) // chunk, plan.num_states, d)
+    if save == SAVE_STATES:
+        return (b, t, plan.num_states, d)
+    if save == SAVE_CHECKPOINTS:
+        chunk = checkpoint_chunk(plan, slots.element_size())
+        return (b, (t + chunk - 1) // chunk, plan.num_states, d)
+    return (0,)
 
 
 def _check_cpu(*tensors: Tensor | None) -> None:
@@ -173,16 +203,16 @@ def _rows_or_broadcast(grad: Tensor) -> Tensor:
 
 
 def _run_forward(
-    plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need: bool
+    plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Call the forward kernel: (output, final state, checkpoints (empty unless ``need``))."""
+    """Call the forward kernel: (output, final state, what ``save`` asks for (see ``_saved_shape``))."""
     _check_cpu(slots, params, lengths, h0)
     slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
     h0 = None if h0 is None else h0.contiguous()
     b, t, _, d = slots.shape
     out = slots.new_empty(_output_shape(plan, b, t, d))
     final = slots.new_empty((b, plan.num_states, d))
-    checkpoints = slots.new_empty(_checkpoint_shape(plan, slots) if need else (0,))
+    saved = slots.new_empty(_saved_shape(plan, slots, save))
     kernel.forward[slots.dtype](
         _ptr(slots),
         _ptr(params),
@@ -190,14 +220,15 @@ def _run_forward(
         _ptr(h0),
         _ptr(out),
         _ptr(final),
-        _ptr(checkpoints) if need else None,
+        _ptr(saved) if save == SAVE_CHECKPOINTS else None,
+        _ptr(saved) if save == SAVE_STATES else None,
         b,
         t,
         d,
         checkpoint_chunk(plan, slots.element_size()),
         torch.get_num_threads(),
     )
-    return out, final, checkpoints
+    return out, final, saved
 
 
 def _run_backward(
@@ -207,26 +238,29 @@ def _run_backward(
     params: Tensor,
     lengths: Tensor,
     h0: Tensor | None,
-    checkpoints: Tensor,
+    saved: Tensor,
+    stored: bool,
     final: Tensor,
     out: Tensor,
     grad_out: Tensor,
     grad_final: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Call the backward kernel: (grad slots, grad params summed over the batch, grad h0).
+    """Call the backward kernel on what the forward saved (every state if ``stored``, else checkpoints):
+    (grad slots, grad params summed over the batch, grad h0).
 
     Raises:
-        CompileError: checkpoints that the forward did not save (it ran without gradients).
+        CompileError: states or checkpoints that the forward did not save (it ran without gradients).
     """
-    _check_cpu(slots, params, lengths, h0, checkpoints, final, out, grad_out, grad_final)
+    _check_cpu(slots, params, lengths, h0, saved, final, out, grad_out, grad_final)
     b, t, _, d = slots.shape
-    if tuple(checkpoints.shape) != _checkpoint_shape(plan, slots):
+    save = SAVE_STATES if stored else SAVE_CHECKPOINTS
+    if tuple(saved.shape) != _saved_shape(plan, slots, save):
         raise CompileError(
-            "backward through a kleene kernel whose forward ran without saving checkpoints "
+            "backward through a kleene kernel whose forward ran without saving its states or checkpoints "
             "(call it with gradients enabled)"
         )
-    args = [x.contiguous() for x in (slots, params, lengths, checkpoints, final, out, grad_final)]
-    slots, params, lengths, checkpoints, final, out, grad_final = args
+    args = [x.contiguous() for x in (slots, params, lengths, saved, final, out, grad_final)]
+    slots, params, lengths, saved, final, out, grad_final = args
     grad_out = _rows_or_broadcast(grad_out)
     h0 = None if h0 is None else h0.contiguous()
     grad_slots = torch.empty_like(slots)
@@ -238,7 +272,8 @@ def _run_backward(
         _ptr(params),
         _ptr(lengths),
         _ptr(h0),
-        _ptr(checkpoints),
+        None if stored else _ptr(saved),
+        _ptr(saved) if stored else None,
         _ptr(final),
         _ptr(out),
         _ptr(grad_out),
@@ -261,8 +296,8 @@ def _run_backward(
 def custom_ops(plan: Plan) -> tuple[Any, Any]:
     """The (forward, backward) custom ops of ``plan``, registering them on first use.
 
-    The forward returns (output, final state, checkpoints); checkpoints (see
-    ``kleene.compile.codegen.cpp``) are empty unless ``need_checkpoints``.
+    The forward returns (output, final state, saved) where ``save`` says what ``saved`` holds: nothing
+    (``SAVE_NOTHING``, an empty tensor), checkpoints or every state (see ``kleene.compile.codegen.cpp``).
     """
     key, kernel = load_kernel(plan)
     if key in _OPS:
@@ -272,17 +307,17 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
 
     @torch.library.custom_op(fwd_name, mutates_args=())
     def forward(
-        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool
+        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int
     ) -> tuple[Tensor, Tensor, Tensor]:
-        return _run_forward(plan, kernel, slots, params, lengths, h0, need_checkpoints)
+        return _run_forward(plan, kernel, slots, params, lengths, h0, save)
 
     @forward.register_fake
-    def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, need_checkpoints: bool) -> Any:
+    def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int) -> Any:
         b, t, _, d = slots.shape
         return (
             slots.new_empty(_output_shape(plan, b, t, d)),
             slots.new_empty((b, q, d)),
-            slots.new_empty(_checkpoint_shape(plan, slots) if need_checkpoints else (0,)),
+            slots.new_empty(_saved_shape(plan, slots, save)),
         )
 
     @torch.library.custom_op(bwd_name, mutates_args=())
@@ -291,13 +326,16 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         params: Tensor,
         lengths: Tensor,
         h0: Tensor | None,
-        checkpoints: Tensor,
+        saved: Tensor,
+        stored: bool,
         final: Tensor,
         out: Tensor,
         grad_out: Tensor,
         grad_final: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        return _run_backward(plan, kernel, slots, params, lengths, h0, checkpoints, final, out, grad_out, grad_final)
+        return _run_backward(
+            plan, kernel, slots, params, lengths, h0, saved, stored, final, out, grad_out, grad_final
+        )
 
     @backward.register_fake
     def _(
@@ -305,7 +343,8 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         params: Tensor,
         lengths: Tensor,
         h0: Tensor | None,
-        checkpoints: Tensor,
+        saved: Tensor,
+        stored: bool,
         final: Tensor,
         out: Tensor,
         grad_out: Tensor,
@@ -315,18 +354,18 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         return torch.empty_like(slots), slots.new_empty((k, d)), slots.new_empty((b, q, d))
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
-        slots, params, lengths, h0, _ = inputs
-        out, final, checkpoints = output
-        ctx.has_h0 = h0 is not None
+        slots, params, lengths, h0, save = inputs
+        out, final, saved = output
+        ctx.has_h0, ctx.stored = h0 is not None, save == SAVE_STATES
         saved_h0 = h0 if h0 is not None else slots.new_empty(0)
-        ctx.save_for_backward(slots, params, lengths, saved_h0, checkpoints, final, out)
+        ctx.save_for_backward(slots, params, lengths, saved_h0, saved, final, out)
 
     def grad_fn(ctx: Any, grad_out: Tensor | None, grad_final: Tensor | None, _: Any) -> tuple[Any, ...]:
-        slots, params, lengths, h0, checkpoints, final, out = ctx.saved_tensors
+        slots, params, lengths, h0, saved, final, out = ctx.saved_tensors
         grad_out = torch.zeros_like(out) if grad_out is None else grad_out
         grad_final = torch.zeros_like(final) if grad_final is None else grad_final
         g_slots, g_params, g_h0 = backward(
-            slots, params, lengths, h0 if ctx.has_h0 else None, checkpoints, final, out, grad_out, grad_final
+            slots, params, lengths, h0 if ctx.has_h0 else None, saved, ctx.stored, final, out, grad_out, grad_final
         )
         return g_slots, g_params, None, g_h0 if ctx.has_h0 else None, None
 
@@ -343,16 +382,18 @@ class _Eager(torch.autograd.Function):
     def forward(
         ctx: Any, plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
     ) -> tuple[Tensor, Tensor]:
-        out, final, checkpoints = _run_forward(plan, kernel, slots, params, lengths, h0, True)
-        ctx.plan, ctx.kernel, ctx.has_h0 = plan, kernel, h0 is not None
+        b, t, _, d = slots.shape
+        save = backward_strategy(plan, b, t, d, slots.element_size())
+        out, final, saved = _run_forward(plan, kernel, slots, params, lengths, h0, save)
+        ctx.plan, ctx.kernel, ctx.has_h0, ctx.stored = plan, kernel, h0 is not None, save == SAVE_STATES
         saved_h0 = h0 if h0 is not None else slots.new_empty(0)
-        ctx.save_for_backward(slots, params, lengths, saved_h0, checkpoints, final, out)
+        ctx.save_for_backward(slots, params, lengths, saved_h0, saved, final, out)
         return out, final
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_out: Tensor, grad_final: Tensor) -> tuple[Any, ...]:
-        slots, params, lengths, h0, checkpoints, final, out = ctx.saved_tensors
+        slots, params, lengths, h0, saved, final, out = ctx.saved_tensors
         g_slots, g_params, g_h0 = _run_backward(
             ctx.plan,
             ctx.kernel,
@@ -360,7 +401,8 @@ class _Eager(torch.autograd.Function):
             params,
             lengths,
             h0 if ctx.has_h0 else None,
-            checkpoints,
+            saved,
+            ctx.stored,
             final,
             out,
             grad_out,
@@ -378,12 +420,14 @@ def cpp_runner(plan: Plan) -> Any:
     def run(plan_: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
         need = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (slots, params, h0))
         if torch.compiler.is_compiling():
-            out, final, _ = forward(slots, params, lengths, h0, need)
+            b, t, _, d = slots.shape
+            save = backward_strategy(plan, b, t, d, slots.element_size()) if need else SAVE_NOTHING
+            out, final, _ = forward(slots, params, lengths, h0, save)
             return out, final
         if need:
             out, final = _Eager.apply(plan, kernel, slots, params, lengths, h0)
             return out, final
-        out, final, _ = _run_forward(plan, kernel, slots, params, lengths, h0, False)
+        out, final, _ = _run_forward(plan, kernel, slots, params, lengths, h0, SAVE_NOTHING)
         return out, final
 
     return run
