@@ -286,25 +286,24 @@ def test_ragged_lane_blocks(semiring: str) -> None:
         torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("semiring", ["real", "log", "max-plus"])
-def test_stored_states_and_recomputation_agree(semiring: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The backward from stored forward states and the one recomputing from checkpoints give the reference's
-    gradients (and each other's, to rounding), over several checkpoint chunks with ragged lengths; a zero state
-    budget always recomputes."""
+@pytest.mark.parametrize("output", ["steps", "sum", "last"])
+def test_stored_states_and_recomputation_agree(output: str) -> None:
+    """The backward from stored forward states (log semiring: its kernels store them) and the one recomputing
+    from checkpoints (a zero state budget) give the reference's gradients, and each other's to rounding, over
+    several checkpoint chunks with ragged lengths, both directions."""
     from kleene.compile.codegen.cpp import checkpoint_chunk
     from kleene.compile.runtime import cpu
 
     gen = torch.Generator().manual_seed(20)
-    template = Template.from_wfsa(paper_automaton_f(semiring))
-    options = {} if semiring == "real" else {"bidirectional": True}  # the kernels of the tests above
-    chunk = checkpoint_chunk(lower(template, semiring), 8)
+    template = Template.from_wfsa(paper_automaton_f("log"))
+    options = {"output": output, "bidirectional": True, "restart": output == "sum"}  # the chunk test's kernels
+    chunk = checkpoint_chunk(lower(template, "log"), 8)
     steps = 2 * chunk + 3
-    slots = random_slots(semiring, (3, steps, 4, 6), gen)
+    slots = random_slots("log", (3, steps, 4, 6), gen)
     lengths = torch.tensor([steps, chunk + 1, 2])
-    monkeypatch.setattr(cpu, "recompute_is_costly", lambda plan: True)
     grads = []
     for budget in (1 << 30, 0):
-        cpp, ref = _pair(template, semiring, 6, state_budget=budget, **options)
+        cpp, ref = _pair(template, "log", 6, state_budget=budget, **options)
         expected = cpu.SAVE_STATES if budget else cpu.SAVE_CHECKPOINTS
         assert cpu.backward_strategy(cpp.plan, 3, steps, 6, 8) == expected
         set_constants(cpp, torch.Generator().manual_seed(21))
@@ -317,13 +316,21 @@ def test_stored_states_and_recomputation_agree(semiring: str, monkeypatch) -> No
 
 
 def test_states_are_stored_where_recomputing_costs_exp_and_log() -> None:
-    """The choice follows the semiring's kernel operations: logaddexp (exp/log per ⊕) stores, +/× and max do not."""
-    from kleene.compile.runtime.cpu import recompute_is_costly
+    """The choice follows the semiring's kernel operations: logaddexp (exp/log per ⊕) stores, +/× and max do not
+    (their libraries have no stored mode, and refuse to be asked for it); the budget is validated."""
+    from kleene.compile.codegen.cpp import stores_states
+    from kleene.compile.runtime import cpu
 
     template = Template.from_wfsa(paper_automaton_f())
-    assert recompute_is_costly(lower(Template.from_wfsa(paper_automaton_f("log")), "log"))
-    assert not recompute_is_costly(lower(template, "real"))
-    assert not recompute_is_costly(lower(Template.from_wfsa(paper_automaton_f("max-plus")), "max-plus"))
+    assert stores_states(lower(Template.from_wfsa(paper_automaton_f("log")), "log"))
+    assert not stores_states(lower(Template.from_wfsa(paper_automaton_f("max-plus")), "max-plus"))
+    module = compile(template, "real", 2, "cpp")
+    assert not stores_states(module.plan)
+    assert cpu.backward_strategy(module.plan, 1, 1, 2, 4) == cpu.SAVE_CHECKPOINTS
+    _, kernel = cpu.load_kernel(module.plan)
+    slots = torch.rand(1, 3, 4, 2)
+    with pytest.raises(CompileError, match="recompute"):
+        cpu._run_forward(module.plan, kernel, slots, module.params(slots), torch.tensor([3]), None, cpu.SAVE_STATES)
     for bad in (-1, 1.5, True, "256M"):
         with pytest.raises(CompileError, match="state_budget"):
             compile(template, "real", 2, "torch", state_budget=bad)  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from kleene.compile.codegen.cpp import checkpoint_chunk, generate_cpp
+from kleene.compile.codegen.cpp import checkpoint_chunk, generate_cpp, stores_states
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
 
@@ -164,20 +164,11 @@ def state_bytes(plan: Plan, batch: int, steps: int, dim: int, itemsize: int) -> 
     return batch * steps * plan.num_states * dim * itemsize
 
 
-def recompute_is_costly(plan: Plan) -> bool:
-    """Whether recomputing a step costs more than storing its states: its semiring's kernel ⊕ or ⊗ evaluates
-    exp/log. Measured on an AMD EPYC (32 MB L3, 1 thread, 2026-11-25): F's backward from stored states was 18%
-    faster in the log semiring, and 10-30% slower in real and max-plus (whose step is a few multiply-adds:
-    recomputing from a cached chunk is nearly free, while storing doubles the forward's writes)."""
-    algebra = plan.semiring.kernel_algebra()
-    return algebra.plus.transcendental or algebra.times.transcendental
-
-
 def backward_strategy(plan: Plan, batch: int, steps: int, dim: int, itemsize: int) -> int:
-    """``SAVE_STATES`` when recomputing is costly (``recompute_is_costly``) and every state fits
-    ``plan.options.state_budget`` bytes, else ``SAVE_CHECKPOINTS``."""
+    """``SAVE_STATES`` when the plan's kernels store states (``kleene.compile.codegen.cpp.stores_states``) and
+    every state fits ``plan.options.state_budget`` bytes, else ``SAVE_CHECKPOINTS``."""
     fits = state_bytes(plan, batch, steps, dim, itemsize) <= plan.options.state_budget
-    return SAVE_STATES if fits and recompute_is_costly(plan) else SAVE_CHECKPOINTS
+    return SAVE_STATES if fits and stores_states(plan) else SAVE_CHECKPOINTS
 
 
 def _saved_shape(plan: Plan, slots: Tensor, save: int) -> tuple[int, ...]:
@@ -205,8 +196,14 @@ def _rows_or_broadcast(grad: Tensor) -> Tensor:
 def _run_forward(
     plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Call the forward kernel: (output, final state, what ``save`` asks for (see ``_saved_shape``))."""
+    """Call the forward kernel: (output, final state, what ``save`` asks for (see ``_saved_shape``)).
+
+    Raises:
+        CompileError: ``SAVE_STATES`` for a plan whose kernels do not store states (``stores_states``).
+    """
     _check_cpu(slots, params, lengths, h0)
+    if save == SAVE_STATES and not stores_states(plan):
+        raise CompileError(f"the kernels of {plan.template.name} recompute their states; they cannot store them")
     slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
     h0 = None if h0 is None else h0.contiguous()
     b, t, _, d = slots.shape
