@@ -10,7 +10,12 @@ private temporary file and renamed into place atomically, so concurrent builds a
 
 Each plan becomes two ``torch.library`` custom ops (``kleene::fwd_<key>``, ``kleene::bwd_<key>``)
 with fake (meta) implementations and autograd registered, so ``torch.library.opcheck`` passes
-and compiled modules work under ``torch.compile``.
+and compiled modules work under ``torch.compile``. In eager mode the runner calls the same kernel
+functions through a plain ``torch.autograd.Function`` (the dispatcher costs tens of microseconds a call).
+
+For its backward the forward saves checkpoints (the backward recomputes the states between them) or,
+where the plan's kernels store states (``stores_states``) and they fit ``Options.state_budget``, every
+state (``backward_strategy``).
 """
 
 from __future__ import annotations
