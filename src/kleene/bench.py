@@ -10,7 +10,11 @@ after the other:
 - ``floor_ms``: the memory-bandwidth floor: ``torch.add(a, b, out=c)`` on preallocated float32
   buffers moving exactly the bytes the recurrence must move (``floor_bytes``: forward reads every
   slot and writes every output; forward+backward also reads the slots and the output gradient and
-  writes the slot gradients);
+  writes the slot gradients); buffers that fit the last-level cache make it a cache floor;
+- ``dram_floor_ms``: the same bytes at the DRAM bandwidth of ``torch.add`` measured on buffers four
+  times the last-level cache (read from the OS, ``last_level_cache_bytes``), so they never fit it;
+- ``backward``: what the kernel's forward saved for its backward (``stored states`` or ``checkpoints``,
+  ``kleene.compile.runtime.cpu.backward_strategy``);
 - ``lstm_ms``/``gru_ms``: ``nn.LSTM``/``nn.GRU``, hidden size d, on (B, T, d) inputs;
 - ``gemm_ms`` (layer rows): the layer's own projection ``Linear(d, 4d)`` alone;
 - ``sru_ms`` (SRU rows): ``sru.SRUCell`` of the ``sru`` package, where it imports.
@@ -33,6 +37,7 @@ import ctypes
 import ctypes.util
 import json
 import math
+import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +51,7 @@ from torch import nn
 
 from kleene.automata.examples import paper_automaton_b, paper_automaton_c, paper_automaton_f
 from kleene.compile.module import CompiledRecurrence, compile
+from kleene.compile.runtime.cpu import SAVE_STATES, backward_strategy
 from kleene.compile.template import Template
 from kleene.nn.sopa import PatternGroup, SoftPatterns, raw_constants
 
@@ -84,6 +90,60 @@ def time_ms(fn: Callable[[], Any], budget_s: float, max_reps: int = 30, min_reps
         best = min(best, (time.perf_counter() - start) * 1000)
         reps += 1
     return best
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), or what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _size_bytes(text: str) -> int:
+    """A sysfs cache size ("32768K", "1M") in bytes."""
+    text = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+def last_level_cache_bytes() -> int | None:
+    """Total bytes of the last-level cache: every distinct instance of the highest cache level in sysfs
+    (one per group of CPUs sharing it); None where sysfs does not say."""
+    instances: dict[str, int] = {}
+    level_seen = 0
+    for index in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            level = int((index / "level").read_text())
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = _size_bytes((index / "size").read_text())
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if level > level_seen:
+            instances, level_seen = {}, level
+        if level == level_seen:
+            instances[shared] = size
+    return sum(instances.values()) or None
+
+
+#: Bytes the DRAM floor's buffers span where the OS does not report the last-level cache.
+_FALLBACK_LLC = 256 << 20
+
+
+def dram_bandwidth(budget_s: float) -> float:
+    """Bytes per ms of ``torch.add(a, b, out=c)`` on float32 buffers spanning four times the last-level cache
+    (at least 256 MiB), so every byte comes from DRAM."""
+    span = max(4 * (last_level_cache_bytes() or _FALLBACK_LLC), 256 << 20)
+    n = span // 12
+    a, b, c = torch.rand(n), torch.rand(n), torch.empty(n)
+    ms = time_ms(lambda: torch.add(a, b, out=c), budget_s, max_reps=10)
+    return 12 * n / ms
 
 
 def floor_ms(num_bytes: int, budget_s: float) -> float:
@@ -287,10 +347,26 @@ def _rnn_times(shape: tuple[int, int, int], pass_name: str, budget: float, with_
     return times
 
 
+def _backward_kind(module: CompiledRecurrence, shape: tuple[int, int, int]) -> str | None:
+    """What ``module``'s forward saves for its backward at ``shape`` (float32), or None off the cpp backend."""
+    if module.backend != "cpp":
+        return None
+    b, t, d = shape
+    saved = backward_strategy(module.plan, b, t, d, 4)
+    return "stored states" if saved == SAVE_STATES else "checkpoints"
+
+
 def recurrence_records(
-    shape: tuple[int, int, int], names: list[str], passes: list[str], backend: str, budget: float, rnns: str
+    shape: tuple[int, int, int],
+    names: list[str],
+    passes: list[str],
+    backend: str,
+    budget: float,
+    rnns: str,
+    bandwidth: float | None = None,
 ) -> list[Record]:
-    """Records for automata ``names`` at ``shape``; ``rnns``: "" (none), "lstm" or "lstm+gru"."""
+    """Records for automata ``names`` at ``shape``; ``rnns``: "" (none), "lstm" or "lstm+gru"; ``bandwidth``:
+    the DRAM bandwidth in bytes/ms (``dram_bandwidth``) for ``dram_floor_ms``."""
     gen = torch.Generator().manual_seed(0)
     b, t, d = shape
     records = []
@@ -321,6 +397,8 @@ def recurrence_records(
                 "naive_ms": time_ms(naive, budget, max_reps=10),
                 "floor_ms": floor_ms(moved, budget),
                 "floor_bytes": moved,
+                "dram_floor_ms": moved / bandwidth if bandwidth else None,
+                "backward": _backward_kind(contender.modules[0], (b, t, d)) if pass_name == BOTH else None,
                 "max_abs_difference": difference,
                 **rnn_times,
             }
@@ -459,7 +537,7 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
 # --------------------------------------------------------------------------------------------
 HEADER = (
     f"{'automaton':14} {'shape':12} {'pass':16} {'kernel ms':>9} {'naive/k':>7} {'k/floor':>7} "
-    f"{'lstm/k':>7} {'gru/k':>7} {'k/gemm':>7} {'sru/k':>7}"
+    f"{'dram ms':>7} {'k/dram':>7} {'lstm/k':>7} {'gru/k':>7} {'k/gemm':>7} {'sru/k':>7}  backward"
 )
 
 
@@ -469,15 +547,19 @@ def _ratio(a: Any, b: Any) -> str:
 
 def format_row(r: Record) -> str:
     shape = "x".join(str(s) for s in r["shape"])
+    dram = r.get("dram_floor_ms")
     ratios = [
         _ratio(r.get("naive_ms"), r["kernel_ms"]),
         _ratio(r["kernel_ms"], r.get("floor_ms")),
+        "-" if dram is None else f"{dram:.2f}",
+        _ratio(r["kernel_ms"], dram),
         _ratio(r.get("lstm_ms"), r["kernel_ms"]),
         _ratio(r.get("gru_ms"), r["kernel_ms"]),
         _ratio(r["kernel_ms"], r.get("gemm_ms")),
         _ratio(r.get("sru_ms"), r["kernel_ms"]),
     ]
-    return f"{r['automaton']:14} {shape:12} {r['pass']:16} {r['kernel_ms']:9.2f} " + " ".join(f"{x:>7}" for x in ratios)
+    row = f"{r['automaton']:14} {shape:12} {r['pass']:16} {r['kernel_ms']:9.2f} " + " ".join(f"{x:>7}" for x in ratios)
+    return row + (f"  {r['backward']}" if r.get("backward") else "")
 
 
 def build_seconds() -> tuple[float, float]:
@@ -529,23 +611,30 @@ def run(
     if backend == "cpp":
         first, cached = build_seconds()
         build = f"F kernel: first build {first:.2f} s, cached load {cached:.3f} s"
+    budget = 0.4 if quick else 1.5
+    llc = last_level_cache_bytes()
+    bandwidth = dram_bandwidth(budget)
+    print(
+        f"# {cpu_model()}, last-level cache {'unknown' if llc is None else f'{llc >> 20} MiB'}, "
+        f"DRAM add bandwidth {bandwidth / 1e6:.1f} GB/s",
+        flush=True,
+    )
     print(
         f"# torch {torch.__version__}, {torch.get_num_threads()} threads, malloc tuned: {tuned}; {build}; "
         "times are minima over repetitions",
         flush=True,
     )
     print(HEADER, flush=True)
-    budget = 0.4 if quick else 1.5
     both = [FORWARD, BOTH]
     big, long, small = SHAPES
     records: list[Record] = []
-    records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru")
-    records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru")
+    records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru", bandwidth)
+    records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru", bandwidth)
     records += layer_records(big, both, backend, budget)
     if not quick:
-        records += recurrence_records(long, ["C", "F", "SoPa"], [BOTH], backend, budget, "")
-        records += recurrence_records(long, AUTOMATA, [FORWARD], backend, budget, "lstm+gru")
-        records += recurrence_records(small, AUTOMATA, both, backend, budget, "lstm+gru")
+        records += recurrence_records(long, ["C", "F", "SoPa"], [BOTH], backend, budget, "", bandwidth)
+        records += recurrence_records(long, AUTOMATA, [FORWARD], backend, budget, "lstm+gru", bandwidth)
+        records += recurrence_records(small, AUTOMATA, both, backend, budget, "lstm+gru", bandwidth)
         records += sru_records(big, both, backend, budget)
     elapsed = time.perf_counter() - started
     print(f"# {len(records)} records in {elapsed:.1f} s", flush=True)

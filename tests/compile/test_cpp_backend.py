@@ -13,6 +13,7 @@ from kleene.compile import Options, Template, compile, dense_template, lower
 from kleene.compile.codegen.cpp import generate_cpp
 from kleene.compile.reference import run_reference, static_params
 from kleene.compile.runtime.cpu import build, compiler
+from kleene.errors import CompileError
 
 from .oracle import SEMIRINGS, random_slots, random_template, set_constants
 
@@ -225,3 +226,111 @@ def test_threads_and_forked_children_agree() -> None:
     os.close(write)
     os.waitpid(pid, 0)
     assert os.read(read, 1) == b"1"
+
+
+def test_parameter_table_cache_sees_every_change() -> None:
+    """The module keeps its static parameter table (and, under gradient, its Jacobian) between calls; constants
+    changed between calls in place, through ``.data`` (no version bump), by an optimizer step or by a dtype change
+    give the reference's values and gradients on the next call."""
+    gen = torch.Generator().manual_seed(18)
+    cpp, ref = _pair(Template.from_wfsa(paper_automaton_f()), "real", 5)
+    set_constants(cpp, gen)
+    slots = random_slots("real", (2, 4, 4, 5), gen)
+    lengths = torch.tensor([4, 3])
+
+    def check() -> None:
+        for _ in range(3):  # a new table (autograd graph), the same table again, then its cached Jacobian
+            _agree(cpp, ref, slots, lengths, None, 18)
+        assert cpp._table is not None and cpp._table.jacobian is not None
+        with torch.no_grad():
+            torch.testing.assert_close(cpp(slots, lengths)[0], ref(slots, lengths)[0], rtol=1e-9, atol=1e-10)
+
+    check()
+    with torch.no_grad():
+        cpp.constants.mul_(1.5)
+    check()
+    cpp.constants.data[1, 2] = 0.2
+    check()
+    optimizer = torch.optim.SGD(cpp.parameters(), lr=0.1)
+    cpp(slots, lengths)[0].sum().backward()
+    optimizer.step()
+    check()
+    cpp.float()
+    ref.load_state_dict(cpp.state_dict())
+    ref.float()
+    with torch.no_grad():
+        torch.testing.assert_close(cpp(slots.float())[0], ref(slots.float())[0])
+
+
+@pytest.mark.parametrize("semiring", ["real", "log"])
+def test_ragged_lane_blocks(semiring: str) -> None:
+    """Widths that are not a multiple of the backward's lane vector (SoPa's pattern groups are 85 and 86 wide):
+    the ragged tail runs as a whole vector overlapping the previous one; values and gradients are the reference's
+    on one and two threads (other block widths), one direction (85) and both (43 lanes each)."""
+    from kleene.compile.codegen.cpp import backward_lanes
+
+    gen = torch.Generator().manual_seed(19)
+    template = Template.from_wfsa(paper_automaton_f(semiring))
+    options = {} if semiring == "real" else {"output": "steps", "bidirectional": True}
+    dim = 85 if semiring == "real" else 86
+    cpp, ref = _pair(template, semiring, dim, **options)  # the kernels of the tests above
+    assert dim % backward_lanes(cpp.plan)
+    set_constants(cpp, gen)
+    slots = random_slots(semiring, (2, 6, 4, dim), gen)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            _agree(cpp, ref, slots, torch.tensor([6, 4]), None, 19)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("output", ["steps", "sum", "last"])
+def test_stored_states_and_recomputation_agree(output: str) -> None:
+    """The backward from stored forward states (log semiring: its kernels store them) and the one recomputing
+    from checkpoints (a zero state budget) give the reference's gradients, and each other's to rounding, over
+    several checkpoint chunks with ragged lengths, both directions."""
+    from kleene.compile.codegen.cpp import checkpoint_chunk
+    from kleene.compile.runtime import cpu
+
+    gen = torch.Generator().manual_seed(20)
+    template = Template.from_wfsa(paper_automaton_f("log"))
+    options = {"output": output, "bidirectional": True, "restart": output == "sum"}  # the chunk test's kernels
+    chunk = checkpoint_chunk(lower(template, "log"), 8)
+    steps = 2 * chunk + 3
+    slots = random_slots("log", (3, steps, 4, 6), gen)
+    lengths = torch.tensor([steps, chunk + 1, 2])
+    grads = []
+    for budget in (1 << 30, 0):
+        cpp, ref = _pair(template, "log", 6, state_budget=budget, **options)
+        expected = cpu.SAVE_STATES if budget else cpu.SAVE_CHECKPOINTS
+        assert cpu.backward_strategy(cpp.plan, 3, steps, 6, 8) == expected
+        set_constants(cpp, torch.Generator().manual_seed(21))
+        _agree(cpp, ref, slots, lengths, None, 20)
+        x = slots.clone().requires_grad_()
+        out, final = cpp(x, lengths)
+        grads.append(torch.autograd.grad(_masked(out).sum() + _masked(final).sum(), [x, *cpp.parameters()]))
+    for stored, recomputed in zip(*grads):
+        torch.testing.assert_close(stored, recomputed, rtol=1e-12, atol=1e-12)
+
+
+def test_states_are_stored_where_recomputing_costs_exp_and_log() -> None:
+    """The choice follows the semiring's kernel operations: logaddexp (exp/log per ⊕) stores, +/× and max do not
+    (their libraries have no stored mode, and refuse to be asked for it); the budget is validated."""
+    from kleene.compile.codegen.cpp import stores_states
+    from kleene.compile.runtime import cpu
+
+    template = Template.from_wfsa(paper_automaton_f())
+    assert stores_states(lower(Template.from_wfsa(paper_automaton_f("log")), "log"))
+    assert not stores_states(lower(Template.from_wfsa(paper_automaton_f("max-plus")), "max-plus"))
+    module = compile(template, "real", 2, "cpp")
+    assert not stores_states(module.plan)
+    assert cpu.backward_strategy(module.plan, 1, 1, 2, 4) == cpu.SAVE_CHECKPOINTS
+    _, kernel = cpu.load_kernel(module.plan)
+    slots = torch.rand(1, 3, 4, 2)
+    with pytest.raises(CompileError, match="recompute"):
+        cpu._run_forward(module.plan, kernel, slots, module.params(slots), torch.tensor([3]), None, cpu.SAVE_STATES)
+    for bad in (-1, 1.5, True, "256M"):
+        with pytest.raises(CompileError, match="state_budget"):
+            compile(template, "real", 2, "torch", state_budget=bad)  # type: ignore[arg-type]

@@ -7,7 +7,8 @@ import torch
 
 from kleene.automata.examples import paper_automaton_f
 from kleene.compile import Template, compile
-from kleene.compile.runtime.cpu import compiler, custom_ops
+from kleene.compile.codegen.cpp import stores_states
+from kleene.compile.runtime.cpu import SAVE_CHECKPOINTS, SAVE_NOTHING, SAVE_STATES, compiler, custom_ops
 
 from .oracle import random_slots, set_constants
 
@@ -31,10 +32,12 @@ def test_opcheck(semiring: str, output: str) -> None:
     params = module.params(slots).detach().requires_grad_()
     h0 = random_slots(semiring, (2, 4, 3), gen).requires_grad_()
     lengths = torch.tensor([5, 3])
+    stored = stores_states(module.plan)
+    assert stored == (semiring == "log")  # logaddexp's exp/log make recomputation the costly side
     for args in (
-        (slots, params, lengths, h0, True),
-        (slots, params, lengths, None, True),
-        (slots.detach(), params.detach(), lengths, None, False),
+        (slots, params, lengths, h0, SAVE_CHECKPOINTS),
+        *([(slots, params, lengths, None, SAVE_STATES), (slots, params, lengths, h0, SAVE_STATES)] if stored else []),
+        (slots.detach(), params.detach(), lengths, None, SAVE_NOTHING),
     ):
         torch.library.opcheck(forward, args)
 

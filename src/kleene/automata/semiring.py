@@ -231,12 +231,15 @@ class KernelOp:
     ``"product"`` (times the product of the other operands: ``*``), ``"softmax"`` (times ``exp(operand -
     result)``: logaddexp) or ``"select"`` (all of it to the first operand equal to the result, none to the
     rest: max and min, whose derivative is the argmax route). Every spelling must propagate NaN from
-    either operand (the kernels' ``kleene_max``/``kleene_min`` do; ``std::max`` does not).
+    either operand (the kernels' ``kleene_max``/``kleene_min`` do; ``std::max`` does not). ``transcendental``:
+    the operation evaluates exp/log (tens of cycles a lane, not one), which makes recomputing a kernel's states
+    cost more than storing them.
     """
 
     name: str
     spellings: Mapping[str, str]
     rule: Literal["sum", "product", "softmax", "select"]
+    transcendental: bool = False
 
     def spell(self, dialect: str, a: str, b: str) -> str:
         """``a ∘ b`` in ``dialect``.
@@ -254,7 +257,7 @@ MUL = KernelOp("mul", {"c": "({a} * {b})", "triton": "({a} * {b})"}, "product")
 MAX = KernelOp("max", {"c": "kleene_max({a}, {b})", "triton": "_kleene_max({a}, {b})"}, "select")
 MIN = KernelOp("min", {"c": "kleene_min({a}, {b})", "triton": "_kleene_min({a}, {b})"}, "select")
 LOGADDEXP = KernelOp(
-    "logaddexp", {"c": "kleene_logaddexp({a}, {b})", "triton": "_kleene_logaddexp({a}, {b})"}, "softmax"
+    "logaddexp", {"c": "kleene_logaddexp({a}, {b})", "triton": "_kleene_logaddexp({a}, {b})"}, "softmax", True
 )
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from kleene.automata.semiring import Semiring
-from kleene.compile.reference import check_inputs, run_reference, static_params
-from kleene.compile.template import Options, OutputMode, Plan, Template, lower
+from kleene.compile.reference import check_shapes, run_reference, static_params
+from kleene.compile.template import DEFAULT_STATE_BUDGET, Options, OutputMode, Plan, Template, lower
 from kleene.data.checks import check_count, check_features, check_lengths
 from kleene.errors import CompileError
 
@@ -53,6 +54,62 @@ def register_backend(name: str, factory: Callable[[Plan], Runner], auto_priority
 
 def backends() -> list[str]:
     return sorted(_BACKENDS)
+
+
+#: Integer dtypes of the same width, for bitwise comparison of floating tensors (NaN and -0.0 included).
+_BITS = {
+    torch.float64: torch.int64,
+    torch.float32: torch.int32,
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+}
+
+
+def _same_bits(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` hold the same values bit for bit (same dtype, device and shape)."""
+    if a.dtype != b.dtype or a.device != b.device or a.shape != b.shape or a.dtype not in _BITS:
+        return False
+    if a.numel() == 0:
+        return True
+    if not (a.is_contiguous() and b.is_contiguous()):
+        return False
+    return torch.equal(a.view(_BITS[a.dtype]), b.view(_BITS[b.dtype]))
+
+
+@dataclass
+class _Table:
+    """The static parameter table computed from a snapshot of the constants, for computation in ``dtype``.
+
+    ``jacobian`` (K, C, D), filled on demand: ``params[k, d]`` depends on ``constants[:, d]`` only, so the
+    vector-Jacobian product of the table is ``grad_constants[c, d] = sum_k grad[k, d] * jacobian[k, c, d]``.
+    """
+
+    snapshot: Tensor
+    dtype: torch.dtype
+    device: torch.device
+    table: Tensor
+    jacobian: Tensor | None = None
+    grad_seen: bool = False
+
+    def matches(self, constants: Tensor, like: Tensor) -> bool:
+        return self.dtype == like.dtype and self.device == like.device and _same_bits(self.snapshot, constants)
+
+
+class _CachedParams(torch.autograd.Function):
+    """The cached table as a function of the constants, differentiated through the cached Jacobian."""
+
+    @staticmethod
+    def forward(ctx: Any, constants: Tensor, entry: _Table) -> Tensor:
+        assert entry.jacobian is not None
+        ctx.save_for_backward(entry.jacobian)
+        ctx.constants_dtype = constants.dtype
+        return entry.table.view_as(entry.table)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (jacobian,) = ctx.saved_tensors
+        return (grad[:, None, :] * jacobian).sum(0).to(ctx.constants_dtype), None
 
 
 def _default_constant(semiring: Semiring) -> float:
@@ -96,6 +153,7 @@ class CompiledRecurrence(nn.Module):
         else:  # nothing to learn: a (0, dim) buffer, not a parameter without a gradient (DDP refuses those)
             self.register_buffer("constants", values[:, None].repeat(1, dim))
         self.backend, self._runner = self._choose(backend)
+        self._table: _Table | None = None
 
     def _choose(self, backend: str) -> tuple[str, Runner]:
         if backend != "auto":
@@ -122,6 +180,54 @@ class CompiledRecurrence(nn.Module):
         """The plan's static parameter table (K, dim) for computation in ``like``'s dtype."""
         return static_params(self.plan, self.constants.to(like.dtype), like)
 
+    def _jacobian(self, like: Tensor) -> Tensor:
+        """d params[k, d] / d constants[c, d] as (K, C, D), one reverse pass per row of the table."""
+        constants = self.constants.detach().to(like.dtype).requires_grad_()
+        with torch.enable_grad():
+            table = static_params(self.plan, constants, like)
+            rows = []
+            for k in range(table.shape[0]):
+                (row,) = torch.autograd.grad(
+                    table[k].sum(), [constants], retain_graph=True, allow_unused=True, materialize_grads=True
+                )
+                rows.append(row)
+        if not rows:
+            return like.new_zeros((0, constants.shape[0], like.shape[-1]))
+        return torch.stack(rows, 0)
+
+    def cached_params(self, like: Tensor) -> Tensor:
+        """``params(like)``, reusing the table of the previous call while the constants hold the same bits.
+
+        The cache is keyed on the constants' values (compared bit for bit on every call, so in-place changes,
+        ``.data`` writes and optimizer steps are all seen), their dtype and device and ``like``'s. Under gradient,
+        a table seen twice gets its Jacobian cached, so the backward of the table is one multiply-add; a changed
+        table (a training step) is computed with its autograd graph as ``params`` does. Under ``torch.compile``
+        and on the torch backend (whose gradients must stay differentiable to any order) it is ``params``.
+        """
+        constants = self.constants
+        if torch.compiler.is_compiling() or self.backend == "torch":
+            return self.params(like)
+        needs_grad = torch.is_grad_enabled() and constants.requires_grad
+        entry = self._table
+        if entry is None or not entry.matches(constants, like):
+            snapshot = constants.detach().clone()
+            if needs_grad:
+                table = self.params(like)
+                self._table = _Table(snapshot, like.dtype, like.device, table.detach(), grad_seen=True)
+                return table
+            with torch.no_grad():
+                table = self.params(like)
+            self._table = _Table(snapshot, like.dtype, like.device, table)
+            return table
+        if not needs_grad:
+            return entry.table
+        if entry.jacobian is None:
+            if not entry.grad_seen:
+                entry.grad_seen = True
+                return self.params(like)
+            entry.jacobian = self._jacobian(like)
+        return _CachedParams.apply(constants, entry)
+
     def forward(self, slots: Tensor, lengths: Tensor | None = None, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Run the recurrence; see the class docstring for the shapes.
 
@@ -140,11 +246,11 @@ class CompiledRecurrence(nn.Module):
             slots = slots.float()
         if h0 is not None and h0.dtype != slots.dtype:
             h0 = h0.to(slots.dtype)
-        checked = check_inputs(self.plan, slots, lengths, h0)
+        check_shapes(self.plan, slots, h0)
         like = slots.new_empty((1, self.dim))
         # an empty batch has no work to split: the reference runner returns the empty results of every backend
         runner = run_reference if slots.shape[0] == 0 else self._runner
-        return runner(self.plan, slots, self.params(like), checked, h0)
+        return runner(self.plan, slots, self.cached_params(like), lengths, h0)
 
     def extra_repr(self) -> str:
         o = self.plan.options
@@ -166,17 +272,25 @@ def compile(
     epsilon_cap: int | None = None,
     bidirectional: bool = False,
     init: Mapping[str, float] | None = None,
+    state_budget: int = DEFAULT_STATE_BUDGET,
 ) -> CompiledRecurrence:
     """Compile ``template`` for ``semiring`` into a module running ``dim`` copies of it.
 
     ``backend``: "torch" (reference), "cpp" (generated C++), any registered backend, or
     "auto" (the first of ``AUTO_ORDER`` that builds; one warning when it falls back).
     See ``Options`` for ``restart``, ``output``, ``epsilon_cap`` and ``bidirectional``;
-    ``init`` gives constants' initial values in storage form.
+    ``init`` gives constants' initial values in storage form; ``state_budget`` bounds the bytes of forward
+    states a generated kernel stores for its backward (beyond it, the backward recomputes from checkpoints).
 
     Raises:
         CompileError: an unknown backend, a backend that cannot build this plan, or a template that cannot be
             compiled for ``semiring``.
     """
-    options = Options(restart=restart, output=output, epsilon_cap=epsilon_cap, bidirectional=bidirectional)
+    options = Options(
+        restart=restart,
+        output=output,
+        epsilon_cap=epsilon_cap,
+        bidirectional=bidirectional,
+        state_budget=state_budget,
+    )
     return CompiledRecurrence(template, semiring, dim, backend, options, init)

@@ -94,15 +94,15 @@ def static_params(plan: Plan, constants: Tensor, like: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------------
 # Shapes and directions
 # --------------------------------------------------------------------------------------------
-def check_inputs(plan: Plan, slots: Tensor, lengths: Tensor | None, h0: Tensor | None) -> Tensor:
-    """Validate shapes and return lengths as int64 on the slots' device.
+def check_shapes(plan: Plan, slots: Tensor, h0: Tensor | None) -> None:
+    """Validate the shapes of ``slots`` (B, T, S, D) and ``h0`` (B, Q, D) against ``plan``.
 
     Raises:
-        CompileError: a shape or length that does not fit the plan (naming it).
+        CompileError: a shape that does not fit the plan (naming it).
     """
     if slots.dim() != 4:
         raise CompileError(f"slots must have shape (B, T, S, D); got {tuple(slots.shape)}")
-    b, t, s, d = slots.shape
+    b, _, s, d = slots.shape
     if s != plan.num_slots:
         raise CompileError(
             f"{plan.template.name} has {plan.num_slots} slots {plan.template.slots}, but slots has S={s}"
@@ -111,6 +111,16 @@ def check_inputs(plan: Plan, slots: Tensor, lengths: Tensor | None, h0: Tensor |
         raise CompileError(f"bidirectional runs need an even number of dimensions, got D={d}")
     if h0 is not None and tuple(h0.shape) != (b, plan.num_states, d):
         raise CompileError(f"h0 must have shape (B, Q, D) = {(b, plan.num_states, d)}; got {tuple(h0.shape)}")
+
+
+def check_inputs(plan: Plan, slots: Tensor, lengths: Tensor | None, h0: Tensor | None) -> Tensor:
+    """Validate shapes and return lengths as int64 on the slots' device.
+
+    Raises:
+        CompileError: a shape or length that does not fit the plan (naming it).
+    """
+    check_shapes(plan, slots, h0)
+    b, t = slots.shape[:2]
     if lengths is None:
         return torch.full((b,), t, dtype=torch.int64, device=slots.device)
     lengths = torch.as_tensor(lengths, device=slots.device).to(torch.int64)

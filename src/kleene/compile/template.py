@@ -327,6 +327,10 @@ def dense_template(num_states: int, name: str = "isan") -> Template:
 # --------------------------------------------------------------------------------------------
 # Options and the lowered plan
 # --------------------------------------------------------------------------------------------
+#: Default ``Options.state_budget``: 256 MiB of stored forward states.
+DEFAULT_STATE_BUDGET = 256 << 20
+
+
 @dataclass(frozen=True)
 class Options:
     """How a template runs.
@@ -335,18 +339,23 @@ class Options:
     score all spans ending at each step. ``output``: "steps", "sum" (⊕ over valid steps) or
     "last". ``epsilon_cap``: ``None`` for the exact closure E*, k for at most k epsilons in a
     row. ``bidirectional``: the upper half of the dimensions reads each sequence backwards.
+    ``state_budget``: bytes a generated kernel's forward may spend on storing every state (B, T, Q, D) for
+    its backward; larger runs save checkpoints and the backward recomputes from them (gradients are the same).
     """
 
     restart: bool = False
     output: OutputMode = "steps"
     epsilon_cap: int | None = None
     bidirectional: bool = False
+    state_budget: int = DEFAULT_STATE_BUDGET
 
     def __post_init__(self) -> None:
         if self.output not in ("steps", "sum", "last"):
             raise CompileError(f"output must be 'steps', 'sum' or 'last', not {self.output!r}")
         if self.epsilon_cap is not None and self.epsilon_cap < 0:
             raise CompileError(f"epsilon_cap must be None (exact) or >= 0, not {self.epsilon_cap}")
+        if isinstance(self.state_budget, bool) or not isinstance(self.state_budget, int) or self.state_budget < 0:
+            raise CompileError(f"state_budget must be an integer number of bytes >= 0, not {self.state_budget!r}")
 
 
 @dataclass(frozen=True)

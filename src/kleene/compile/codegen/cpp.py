@@ -3,17 +3,19 @@
 The generated library exports, for ``T`` in float (``f32``) and double (``f64``)::
 
     void kleene_forward_f32(const T* slots, const T* params, const int64_t* lengths, const T* h0,
-                            T* out, T* final_state, T* checkpoints,
+                            T* out, T* final_state, T* checkpoints, T* states,
                             int64_t B, int64_t T, int64_t D, int64_t chunk, int threads)
     void kleene_backward_f32(const T* slots, const T* params, const int64_t* lengths, const T* h0,
-                             const T* checkpoints, const T* final_state, const T* out,
+                             const T* checkpoints, const T* states, const T* final_state, const T* out,
                              const T* grad_out, int64_t go_stride_b, int64_t go_stride_t, int64_t go_stride_d,
                              const T* grad_final, T* grad_slots, T* grad_params, T* grad_h0,
                              int64_t B, int64_t T, int64_t D, int64_t chunk, int threads)
 
-with the shapes of ``kleene.compile.template``. ``h0`` and ``checkpoints`` may be null in the
-forward; ``checkpoints`` is (B, ceil(T / chunk), Q, D): the state before step ``c * chunk`` of
-each lane's reading order (zero past a sequence's length). ``grad_params`` is per sequence,
+with the shapes of ``kleene.compile.template``. ``h0``, ``checkpoints`` and ``states`` may be null
+in the forward; ``checkpoints`` is (B, ceil(T / chunk), Q, D): the state before step ``c * chunk`` of
+each lane's reading order (zero past a sequence's length); ``states`` (B, T, Q, D) every state before
+step ``t`` (the forward writes one of the two; the backward reads the one that is not null, and from
+stored states it recomputes nothing). ``grad_params`` is per sequence,
 (B, K, D), summed by the caller. ``grad_out`` is read as ``grad_out[b*sb + t*st + d*sd]`` with
 ``sd`` 1 (contiguous rows) or 0 (a broadcast value, as autograd passes for ``out.sum()``).
 
@@ -45,6 +47,10 @@ from kleene.compile.template import Plan
 LANES = 512
 #: Steps the forward advances per pass over the lanes.
 FORWARD_UNROLL = 2
+#: 16-lane registers the backward's per-vector adjoints may occupy (see ``backward_lanes``). Measured on an AMD
+#: EPYC (32 MB L3, 2026-11-25, side by side in one process): 32-512 lanes were 5-40% slower than 16 for B, C and F
+#: at (8|32, 256, 512) and (1, 4096, 512), so only automata with at most 2 adjoints per lane get wider vectors.
+ADJOINT_REGISTERS = 2
 #: Bytes of slots and recomputed states one backward chunk may keep in cache (per thread).
 CHUNK_BYTES = 1 << 19
 
@@ -147,6 +153,30 @@ def checkpoint_chunk(plan: Plan, itemsize: int) -> int:
     """Steps between checkpoints: as many as keep a chunk's slots and states (LANES wide) in ``CHUNK_BYTES``."""
     per_step = (plan.num_states + plan.num_slots) * LANES * itemsize
     return max(4, min(64, CHUNK_BYTES // per_step))
+
+
+def backward_lanes(plan: Plan) -> int:
+    """Lanes per vector of the backward's reverse mode (a multiple of 16: whole 64-byte lines of float32).
+
+    A vector's adjoints (Q states and K static parameters per lane) should stay in registers across the chunk's
+    steps: 16 lanes per ``ADJOINT_REGISTERS`` adjoints, doubling (up to 128) while they fit. Wider vectors read
+    longer runs of each row per step; the gradients are the same for every width (the lanes are independent).
+    """
+    per_lane = plan.num_states + plan.num_params
+    vectors = max(1, ADJOINT_REGISTERS // per_lane)
+    return 16 * min(8, 1 << (vectors.bit_length() - 1))
+
+
+def stores_states(plan: Plan) -> bool:
+    """Whether ``plan``'s kernels can store every forward state for the backward instead of recomputing from
+    checkpoints: only where recomputing costs more than the extra memory traffic, i.e. where the semiring's kernel
+    ⊕ or ⊗ evaluates exp/log (``KernelOp.transcendental``). Other plans' libraries do not contain the stored mode
+    (it would cost half again their build time). Measured on an AMD EPYC (32 MB L3, 1 thread, 2026-11-25): F's
+    forward+backward from stored states was 18% faster in the log semiring, and 10-30% slower in real and max-plus
+    (a step of a few multiply-adds is recomputed from an L2-resident chunk almost for free, while storing doubles the
+    forward's writes)."""
+    algebra = plan.semiring.kernel_algebra()
+    return algebra.plus.transcendental or algebra.times.transcendental
 
 
 def c_helpers(qualifier: str, math_ns: str) -> str:
@@ -290,6 +320,8 @@ def _forward_steps(code: _Code, plan: Plan, unroll: int) -> None:
         code(f"const T* __restrict__ x{k} = {_slot_row(step_at)};")
         if output == "steps":
             code(f"T* __restrict__ y_row{k} = out + (b * Tn + {step_at}) * D + d0;")
+        code(f"T* __restrict__ st{k} = STORE ? states + (b * Tn + t + {k}) * Q * D + d0 : nullptr;")
+        code(f"(void)st{k};")
     code.open(f"for (int64_t k = {unroll}; k < {2 * unroll}; ++k)")
     code("const int64_t tn = t + k < len ? (rev ? tt - k : tt + k) : tt;")
     _prefetch(code, _slot_row("tn"), "S")
@@ -300,6 +332,10 @@ def _forward_steps(code: _Code, plan: Plan, unroll: int) -> None:
     z = [f"Z[{j}][i]" for j in range(q)]
     for k in range(unroll):
         code.slot = functools.partial(_slot, row=f"x{k}")
+        code("if constexpr (STORE) {")
+        for j in range(q):
+            code(f"  st{k}[{j} * D + i] = {z[j]};")
+        code("}")
         step = code.step(z, tag=f"_{k}")
         z = step.new
         if output != "last":
@@ -320,12 +356,12 @@ def _forward(plan: Plan) -> list[str]:
     output = plan.options.output
     code = _Code(plan)
     zero = code.d.zero
-    code("template <typename T>")
+    code("template <typename T, bool STORE>")
     code.open(
         "static void forward_impl(const T* __restrict__ slots, const T* __restrict__ params, "
         "const int64_t* __restrict__ lengths, const T* __restrict__ h0, T* __restrict__ out, "
-        "T* __restrict__ final_state, T* __restrict__ ckpt, int64_t B, int64_t Tn, int64_t D, int64_t chunk, "
-        "int threads)"
+        "T* __restrict__ final_state, T* __restrict__ ckpt, T* __restrict__ states, int64_t B, int64_t Tn, "
+        "int64_t D, int64_t chunk, int threads)"
     )
     code(f"constexpr int64_t S = {plan.num_slots}, Q = {q};")
     code("(void)S;")
@@ -358,6 +394,9 @@ def _forward(plan: Plan) -> list[str]:
     else:
         code(f"for (int64_t t = len; t < Tn; ++t) out[(b * Tn + t) * D + d0 + i] = {zero};")
     code.close()
+    code("if constexpr (STORE) for (int64_t t = len; t < Tn; ++t)")
+    code("  for (int64_t j = 0; j < Q; ++j) for (int64_t i = 0; i < w; ++i)")
+    code(f"    states[((b * Tn + t) * Q + j) * D + d0 + i] = {zero};")
     code("if (ckpt) for (int64_t c = (len + chunk - 1) / chunk; c < NC; ++c)")
     code("  for (int64_t j = 0; j < Q; ++j) for (int64_t i = 0; i < w; ++i)")
     code("    ckpt[((b * NC + c) * Q + j) * D + d0 + i] =")
@@ -371,18 +410,20 @@ def _backward(plan: Plan) -> list[str]:
     q, k_params, n_slots = plan.num_states, plan.num_params, plan.num_slots
     output = plan.options.output
     code = _Code(plan)
-    code("template <typename T>")
+    code("template <typename T, bool STORED>")
     code.open(
         "static void backward_impl(const T* __restrict__ slots, const T* __restrict__ params, "
         "const int64_t* __restrict__ lengths, const T* __restrict__ h0, const T* __restrict__ ckpt, "
+        "const T* __restrict__ states, "
         "const T* __restrict__ final_state, const T* __restrict__ out, const T* __restrict__ grad_out, "
         "int64_t gsb, int64_t gst, int64_t gsd, const T* __restrict__ grad_final, T* __restrict__ grad_slots, "
         "T* __restrict__ grad_params, T* __restrict__ grad_h0, int64_t B, int64_t Tn, int64_t D, int64_t chunk, "
         "int threads)"
     )
-    code(f"constexpr int64_t S = {n_slots}, Q = {q}, K = {k_params}, V = 64 / sizeof(T);")
+    code(f"constexpr int64_t S = {n_slots}, Q = {q}, K = {k_params}, V = {backward_lanes(plan)};")
     code("(void)S; (void)K;")
     code("const int64_t NC = (Tn + chunk - 1) / chunk;")
+    code("const int64_t ZJ = STORED ? D : LANES;  // the stride between the states of one step in zp")
     _lane_setup(code, plan, buffer="chunk * (Q + 1) * LANES")
     code("T* __restrict__ ZL = buffer.data();  // ZL[(k * Q + j) * LANES + i]: the state before step k of the chunk")
     code("T* __restrict__ GYC = ZL + chunk * Q * LANES;  // GYC[k * LANES + i]: the output gradient of step k")
@@ -409,6 +450,7 @@ def _backward(plan: Plan) -> list[str]:
         _load_output_gradient(code, "go_seq")
     code.open("for (int64_t c = (len + chunk - 1) / chunk - 1; c >= 0; --c)")
     code("const int64_t t0 = c * chunk, t1 = std::min(len, t0 + chunk);")
+    code.open("if constexpr (!STORED)")
     code("const T* ck = ckpt + (b * NC + c) * Q * D + d0;")
     code("for (int64_t j = 0; j < Q; ++j) for (int64_t i = 0; i < w; ++i) ZL[j * LANES + i] = ck[j * D + i];")
     code("// recompute the states of the chunk")
@@ -427,6 +469,7 @@ def _backward(plan: Plan) -> list[str]:
         code(f"zn[{j} * LANES + i] = {recomputed.new[j]};")
     code.close()
     code.close()
+    code.close()  # if not stored
     if output == "steps":
         code("// the chunk's output gradients, spread over the lanes (a broadcast one when gsd is 0)")
         code.open("for (int64_t t = t0; t < t1; ++t)")
@@ -435,8 +478,16 @@ def _backward(plan: Plan) -> list[str]:
         _load_output_gradient(code, "go_seq + tt * gst")
         code.close()
     code("// reverse mode through the chunk, one vector of lanes at a time (its adjoints stay in registers)")
-    code.open("for (int64_t i0 = 0; i0 < w; i0 += V)")
-    code("const int64_t n = std::min<int64_t>(V, w - i0);")
+    code("// a ragged block (w not a multiple of V) runs its tail first as a whole vector ending at w: it overlaps the")
+    code("// last full vector, recomputing its lanes' values exactly (their gx rows are written twice, identically)")
+    code("// and writing back only its own adjoints, so no lane runs in a partial vector (w < V: one partial one)")
+    code("const int64_t full = w / V * V, rem = w - full;")
+    code("const bool overlap = rem != 0 && w >= V;")
+    code.open("for (int64_t u = 0; u < full / V + (rem != 0); ++u)")
+    code("const bool tail = rem != 0 && u == 0;")
+    code("const int64_t i0 = tail ? (overlap ? w - V : full) : (u - (rem != 0)) * V;")
+    code("const int64_t n = tail && !overlap ? rem : V;")
+    code("const int64_t keep = tail && overlap ? V - rem : 0;  // lanes whose adjoints the last full vector owns")
     code(f"alignas(64) T g[{q}][V];")
     code(f"alignas(64) T gp[{max(k_params, 1)}][V];")
     code("for (int64_t j = 0; j < Q; ++j) for (int64_t l = 0; l < n; ++l) g[j][l] = G[j][i0 + l];")
@@ -448,8 +499,8 @@ def _backward(plan: Plan) -> list[str]:
     code.depth += 1
     _reverse_loop(code, body, "n")
     code.close()
-    code("for (int64_t j = 0; j < Q; ++j) for (int64_t l = 0; l < n; ++l) G[j][i0 + l] = g[j][l];")
-    code("for (int64_t k = 0; k < K; ++k) for (int64_t l = 0; l < n; ++l) GP[k][i0 + l] = gp[k][l];")
+    code("for (int64_t j = 0; j < Q; ++j) for (int64_t l = keep; l < n; ++l) G[j][i0 + l] = g[j][l];")
+    code("for (int64_t k = 0; k < K; ++k) for (int64_t l = keep; l < n; ++l) GP[k][i0 + l] = gp[k][l];")
     code.close()  # lane vectors
     code.close()  # chunks
     code.open("for (int64_t i = 0; i < w; ++i)")
@@ -477,7 +528,7 @@ def _reverse_body(plan: Plan) -> list[str]:
     code = _Code(plan)
     code.param_grad = lambda k: f"gp[{k}][l]"
     for j in range(q):
-        code(f"const T zp{j} = zp[{j} * LANES + i];")
+        code(f"const T zp{j} = zp[{j} * ZJ + i];")
     z_prev = [f"zp{j}" for j in range(q)]
     step = code.step(z_prev)
     gn = [f"g[{j}][l]" for j in range(q)]
@@ -506,12 +557,27 @@ def _reverse_loop(code: _Code, body: list[str], bound: str) -> None:
     code(_POSITION)
     code(f"const T* __restrict__ x = {_slot_row('tt')};")
     code("T* __restrict__ gx = grad_slots + (b * Tn + tt) * S * D + d0;")
-    code("const T* __restrict__ zp = ZL + (t - t0) * Q * LANES;")
+    code("const T* __restrict__ zp = STORED ? states + (b * Tn + t) * Q * D + d0 : ZL + (t - t0) * Q * LANES;")
     code("const T* __restrict__ gyc = GYC + (t - t0) * LANES;")
     code("(void)gyc;")
+    code.open("if constexpr (STORED)")
+    code("// stored states: fetch this vector's rows a few steps ahead of the walk")
+    code("const int64_t ta = t >= t0 + 4 ? t - 4 : t0, tta = rev ? len - 1 - ta : ta;")
+    code(
+        "for (int64_t i = i0; i < i0 + " + bound + "; i += 64 / sizeof(T)) {"
+        " for (int64_t r = 0; r < S; ++r) __builtin_prefetch(" + _slot_row("tta") + " + r * D + i, 0, 3);"
+        " for (int64_t r = 0; r < Q; ++r) __builtin_prefetch(states + (b * Tn + ta) * Q * D + d0 + r * D + i, 0, 3);"
+        " }"
+    )
+    code.close(" else {")
+    code.depth += 1
     code("// while this chunk computes from cache, fetch the previous chunk, which is recomputed next")
     code("const int64_t tc = t >= chunk ? (rev ? len - 1 - (t - chunk) : t - chunk) : tt;")
-    code("for (int64_t r = 0; r < S; ++r) __builtin_prefetch(" + _slot_row("tc") + " + r * D + i0, 0, 3);")
+    code(
+        "for (int64_t r = 0; r < S; ++r) for (int64_t i = i0; i < i0 + " + bound + "; i += 64 / sizeof(T)) "
+        "__builtin_prefetch(" + _slot_row("tc") + " + r * D + i, 0, 3);"
+    )
+    code.close()
     code("#pragma omp simd")
     code.open(f"for (int64_t l = 0; l < {bound}; ++l)")
     code("const int64_t i = i0 + l;")
@@ -525,20 +591,37 @@ def generate_cpp(plan: Plan) -> str:
     """The C++ source of ``plan``'s forward and backward kernels (see the module docstring)."""
     parts = [_PRELUDE, c_helpers("static inline", "std::"), f"static constexpr int64_t LANES = {LANES};", ""]
     parts += [*_forward(plan), "", *_backward(plan), ""]
+    store = stores_states(plan)
+    otherwise = "else " if store else ""
     for suffix, ctype in (("f32", "float"), ("f64", "double")):
         parts += [
             f'extern "C" void kleene_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, {ctype}* out, {ctype}* final_state, {ctype}* ckpt, "
-            "int64_t B, int64_t Tn, int64_t D, int64_t chunk, int threads) {",
-            "  forward_impl(slots, params, lengths, h0, out, final_state, ckpt, B, Tn, D, chunk, threads);",
+            f"{ctype}* states, int64_t B, int64_t Tn, int64_t D, int64_t chunk, int threads) {{",
+            (
+                "  if (states) forward_impl<" + ctype + ", true>(slots, params, lengths, h0, out, final_state, "
+                "nullptr, states, B, Tn, D, chunk, threads);"
+            )
+            if store
+            else "  (void)states;  // this plan's kernels recompute (see stores_states)",
+            f"  {otherwise}forward_impl<{ctype}, false>(slots, params, lengths, h0, out, final_state, ckpt, nullptr, "
+            "B, Tn, D, chunk, threads);",
             "}",
             f'extern "C" void kleene_backward_{suffix}(const {ctype}* slots, const {ctype}* params, '
-            f"const int64_t* lengths, const {ctype}* h0, const {ctype}* ckpt, const {ctype}* final_state, "
+            f"const int64_t* lengths, const {ctype}* h0, const {ctype}* ckpt, const {ctype}* states, "
+            f"const {ctype}* final_state, "
             f"const {ctype}* out, const {ctype}* grad_out, int64_t gsb, int64_t gst, int64_t gsd, "
             f"const {ctype}* grad_final, {ctype}* grad_slots, {ctype}* grad_params, {ctype}* grad_h0, "
             "int64_t B, int64_t Tn, int64_t D, int64_t chunk, int threads) {",
-            "  backward_impl(slots, params, lengths, h0, ckpt, final_state, out, grad_out, gsb, gst, gsd, grad_final, "
-            "grad_slots, grad_params, grad_h0, B, Tn, D, chunk, threads);",
+            (
+                "  if (states) backward_impl<" + ctype + ", true>(slots, params, lengths, h0, nullptr, states, "
+                "final_state, out, grad_out, gsb, gst, gsd, grad_final, grad_slots, grad_params, grad_h0, B, Tn, "
+                "D, chunk, threads);"
+            )
+            if store
+            else "  (void)states;",
+            f"  {otherwise}backward_impl<{ctype}, false>(slots, params, lengths, h0, ckpt, nullptr, final_state, "
+            "out, grad_out, gsb, gst, gsd, grad_final, grad_slots, grad_params, grad_h0, B, Tn, D, chunk, threads);",
             "}",
         ]
     return "\n".join(parts) + "\n"
