@@ -200,7 +200,7 @@ def run(name: str, text: str, semiring: str, arc_type: str, table: SymbolTable, 
     k_sum, total = timed(automaton.pathsum)
     o_sum, distance = timed(lambda: fst.shortestdistance(machine, reverse=True))
     rows.append((name, "pathsum", k_sum, o_sum, None))
-    rows += structure(name, automaton, machine, semiring, arc_type, text, table)
+    rows += structure(name, automaton, machine, semiring, arc_type, text, table, strings)
     sign = -1.0 if semiring == "log" else 1.0
     mismatch = max(abs(sign * a - b) / max(1.0, abs(b)) for a, b in zip(ours, theirs) if math.isfinite(b))
     print(f"  {name}: max relative score difference {mismatch:.2e}; pathsum kleene {sign * total:.6f} "
@@ -214,8 +214,9 @@ DETERMINIZE_BUDGET = 20_000
 
 
 def structure(name: str, automaton: Any, machine: Any, semiring: str, arc_type: str, text: str,
-              table: SymbolTable) -> list[Any]:
-    """determinize, minimize and the 10 best paths, side by side (what ran is said in the row's name)."""
+              table: SymbolTable, strings: list[list[Any]]) -> list[Any]:
+    """determinize, minimize and the 10 best paths, side by side (what ran is said in the row's name); the minimized
+    automaton must score ``strings`` as the automaton it came from."""
     rows: list[Any] = []
     budget = DETERMINIZE_BUDGET if "random" in name else 1_000_000  # the lexicon determinizes fully
     if automaton.has_epsilons:  # kleene's remove_epsilon is a dense closure (Q x Q): not run at 10k states
@@ -246,6 +247,10 @@ def structure(name: str, automaton: Any, machine: Any, semiring: str, arc_type: 
         o_min, theirs = timed(lambda: det_machine.copy().minimize())
         rows.append((name, f"minimize ({small.num_states} / OpenFst {theirs.num_states()} states{what})", k_min,
                      o_min, None))
+        before, after = deterministic.score_batch(strings), small.score_batch(strings)
+        drift = max((abs(a - b) for a, b in zip(before, after) if a != b), default=0.0)
+        assert drift <= 1e-9, f"{name}: the minimized automaton scores a string {drift} away"
+        print(f"  {name}: minimized = input on {len(strings)} strings (max difference {drift:.1e})")
     k_paths, paths = timed(lambda: shortest_paths(automaton, 10, unique=False))
     tropical = machine if arc_type != "log" else None
 
