@@ -413,6 +413,10 @@ class Semiring(ABC):
         """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
         return x
 
+    def sym_to_storage(self, e: sympy.Expr) -> sympy.Expr:
+        """``to_storage`` of a symbolic element ``e`` (a weight function's value), as a sympy expression."""
+        return e
+
     @property
     def log_weights(self) -> bool:
         """Whether the elements are log-weights: zero is -inf (log 0), one is 0 (log 1) and ⊗ adds (max-plus, log).
@@ -915,6 +919,9 @@ class MaxTimesSemiring(_Multiplicative):
 
     def from_storage(self, x: Array) -> Array:
         return _apply(x, "exp")
+
+    def sym_to_storage(self, e: sympy.Expr) -> sympy.Expr:
+        return sympy.log(e)
 
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         return float(rng.uniform(0.0, 1.0))

@@ -161,6 +161,15 @@ template <typename T> {qualifier} T kleene_logaddexp(T a, T b) {{
   if (hi == T(-INFINITY) || hi == T(INFINITY)) return a + b;
   return hi + {math_ns}log1p({math_ns}exp(-{math_ns}fabs(a - b)));
 }}
+// weight functions: exp of a non-positive argument only (no overflow); a NaN argument gives NaN
+template <typename T> {qualifier} T kleene_sigmoid(T x) {{
+  const T e = {math_ns}exp(-{math_ns}fabs(x));
+  const T r = T(1) / (T(1) + e);
+  return x >= T(0) ? r : e * r;
+}}
+template <typename T> {qualifier} T kleene_logsigmoid(T x) {{
+  return (x < T(0) ? x : T(0)) - {math_ns}log1p({math_ns}exp(-{math_ns}fabs(x)));
+}}
 """
 
 
@@ -178,6 +187,15 @@ class CDialect(Dialect):
     }
     var_form, assign_form = "T {name} = {expr};", "{name} = {expr};"
     where_form, exp_form = "(({cond}) ? ({a}) : ({b}))", "std::exp({x})"
+    call_forms: ClassVar[dict[str, str]] = {
+        "exp": "std::exp({x})",
+        "log": "std::log({x})",
+        "log1p": "std::log1p({x})",
+        "tanh": "std::tanh({x})",
+        "sigmoid": "kleene_sigmoid({x})",
+        "logsigmoid": "kleene_logsigmoid({x})",
+    }
+    typed_form = "T({value})"
     load_form = "{pointer}[{offset} + d]"
     load_if_form = "(({cond}) ? {pointer}[{offset} + d] : {fallback})"
     store_form = "{pointer}[{offset} + d] = {value};"
