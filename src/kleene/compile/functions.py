@@ -15,9 +15,12 @@ sigmoid and logsigmoid (``kleene.automata.weights``); every dialect spells each 
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 from sympy.codegen.cfunctions import log1p
@@ -185,11 +188,12 @@ class Spelling:
         return name
 
 
-def torch_function(load: Load, slots: Sequence[str]) -> Callable[..., object]:
-    """``load.expr`` as a torch function of the input tensors (in ``load.inputs`` order)."""
+def torch_function(load: Load, slots: Sequence[str]) -> Callable[..., Any]:
+    """``load.expr`` as a torch function of the input tensors (in ``load.inputs`` order), built from the same
+    expression tree the kernels spell (sympy's lambdify would call the numpy ``_imp_`` of sigmoid)."""
     import torch
 
-    table = {
+    table: dict[str, Callable[[Any], Any]] = {
         "sigmoid": torch.sigmoid,
         "logsigmoid": torch.nn.functional.logsigmoid,
         "exp": torch.exp,
@@ -197,5 +201,25 @@ def torch_function(load: Load, slots: Sequence[str]) -> Callable[..., object]:
         "log1p": torch.log1p,
         "tanh": torch.tanh,
     }
-    symbols = [sympy.Symbol(slots[i]) for i in load.inputs]
-    return sympy.lambdify(symbols, load.expr, modules=[table])  # type: ignore[no-any-return]
+    position = {slots[i]: k for k, i in enumerate(load.inputs)}
+
+    def build(e: sympy.Basic) -> Callable[[Sequence[Any]], Any]:
+        if isinstance(e, sympy.Symbol):
+            k = position[e.name]
+            return lambda xs: xs[k]
+        if isinstance(e, sympy.Number):
+            value = float(e)
+            return lambda xs: value
+        parts = [build(a) for a in e.args]
+        if isinstance(e, sympy.Add):
+            return lambda xs: functools.reduce(operator.add, [p(xs) for p in parts])
+        if isinstance(e, sympy.Mul):
+            return lambda xs: functools.reduce(operator.mul, [p(xs) for p in parts])
+        if isinstance(e, sympy.Pow):
+            n = int(e.exp)
+            return lambda xs: parts[0](xs) ** n
+        call = table[CALLS[type(e)]]
+        return lambda xs: call(parts[0](xs))
+
+    run = build(load.expr)
+    return lambda *xs: run(xs)

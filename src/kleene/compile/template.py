@@ -302,8 +302,8 @@ def _weight_function(part: sympy.Expr, slots: list[str], where: str) -> sympy.Ex
     stray = expr.free_symbols - {sympy.Symbol(n) for n in names}
     if stray:
         raise CompileError(
-            f"{where}: weight function {part} reads {', '.join(sorted(map(str, stray)))}: a weight function may read "
-            "slots f(alpha) and numbers only (constants enter as separate factors)"
+            f"{where}: weight function {part} may read slots f(alpha) and numbers only, constants enter as "
+            f"separate factors (offending part: {', '.join(sorted(map(str, stray)))})"
         )
     check_elementwise(expr, names, where)
     for n in names:
