@@ -51,7 +51,7 @@ def test_fused_layer_equals_torch_gates(kind: str, semiring: str | None) -> None
         gen = torch.Generator().manual_seed(1)
         finite = torch.where(torch.isfinite(final), final, torch.zeros_like(final))
         loss = (h * torch.randn(h.shape, generator=gen, dtype=h.dtype)).sum() + finite.sum()
-        grads = torch.autograd.grad(loss, [p for p in layer.parameters()])
+        grads = torch.autograd.grad(loss, list(layer.parameters()))
         results.append((h.detach(), final.detach(), grads))
     (h, final, grads), (h_ref, final_ref, grads_ref) = results
     torch.testing.assert_close(h, h_ref, rtol=1e-12, atol=1e-13)

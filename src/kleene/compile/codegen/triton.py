@@ -85,7 +85,7 @@ def _kleene_logaddexp(a, b):
 @triton.jit
 def _kleene_log1p(x):
     u = 1.0 + x  # log(u) corrected by the rounding of 1 + x (exact where u == 1)
-    return tl.where(u == 1.0, x, tl.log(u) * (x / (u - 1.0)))
+    return tl.where(u == 1.0, x, tl.log(u) * (x / tl.where(u == 1.0, 1.0, u - 1.0)))
 
 
 @triton.jit
