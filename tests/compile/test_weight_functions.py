@@ -224,3 +224,25 @@ def test_generated_source_spells_the_load_and_its_derivative() -> None:
     template = Template.from_wfsa(function_wfsa("log"))
     source = generate_cpp(lower(template, "log"))
     assert "kleene_logsigmoid(" in source and "kleene_sigmoid(" in source  # log σ forward, σ(-z) its derivative
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize(
+    ("semiring", "gate", "expected"),
+    [
+        ("real", sigmoid(f), torch.sigmoid),
+        ("real", 1 - sigmoid(f), lambda z: torch.sigmoid(-z)),
+        ("log", sympy.log(sigmoid(f)), torch.nn.functional.logsigmoid),
+        ("max-times", sigmoid(f), torch.nn.functional.logsigmoid),
+    ],
+)
+def test_gate_values_to_a_few_ulp(semiring: str, gate: sympy.Expr, expected: object, dtype: torch.dtype) -> None:
+    """The CPU kernels' own exp/log1p (``codegen.vecmath``) over the whole range, subnormal results included,
+    against torch's gates: a few units in the last place (relative to the value, or to the smallest normal)."""
+    template = Template.from_wfsa(_one_arc(gate, semiring=semiring))
+    z = torch.cat([torch.linspace(-760, 760, 3001, dtype=torch.float64), torch.linspace(-3, 3, 601)]).to(dtype)
+    module = compile(template, semiring, z.numel(), "cpp").to(dtype)
+    out, _ = module(z.view(1, 1, 1, -1))
+    want = expected(z)  # type: ignore[operator]
+    info = torch.finfo(dtype)
+    torch.testing.assert_close(out.view(-1), want, rtol=4 * info.eps, atol=4 * info.tiny)

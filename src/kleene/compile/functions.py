@@ -96,14 +96,24 @@ def _stable_log(arg: sympy.Expr) -> sympy.Expr:
     return sympy.log(arg)
 
 
+def _complement(e: sympy.Expr) -> sympy.Expr | None:
+    """``σ(-x)`` when ``e`` is ``1 - σ(x)`` (which cancels to 0 where σ(x) rounds to 1), else ``None``."""
+    if isinstance(e, sympy.Add) and len(e.args) == 2 and sympy.S.One in e.args:
+        other = e.args[0] if e.args[1] == sympy.S.One else e.args[1]
+        if isinstance(-other, sigmoid):
+            return sigmoid(-(-other).args[0])
+    return None
+
+
 def stabilize(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` with every logarithm rewritten by ``_stable_log`` (innermost first)."""
+    """``expr`` with ``1 - σ(x)`` as ``σ(-x)`` and every logarithm rewritten by ``_stable_log`` (innermost first)."""
     if not expr.args:
         return expr
     args = [stabilize(a) for a in expr.args]
     if isinstance(expr, sympy.log):
         return _stable_log(args[0])
-    return expr.func(*args)
+    rebuilt = expr.func(*args)
+    return _complement(rebuilt) or rebuilt
 
 
 @dataclass(frozen=True)
