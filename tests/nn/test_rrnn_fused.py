@@ -59,3 +59,37 @@ def test_fused_layer_equals_torch_gates(kind: str, semiring: str | None) -> None
     assert len(grads) == len(grads_ref) >= 3
     for got, expected in zip(grads, grads_ref):
         torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "max-times"])
+def test_fused_sru_equals_torch_gates(semiring: str) -> None:
+    """SRULayer's recurrence with the gates inside the kernel equals torch gates + the raw-slot RRNN(B) template."""
+    from kleene.nn.sru import SRULayer
+
+    torch.manual_seed(4)
+    layer = SRULayer(4, 2, bidirectional=True, semiring=semiring, backend="cpp").double()
+    assert layer.recurrence.template.functions
+    x = torch.randn(2, 5, 4, dtype=torch.float64)
+    lengths = torch.tensor([5, 3])
+
+    def unfused(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        old = compile_layer(rrnn_template("B"), layer.algebra, layer.dim, True, "torch").double()
+        f_pre, r_pre = layer.gates(x).split(layer.dim, -1)
+        f, u = forget_and_input(layer.algebra, f_pre, layer.transform(x))
+        named = {"u": u, "f": f}
+        c, final = old(torch.stack([named[s] for s in old.template.slots], 2), lengths)
+        h = layer.output(c, x, torch.sigmoid(r_pre))
+        valid = torch.arange(x.shape[1])[None, :, None] < lengths[:, None, None]
+        return torch.where(valid, h, torch.zeros_like(h)), final
+
+    results = []
+    for run in (lambda x: layer(x, lengths), unfused):
+        h, final = run(x)
+        finite = torch.where(torch.isfinite(final), final, torch.zeros_like(final))
+        loss = (h * torch.randn(h.shape, generator=torch.Generator().manual_seed(2), dtype=h.dtype)).sum()
+        grads = torch.autograd.grad(loss + finite.sum(), list(layer.parameters()))
+        results.append((h.detach(), final.detach(), grads))
+    for got, expected in zip(results[0][:2], results[1][:2]):
+        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-13)
+    for got, expected in zip(results[0][2], results[1][2]):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
