@@ -188,8 +188,10 @@ def test_without_gpu_or_interpreter_the_backend_says_why(monkeypatch: pytest.Mon
         (Template.from_wfsa(paper_automaton_f("log")), "log", torch.float32,
          Options(restart=True, output="sum", bidirectional=True), r"max(\.NaN)?\.f32"),
         (sopa_pattern(5), "max-times", torch.float64, Options(output="last", epsilon_cap=2), r"max(\.NaN)?\.f64"),
+        (Template.from_wfsa(function_wfsa("max-times")), "max-times", torch.float32, Options(bidirectional=True),
+         r"ex2\.approx(\.ftz)?\.f32"),  # the weight functions' exp
     ],
-    ids=["F-log-f32", "sopa5-maxtimes-f64"],
+    ids=["F-log-f32", "sopa5-maxtimes-f64", "functions-maxtimes-f32"],
 )
 def test_ahead_of_time_ptx_for_sm80(
     template: Template, semiring: str, dtype: torch.dtype, options: Options, opcode: str,
