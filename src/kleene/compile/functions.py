@@ -88,11 +88,7 @@ def _stable_log(arg: sympy.Expr) -> sympy.Expr:
     if isinstance(arg, sigmoid):
         return logsigmoid(arg.args[0])
     if isinstance(arg, sympy.Add) and len(arg.args) == 2 and sympy.S.One in arg.args:
-        other = arg.args[0] if arg.args[1] == sympy.S.One else arg.args[1]
-        negated = -other
-        if isinstance(negated, sigmoid):  # log(1 - σ(x)) = log σ(-x)
-            return logsigmoid(-negated.args[0])
-        return log1p(other)
+        return log1p(arg.args[0] if arg.args[1] == sympy.S.One else arg.args[1])  # (1 - σ(x) arrives as σ(-x))
     return sympy.log(arg)
 
 
