@@ -168,7 +168,7 @@ template <typename T> {qualifier} T kleene_min(T a, T b) {{ const T m = b < a ? 
 template <typename T> {qualifier} T kleene_logaddexp(T a, T b) {{
   const T hi = a < b ? b : a;  // a NaN in either operand reaches the result through a + b or a - b
   if (hi == T(-INFINITY) || hi == T(INFINITY)) return a + b;
-  return hi + {math_ns}log1p({math_ns}exp(-{math_ns}fabs(a - b)));
+  return hi + kleene_log1p_unit(kleene_exp_neg(-{math_ns}fabs(a - b)));
 }}
 // weight functions: exp of a non-positive argument only (no overflow); a NaN argument gives NaN
 template <typename T> {qualifier} T kleene_sigmoid(T x) {{
@@ -195,7 +195,8 @@ class CDialect(Dialect):
         "bool": "const bool {name} = {expr};",
     }
     var_form, assign_form = "T {name} = {expr};", "{name} = {expr};"
-    where_form, exp_form = "(({cond}) ? ({a}) : ({b}))", "std::exp({x})"
+    # (exp_form's arguments are t - result <= 0 of a softmax reverse mode: the vectorizing exp serves them)
+    where_form, exp_form = "(({cond}) ? ({a}) : ({b}))", "kleene_exp_neg({x})"
     call_forms: ClassVar[dict[str, str]] = {
         "exp": "std::exp({x})",
         "log": "std::log({x})",
