@@ -4,7 +4,7 @@ Each cell builds the layer in the semiring (tiny sizes, float64, the torch backe
 random word vectors, and tries exact extraction (``kleene.extract.from_kleene_layer``) of the trained layer, whose
 automata must reproduce its cell states on random sentences to 1e-9. A cell reads
 
-* ``trains · extracts`` — both hold;
+* ``trains · extracts`` — both hold (SoPa: each pattern's automaton scores a sentence as the bank does);
 * ``trains`` — it trains; extraction refuses (the zoo proves the layer's extraction entry in other semirings);
 * ``refused: ...`` — the layer refuses the semiring, with its reason.
 
@@ -26,10 +26,12 @@ import numpy as np
 import torch
 
 from kleene.errors import ExtractionError, KleeneError
-from kleene.extract import from_kleene_layer, kleene_layer_states
+from kleene.extract import from_kleene_layer, from_sopa_patterns, kleene_layer_states
+from kleene.nn.isan import ISANLayer
 from kleene.nn.qrnn import QRNNLayer
 from kleene.nn.rcnn import RCNNLayer
 from kleene.nn.rrnn import RRNNLayer
+from kleene.nn.sopa import SoftPatterns
 from kleene.nn.sru import SRULayer
 
 SEMIRINGS = ("real", "log", "max-plus", "max-times", "min-plus")
@@ -44,8 +46,40 @@ LAYERS: dict[str, Callable[[str], Any]] = {
     "QRNN ifo-pooling, window 1": lambda s: QRNNLayer(INPUT, 2, window=1, pooling="ifo", semiring=s, backend="torch"),
     "SRU (2017)": lambda s: SRULayer(INPUT, 2, semiring=s, backend="torch"),
     "RCNN bigram": lambda s: RCNNLayer(INPUT, 2, order=2, semiring=s, backend="torch"),
+    "ISAN": lambda s: ISANLayer(INPUT, 2, semiring=s, backend="torch"),
+    "SoPa (paper mode)": lambda s: SoftPatterns(INPUT, "2-1_3-1", semiring=s, backend="torch"),
 }
 WORDS = ["a", "b", "c", "d"]
+
+
+def _train(layer: Any) -> bool:
+    """Three Adam steps on random vectors; whether the loss stayed finite."""
+    optimizer = torch.optim.Adam(layer.parameters(), lr=0.05)
+    for _ in range(3):
+        x = torch.randn(2, 4, INPUT, dtype=torch.float64)
+        out = layer(x, torch.tensor([4, 3]))
+        loss = (out[0] if isinstance(out, tuple) else out).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if not torch.isfinite(loss):
+            return False
+    return True
+
+
+def _extraction_error(layer: Any, vectors: np.ndarray, sentences: list[list[str]]) -> float:
+    """How far the trained layer's extracted automata are from the layer on ``sentences`` (raises
+    ``ExtractionError`` where extraction refuses): prefix scores against the cell states, or, for a SoPa bank,
+    each sentence's score as a document against the bank's."""
+    rows = [torch.tensor(vectors[[WORDS.index(w) for w in s]])[None] for s in sentences]
+    with torch.no_grad():
+        if isinstance(layer, SoftPatterns):
+            extraction = from_sopa_patterns(layer, vectors, WORDS)
+            scores = np.concatenate([layer(x, torch.tensor([x.shape[1]])).numpy() for x in rows])
+            return extraction.verify_documents(sentences, scores)
+        extraction = from_kleene_layer(layer, vectors, WORDS)
+        states = [kleene_layer_states(layer, x, torch.tensor([x.shape[1]]))[0].numpy() for x in rows]
+        return extraction.verify(sentences, states)
 
 
 def cell(name: str, semiring: str, seed: int = 0) -> str:
@@ -54,32 +88,16 @@ def cell(name: str, semiring: str, seed: int = 0) -> str:
     try:
         layer = LAYERS[name](semiring).double()
     except KleeneError as error:
-        return "refused: " + str(error).split(": ", 1)[-1].split(";")[0].split(",")[0]
-    optimizer = torch.optim.Adam(layer.parameters(), lr=0.05)
-    for _ in range(3):
-        x = torch.randn(2, 4, INPUT, dtype=torch.float64)
-        h, _ = layer(x, torch.tensor([4, 3]))
-        loss = h.pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if not torch.isfinite(loss):
-            return "diverges"
+        return "refused: " + str(error).split(": ", 1)[-1].split(";")[0]
+    if not _train(layer):
+        return "diverges"
     vectors = np.random.default_rng(seed).standard_normal((len(WORDS), INPUT))
-    try:
-        extraction = from_kleene_layer(layer.eval(), vectors, WORDS)
-    except ExtractionError:
-        return "trains"
     rng = np.random.default_rng(seed + 1)
     sentences = [[WORDS[i] for i in rng.integers(0, len(WORDS), size=n)] for n in (1, 3, 5)]
-    with torch.no_grad():
-        states = [
-            kleene_layer_states(
-                layer, torch.tensor(vectors[[WORDS.index(w) for w in s]])[None], torch.tensor([len(s)])
-            )[0].numpy()
-            for s in sentences
-        ]
-    error = extraction.verify(sentences, states)
+    try:
+        error = _extraction_error(layer.eval(), vectors, sentences)
+    except ExtractionError:
+        return "trains"
     return "trains · extracts" if error < 1e-9 else f"trains · extraction off by {error:.1e}"
 
 
@@ -91,7 +109,9 @@ def table() -> str:
         "Generated by `python examples/layer_semirings.py` (do not edit): each cell builds the layer with `semiring=`,",
         "trains it three steps and extracts its automata exactly where the zoo proves the layer's extraction entry in",
         "that semiring (the automata reproduce the trained layer's cell states to 1e-9). Every cell is a test",
-        "(tests/nn/test_layer_semirings.py). SoPa has its own `semiring=` (docs/original-code.md); ISAN is real only.",
+        "(tests/nn/test_layer_semirings.py). SoPa's row compares each pattern's automaton with the bank's document",
+        "score. The automata are in the semiring's elements (max-times: probabilities, whose logarithms the layers",
+        "store).",
         "",
         "| layer | " + " | ".join(SEMIRINGS) + " |",
         "|---|" + "---|" * len(SEMIRINGS),

@@ -34,7 +34,16 @@ from torch import nn
 
 from kleene.nn import TrainConfig, build_model, train
 
-MODELS = ("lstm", "rrnn-b", "rrnn-b-maxplus", "rrnn-c", "rrnn-f")
+#: variant -> (registered model, its options): the paper's RRNN variants in the semirings it trains them in
+#: (B, C, F real; B max-plus, §5.2), each through the layers' one ``semiring=`` argument.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "lstm": ("lstm", {}),
+    "rrnn-b": ("rrnn-b", {"semiring": "real"}),
+    "rrnn-b-maxplus": ("rrnn-b", {"semiring": "max-plus"}),
+    "rrnn-c": ("rrnn-c", {"semiring": "real"}),
+    "rrnn-f": ("rrnn-f", {"semiring": "real"}),
+}
+MODELS = tuple(VARIANTS)
 LABELS = {
     "lstm": "LSTM",
     "lstm-lm": "LSTM",
@@ -80,8 +89,12 @@ def hidden_size_for_budget(count: Callable[[int], int], budget: int, largest: in
 def classifier_budget(model: str, budget: int, shared: dict[str, Any]) -> tuple[int, int]:
     """The hidden size of a classifier ``model`` (frozen embeddings) whose trainable parameters match ``budget``."""
 
+    name, options = VARIANTS[model]
+
     def count(hidden: int) -> int:
-        return trainable_parameters(build_model(model, vocab_size=2, num_classes=2, hidden_size=hidden, **shared))
+        return trainable_parameters(
+            build_model(name, vocab_size=2, num_classes=2, hidden_size=hidden, **options, **shared)
+        )
 
     return hidden_size_for_budget(count, budget)
 
@@ -140,15 +153,16 @@ def main(argv: list[str] | None = None) -> int:
                     progress=not args.no_progress,
                 )
                 load_before, run_started = load_average(), time.monotonic()
-                result = train(
-                    model, dataset, config=config, fold=fold, model_kwargs={"hidden_size": sizes[model][0], **shared}
-                )
+                name, options = VARIANTS[model]
+                kwargs = {"hidden_size": sizes[model][0], **options, **shared}
+                result = train(name, dataset, config=config, fold=fold, model_kwargs=kwargs)
                 metrics = result.metrics
                 rows.append(
                     {
                         "dataset": dataset,
                         "fold": fold,
                         "model": model,
+                        "semiring": VARIANTS[model][1].get("semiring", "–"),
                         "hidden_size": sizes[model][0],
                         "parameters": int(metrics["parameters"]),
                         "steps": int(metrics["steps"]),
@@ -202,8 +216,9 @@ def report(args: argparse.Namespace, command: str, rows: list[dict[str, Any]], t
         "Accuracy is the mean over folds (± sample standard deviation when there are several); seconds are the "
         "mean wall-clock of one run (data loading, training, evaluation).",
         "",
-        "| data | model | hidden | parameters | steps | dev acc | test acc | paper test acc | seconds | tokens/s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| data | model | semiring | hidden | parameters | steps | dev acc | test acc | paper test acc | seconds | "
+        "tokens/s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for dataset in args.datasets:
         for model in args.models:
@@ -213,7 +228,8 @@ def report(args: argparse.Namespace, command: str, rows: list[dict[str, Any]], t
             spread = len(runs) > 1
             paper = PAPER_TABLE5.get(dataset, {}).get(model)
             lines.append(
-                f"| {dataset} | {LABELS[model]} | {runs[0]['hidden_size']} | {runs[0]['parameters']:,} | "
+                f"| {dataset} | {LABELS[model]} | {VARIANTS[model][1].get('semiring', '–')} | "
+                f"{runs[0]['hidden_size']} | {runs[0]['parameters']:,} | "
                 f"{runs[0]['steps']} | {dev_mean:.1f}"
                 + (f" ± {dev_std:.1f}" if spread else "")
                 + f" | {test_mean:.1f}"

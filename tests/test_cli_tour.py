@@ -227,3 +227,11 @@ def test_tour_shows_the_algebra(tour: tuple[TourContext, str]) -> None:
     assert best[2] in {("a fine film", -1.0), ("a great film", -1.0)}  # a tie
     assert algebra["reduced"] == (4, 3, True)  # automaton F has Hankel rank 3
     assert "to_regex gives it back" in output
+
+
+@needs_dot
+def test_tour_extracts_a_layer_trained_in_the_log_semiring(tour: tuple[TourContext, str]) -> None:
+    context, _ = tour
+    extraction = context.results["semiring_layer"]["extraction"]
+    assert extraction["semiring"] == "log" and extraction["automata"] == 16
+    assert extraction["max_abs_error"] < 1e-5  # float32 layer vs float64 automata, log-values of order 10

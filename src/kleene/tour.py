@@ -511,3 +511,22 @@ def rules_round_trip(context: TourContext) -> None:
         _say(context, f"  {r.label}: {r.original}  ->  {after}  (+{len(r.gained)} / -{len(r.lost)} words, fidelity "
              f"{r.fidelity or 0:.2f})")
     context.results["rules"] = {"rules_alone": rate, "zero_shot": before, "metrics": metrics, "readback": readback}
+
+
+@section("One layer, any semiring: RRNN(F) trained in the log semiring and extracted")
+def layer_in_a_semiring(context: TourContext) -> None:
+    from kleene.extract.checkpoint import extract_checkpoint
+    from kleene.nn.training import TrainConfig, train
+
+    checkpoint = context.out / "rrnn-f-log-sst2"
+    steps = context.steps(300)
+    settings = {"semiring": "log", "hidden_size": 16, "num_layers": 1}
+    _say(context, f"kleene train rrnn-f --data sst2 --set semiring=log --max-steps {steps}: the gates enter as log σ, "
+         "the input as log σ(−z) + W v, ⊕ is logaddexp")  # fmt: skip
+    config = TrainConfig(max_steps=steps, seed=context.seed, progress=False)
+    result = train("rrnn-f", "sst2", config=config, out_dir=checkpoint, model_kwargs=settings)
+    _say(context, f"dev accuracy {result.metrics['dev_accuracy']:.3f} after {result.metrics['steps']} steps")
+    extracted = extract_checkpoint(checkpoint, sentences=20).extraction
+    _say(context, f"{extracted.model} over {extracted.semiring.name}: {_extraction_line(extracted)}")
+    _say(context, "every layer × semiring pair: docs/layer-semirings.md (python examples/layer_semirings.py)")
+    context.results["semiring_layer"] = {"metrics": result.metrics, "extraction": extracted.summary()}

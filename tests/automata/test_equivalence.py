@@ -339,6 +339,9 @@ def test_unsupported_inputs_are_refused_with_a_reason() -> None:
     divergent = WFSA("real", alphabet="a")
     divergent.add_state("q")
     divergent.add_arc("q", "q", EPSILON, 1.5)
+    assert equivalent(divergent, WFSA("real", alphabet="a"))  # the cycle is on no successful path: both are empty
+    divergent.set_initial("q")
+    divergent.set_final("q")
     with pytest.raises(DivergenceError):
         equivalent(divergent, WFSA("real", alphabet="a"))
 

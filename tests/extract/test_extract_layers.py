@@ -207,6 +207,11 @@ SOPA_CASES = [
     {"mode": "reference", "semiring": "max-times"},
     {"mode": "reference", "semiring": "max-plus"},
     {"mode": "reference", "semiring": "real"},
+    # shared self-loops (the authors' --shared_sl): the loops read the main path's rows, times learned scales
+    {"mode": "reference", "semiring": "max-times", "shared_self_loops": "per-state", "self_loop_scale": None},
+    {"mode": "reference", "semiring": "max-plus", "shared_self_loops": "global", "self_loop_scale": None},
+    {"mode": "reference", "semiring": "real", "shared_self_loops": "per-state", "self_loop_scale": None},
+    {"mode": "paper", "semiring": "log", "shared_self_loops": "global", "epsilon_cap": None},
 ]
 
 

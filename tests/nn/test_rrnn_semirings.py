@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from kleene.errors import ExtractionError, LayerError
+from kleene.errors import LayerError
 from kleene.nn.rrnn import RRNNClassifier, RRNNLayer
 
 Tensor = torch.Tensor
@@ -122,12 +122,30 @@ def test_refusals_name_the_reason() -> None:
         RRNNLayer(3, 2, "B", semiring=3)  # type: ignore[arg-type]
 
 
-def test_extraction_refuses_a_semiring_the_zoo_does_not_prove() -> None:
-    from kleene.extract import from_kleene_layer
+@pytest.mark.parametrize("name", sorted(ALGEBRA))
+def test_extracted_automata_score_like_the_layer_in_every_semiring(name: str) -> None:
+    """RRNN(F) (ε-arc, constants, two gates) extracted in each semiring: the constant automaton over the words and
+    the symbolic one (weights as expressions of the word vectors, ``sym_from_storage`` for max-times) both give the
+    layer's cell states, read as elements; the automata live in the layer's semiring."""
+    from kleene.automata import score
+    from kleene.extract import from_kleene_layer, kleene_layer_states
 
-    layer = RRNNLayer(3, 2, "F", semiring="log", backend="torch")
-    with pytest.raises(ExtractionError, match=r"log semiring: the zoo proves it in \['real'\]"):
-        from_kleene_layer(layer, torch.randn(2, 3).numpy(), ["a", "b"])
+    torch.manual_seed(2)
+    layer = RRNNLayer(3, 2, "F", semiring=name, backend="torch").double().eval()
+    words = ["a", "b", "c"]
+    vectors = torch.randn(3, 3, dtype=torch.float64)
+    extraction = from_kleene_layer(layer, vectors.numpy(), words)
+    sentence = ["b", "a", "c", "c"]
+    with torch.no_grad():
+        states = kleene_layer_states(layer, vectors[[1, 0, 2, 2]][None], torch.tensor([4]))[0].numpy()
+    assert extraction.verify([sentence], [states]) < 1e-12 * max(1.0, float(abs(states[abs(states) < 1e300]).max()))
+    for unit in range(2):
+        constant, symbolic = extraction.wfsa(unit), extraction.symbolic(unit)
+        assert constant.semiring.name == name == symbolic.semiring.name
+        by_words = score(constant, sentence)
+        by_vectors = score(symbolic, sentence, env=extraction.environment())
+        assert by_words == pytest.approx(states[-1, unit], rel=1e-10, abs=1e-12)
+        assert by_vectors == pytest.approx(states[-1, unit], rel=1e-10, abs=1e-12)
 
 
 def test_classifier_takes_semiring_and_activation() -> None:
@@ -223,16 +241,12 @@ def test_qrnn_pooling_in_every_semiring(name: str, pooling: str, window: int) ->
 
 
 def test_qrnn_semiring_refusals() -> None:
-    from kleene.extract import from_kleene_layer
     from kleene.nn.qrnn import QRNNLayer
 
     with pytest.raises(LayerError, match="field semiring"):
         QRNNLayer(3, 2, semiring="max-plus", context_size=4)
     with pytest.raises(LayerError, match="unknown QRNN pooling"):
         QRNNLayer(3, 2, pooling=["fo"])  # type: ignore[arg-type]
-    layer = QRNNLayer(3, 2, window=1, pooling="f", semiring="log", backend="torch")
-    with pytest.raises(ExtractionError, match=r"QRNNLayer in the log semiring: the zoo proves it in \[.real.\]"):
-        from_kleene_layer(layer, torch.randn(2, 3).numpy(), ["a", "b"])
 
 
 @pytest.mark.parametrize("name", sorted(ALGEBRA))
@@ -282,3 +296,45 @@ def test_rcnn_chain_in_every_semiring(name: str, adaptive: bool) -> None:
         cells.append(c2)
     expected = torch.tanh(stored(torch.stack(cells, 1)) + layer.bias)
     torch.testing.assert_close(h, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", [*sorted(ALGEBRA), "min-plus"])
+def test_isan_in_every_semiring(name: str) -> None:
+    """ISAN (no gates, so min-plus too): c_i = ⊕_j W_ij ⊗ c_j ⊕ b_i with W_x, b_x the affine maps' stored values."""
+    from kleene.nn.isan import ISANLayer
+
+    ops = dict(ALGEBRA, **{"min-plus": (torch.minimum, torch.add, math.inf, None, lambda w: w, lambda e: e)})
+    plus, times, zero, _, value, stored = ops[name]
+    torch.manual_seed(8)
+    layer = ISANLayer(3, 3, semiring=name, backend="torch").double()
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    h, _ = layer(x, torch.tensor([4, 2]))
+    matrix, offset = value(layer.matrix(x)).view(2, 4, 3, 3), value(layer.offset(x))
+    c = torch.full((2, 3), zero, dtype=torch.float64)
+    cells = []
+    for t in range(4):
+        terms = times(matrix[:, t], c[:, None, :])  # [b, i, j]: W_ij ⊗ c_j
+        total = offset[:, t]
+        for j in range(3):
+            total = plus(total, terms[:, :, j])
+        c = total
+        cells.append(c)
+    expected = stored(torch.stack(cells, 1))
+    torch.testing.assert_close(h[0], expected[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(h[1, :2], expected[1, :2], rtol=1e-12, atol=1e-12)
+    assert torch.all(h[1, 2:] == 0)
+
+
+@pytest.mark.parametrize("name", ["rrnn-b", "rrnn-c", "rrnn-f", "qrnn", "sru", "rcnn", "isan", "sopa"])
+def test_every_rational_model_takes_a_semiring(name: str) -> None:
+    """``kleene train NAME --set semiring=max-plus``'s model: every layer of every rational classifier runs in the
+    semiring it was given (the registry passes ``semiring`` through), and the classifier runs."""
+    from kleene.nn import build_model
+
+    torch.manual_seed(0)
+    sizes = {"patterns": "2-2_3-2"} if name == "sopa" else {"hidden_size": 3, "num_layers": 1}
+    model = build_model(name, vocab_size=12, num_classes=3, semiring="max-plus", backend="torch", **sizes)
+    layers = [m for m in model.modules() if hasattr(m, "algebra")]
+    assert layers and {m.algebra.name for m in layers} == {"max-plus"}
+    logits = model(torch.randint(1, 12, (2, 5)), torch.tensor([5, 2]))
+    assert logits.shape == (2, 3) and torch.isfinite(logits).all()

@@ -54,6 +54,18 @@ def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tens
     def zeros_matrix() -> torch.Tensor:
         return torch.full((length, length), zero, dtype=vectors.dtype)
 
+    def loop_score(p: int, i: int, v: torch.Tensor) -> torch.Tensor:
+        if group.loop_share is None:
+            return encode(group.loop_weight[p, i] @ v + group.loop_bias[p, i], enc)
+        # shared: the main path's row i (END: its own row), times the learned scale E(raw[p, i]) (or E(raw[0]))
+        w, b = (
+            (group.main_weight[p, i], group.main_bias[p, i])
+            if i + 1 < length
+            else (group.end_weight[p, 0], group.end_bias[p, 0])
+        )
+        raw = group.loop_share.raw
+        return times(encode(raw[p, i] if raw.dim() == 2 else raw[0], enc), encode(w @ v + b, enc))
+
     results = torch.zeros(vectors.shape[0], group.count, dtype=vectors.dtype)
     for p in range(group.count):
         t_eps = zeros_matrix()
@@ -73,7 +85,7 @@ def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tens
                 transition = zeros_matrix()
                 for i in range(length):
                     if group.self_loops:
-                        transition[i, i] = encode(group.loop_weight[p, i] @ v + group.loop_bias[p, i], enc)
+                        transition[i, i] = loop_score(p, i, v)
                     if i + 1 < length:
                         transition[i, i + 1] = encode(group.main_weight[p, i] @ v + group.main_bias[p, i], enc)
                 h = plus(semiring_vecmat(semiring_vecmat(h, transition), t_eps), h0)
@@ -83,22 +95,34 @@ def paper_scores(group: PatternGroup, vectors: torch.Tensor, lengths: torch.Tens
 
 
 @pytest.mark.parametrize(
-    ("semiring", "encoder", "self_loops", "epsilons"),
+    ("semiring", "encoder", "self_loops", "epsilons", "shared"),
     [
-        ("max-times", "sigmoid", True, True),
-        ("max-times", "sigmoid", False, True),
-        ("max-plus", "identity", True, True),
-        ("max-plus", "sigmoid", True, False),
-        ("real", "sigmoid", True, True),
-        ("real", "identity", False, False),
-        ("log", "sigmoid", True, True),
-        ("log", "identity", True, True),
+        ("max-times", "sigmoid", True, True, None),
+        ("max-times", "sigmoid", False, True, None),
+        ("max-plus", "identity", True, True, None),
+        ("max-plus", "sigmoid", True, False, None),
+        ("real", "sigmoid", True, True, None),
+        ("real", "identity", False, False, None),
+        ("log", "sigmoid", True, True, None),
+        ("log", "identity", True, True, None),
+        ("max-times", "sigmoid", True, True, "per-state"),
+        ("max-plus", "identity", True, False, "global"),
+        ("real", "sigmoid", True, True, "global"),
+        ("log", "identity", True, True, "per-state"),
     ],
 )
-def test_paper_mode_matches_equations(semiring: str, encoder: str, self_loops: bool, epsilons: bool) -> None:
+def test_paper_mode_matches_equations(
+    semiring: str, encoder: str, self_loops: bool, epsilons: bool, shared: str | None
+) -> None:
     torch.manual_seed(3)
     bank = SoftPatterns(
-        6, "2-2_3-2_4-1", semiring=semiring, encoder=encoder, self_loops=self_loops, epsilons=epsilons
+        6,
+        "2-2_3-2_4-1",
+        semiring=semiring,
+        encoder=encoder,
+        self_loops=self_loops,
+        epsilons=epsilons,
+        shared_self_loops=shared,  # type: ignore[arg-type]
     ).double()
     vectors = torch.randn(3, 5, 6, dtype=torch.float64)
     lengths = torch.tensor([5, 2, 3])
@@ -139,14 +163,27 @@ def authors_forward(
     self_loop_scale: float | None,
     eps_scale: float | None,
 ) -> torch.Tensor:
-    """The authors' SoftPatternClassifier.forward on already-embedded, already-padded documents."""
+    """The authors' SoftPatternClassifier.forward on already-embedded, already-padded documents.
+
+    Self-loops: a second diagonal (scaled by the fixed ``self_loop_scale``), or with ``--shared_sl`` (a learned
+    ``state["self_loop_scale"]``, one diagonal) the main path's row of the same state scaled by ``from_float`` of
+    the learned scale (per pattern and state, or one scalar), or none (``--no_sl``: one diagonal, no learned scale).
+    """
     zero, one, plus, times, from_float, to_float = AUTHORS[semiring]
     total, max_len = sum(spec.values()), max(spec)
     num_diags = state["diags"].shape[0] // (total * max_len)
     ends = [length - 1 for length, count in spec.items() for _ in range(count)]
-    sl = from_float(torch.tensor(self_loop_scale, dtype=torch.float64)) if self_loop_scale is not None else one
+    if "self_loop_scale" in state:  # --shared_sl: their forward passes the learned scale through from_float
+        sl = from_float(state["self_loop_scale"])
+        if sl.dim() == 2:
+            sl = sl.expand(total, max_len)
+        loops = True
+    else:
+        sl = from_float(torch.tensor(self_loop_scale, dtype=torch.float64)) if self_loop_scale is not None else one
+        loops = num_diags == 2
     es = from_float(torch.tensor(eps_scale, dtype=torch.float64)) if eps_scale is not None else one
-    eps_value = times(torch.as_tensor(es), from_float(state["epsilon"]))  # (P, Lmax-1)
+    no_eps = "epsilon" not in state
+    eps_value = None if no_eps else times(torch.as_tensor(es), from_float(state["epsilon"]))  # (P, Lmax-1)
     out = []
     for doc in docs:
         scores = torch.full((total,), zero, dtype=torch.float64)
@@ -154,17 +191,18 @@ def authors_forward(
         hidden[:, 0] = one
         for v in doc:
             trans = from_float(state["diags"] @ v + bias_scale * state["bias"][:, 0]).view(total, num_diags, max_len)
-            after_eps = plus(
-                hidden,
-                torch.cat([torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1),
-            )
+            if eps_value is None:
+                after_eps = hidden
+            else:
+                after_eps = plus(
+                    hidden,
+                    torch.cat([torch.full((total, 1), zero, dtype=torch.float64), times(hidden[:, :-1], eps_value)], 1),
+                )
             main = torch.cat(
                 [torch.full((total, 1), one, dtype=torch.float64), times(after_eps[:, :-1], trans[:, -1, :-1])], 1
             )
-            if num_diags == 2:
-                hidden = plus(main, times(torch.as_tensor(sl), times(after_eps, trans[:, 0, :])))
-            else:
-                hidden = main
+            # trans[:, 0] is the self-loop diagonal, or the main path's when there is one diagonal
+            hidden = plus(main, times(torch.as_tensor(sl), times(after_eps, trans[:, 0, :]))) if loops else main
             scores = plus(scores, hidden[torch.arange(total), ends])
         out.append(to_float(scores))
     features = torch.stack(out)
@@ -176,10 +214,14 @@ def authors_forward(
     return features
 
 
-def authors_state_dict(spec: dict[int, int], dim: int, num_diags: int, classes: int, hidden: int) -> dict:
+def authors_state_dict(
+    spec: dict[int, int], dim: int, num_diags: int, classes: int, hidden: int, shared_sl: int = 0, eps: bool = True
+) -> dict:
+    """Random parameters named and shaped as the authors' ``SoftPatternClassifier.state_dict()`` (``--shared_sl``
+    1: a (P, Lmax) ``self_loop_scale``, 2: a (1,) one; their shared models have one diagonal)."""
     total, max_len = sum(spec.values()), max(spec)
     rows = total * num_diags * max_len
-    return {
+    state = {
         "diags": torch.randn(rows, dim, dtype=torch.float64),
         "bias": torch.randn(rows, 1, dtype=torch.float64),
         "epsilon": torch.randn(total, max_len - 1, dtype=torch.float64),
@@ -188,19 +230,36 @@ def authors_state_dict(spec: dict[int, int], dim: int, num_diags: int, classes: 
         "mlp.layers.1.weight": torch.randn(classes, hidden, dtype=torch.float64),
         "mlp.layers.1.bias": torch.randn(classes, dtype=torch.float64),
     }
+    if shared_sl:
+        shape = (total, max_len) if shared_sl == 1 else (1,)
+        state["self_loop_scale"] = torch.randn(*shape, dtype=torch.float64)
+    if not eps:
+        del state["epsilon"]
+    return state
 
 
-@pytest.mark.parametrize(
-    ("semiring", "num_diags", "sl_scale", "eps_scale"),
-    [("max-times", 2, None, None), ("max-plus", 2, 0.5, 0.7), ("real", 2, 0.9, None), ("max-times", 1, None, 0.3)],
-)
+AUTHORS_CASES = [  # (semiring, --shared_sl, diagonals, --self_loop_scale, --eps_scale, epsilons)
+    *[
+        (semiring, shared, 1 if shared else 2, sl, es, True)
+        for semiring in AUTHORS
+        for shared in (0, 1, 2)
+        for sl, es in ((None, None), (None if shared else 0.6, 0.7))
+    ],
+    ("max-times", 0, 1, None, 0.3, True),  # --no_sl
+    ("max-plus", 0, 1, None, None, False),  # --no_sl --no_eps
+    ("real", 1, 1, None, None, False),  # --shared_sl 1 --no_eps
+    ("max-times", 2, 1, None, None, False),
+]
+
+
+@pytest.mark.parametrize(("semiring", "shared_sl", "num_diags", "sl_scale", "eps_scale", "eps"), AUTHORS_CASES)
 def test_loaded_authors_state_dict_reproduces_their_forward(
-    semiring: str, num_diags: int, sl_scale: float | None, eps_scale: float | None
+    semiring: str, shared_sl: int, num_diags: int, sl_scale: float | None, eps_scale: float | None, eps: bool
 ) -> None:
     torch.manual_seed(1)
     spec = parse_pattern_spec("4-2_2-2_3-1")
     dim, vocab = 5, 12
-    state = authors_state_dict(spec, dim, num_diags, classes=3, hidden=4)
+    state = authors_state_dict(spec, dim, num_diags, classes=3, hidden=4, shared_sl=shared_sl, eps=eps)
     embeddings = torch.randn(vocab, dim, dtype=torch.float64)
     start, end = torch.randn(dim, dtype=torch.float64), torch.randn(dim, dtype=torch.float64)
     model = from_soft_patterns(
@@ -224,7 +283,9 @@ def test_loaded_authors_state_dict_reproduces_their_forward(
     want = authors_forward(state, spec, semiring, docs, 0.1, sl_scale, eps_scale)
     with torch.no_grad():
         got = model(tokens, lengths)
-    torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-8)
+    assert model.patterns.shared_self_loops == (None, "per-state", "global")[shared_sl]
+    # float64 sums and products of O(1) terms over <= 11 steps: rounding far below 1e-9
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
 
 def test_state_dict_errors_name_the_problem() -> None:
@@ -239,6 +300,81 @@ def test_state_dict_errors_name_the_problem() -> None:
         from_soft_patterns({**state, "rnn.lstm.weight": torch.zeros(1)}, "3-2", emb)
     with pytest.raises(SoPaError, match="dimension 5"):
         from_soft_patterns(state, "3-2", torch.randn(7, 5))
+
+
+def test_shared_self_loop_state_dict_errors() -> None:
+    spec = parse_pattern_spec("3-2_2-1")
+    emb = torch.randn(7, 4, dtype=torch.float64)
+    per_state = authors_state_dict(spec, 4, 1, 2, 3, shared_sl=1)
+    with pytest.raises(SoPaError, match=r"self_loop_scale has shape \(2, 3\); expected \(3, 3\)"):
+        from_soft_patterns({**per_state, "self_loop_scale": torch.zeros(2, 3)}, spec, emb)
+    with pytest.raises(SoPaError, match="diags has 2 diagonals"):
+        from_soft_patterns({**authors_state_dict(spec, 4, 2, 2, 3), "self_loop_scale": torch.zeros(1)}, spec, emb)
+    with pytest.raises(SoPaError, match=r"pass self_loop_scale=None, not 0\.5"):
+        from_soft_patterns(per_state, spec, emb, self_loop_scale=0.5)
+    with pytest.raises(SoPaError, match="self_loops=False, but diags has 2 diagonals"):
+        from_soft_patterns(authors_state_dict(spec, 4, 2, 2, 3), spec, emb, self_loops=False)
+    with pytest.raises(SoPaError, match="self_loops=True, but diags has 1 diagonal"):
+        from_soft_patterns(authors_state_dict(spec, 4, 1, 2, 3), spec, emb, self_loops=True)
+
+
+def test_no_sl_with_shared_sl_ignores_the_learned_scale() -> None:
+    """``--no_sl --shared_sl 1``: their forward never reads the learned scale (one diagonal, no self-loops)."""
+    torch.manual_seed(4)
+    spec = parse_pattern_spec("3-2_2-1")
+    state = authors_state_dict(spec, 4, 1, 2, 3, shared_sl=1)
+    emb = torch.randn(9, 4, dtype=torch.float64)
+    model = from_soft_patterns(state, spec, emb, semiring="max-plus", self_loops=False).eval()
+    assert not model.patterns.groups[0].self_loops and model.patterns.shared_self_loops is None
+    tokens, lengths = torch.tensor([[3, 4, 5], [6, 0, 0]]), torch.tensor([3, 1])
+    docs = [
+        torch.stack([model.start_vector] * 2 + [emb[int(i)] for i in tokens[b, : lengths[b]]] + [model.end_vector] * 2)
+        for b in range(2)
+    ]
+    no_scale = {k: v for k, v in state.items() if k != "self_loop_scale"}
+    want = authors_forward(no_scale, spec, "max-plus", docs, 0.1, None, None)
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens, lengths), want, rtol=1e-9, atol=1e-9)
+
+
+def test_global_shared_self_loops_learn_one_scale_for_the_bank() -> None:
+    torch.manual_seed(5)
+    model = SoPaClassifier(
+        20, 2, embedding_dim=6, patterns="2-2_4-2", semiring="real", mode="reference", shared_self_loops="global"
+    )
+    groups = list(model.patterns.groups)
+    assert groups[0].loop_share is groups[1].loop_share
+    shares = [name for name, _ in model.named_parameters() if "loop_share" in name]
+    assert len(shares) == 1 and dict(model.named_parameters())[shares[0]].shape == (1,)
+    assert not hasattr(groups[0], "loop_weight")
+    per_state = SoftPatterns(6, "2-2_4-3", shared_self_loops="per-state")
+    assert [tuple(g.loop_share.raw.shape) for g in per_state.groups] == [(2, 2), (3, 4)]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("shared", ["per-state", "global"])
+def test_shared_self_loops_survive_a_checkpoint(tmp_path, shared: str) -> None:  # type: ignore[no-untyped-def]
+    from kleene.nn.checkpoint import load_checkpoint, save_checkpoint
+    from kleene.nn.registry import build_model
+
+    kwargs = {
+        "vocab_size": 15,
+        "num_classes": 3,
+        "embedding_dim": 5,
+        "patterns": "2-2_3-1",
+        "mode": "reference",
+        "semiring": "max-times",
+        "shared_self_loops": shared,
+    }
+    torch.manual_seed(6)
+    model = build_model("sopa", **kwargs).eval()
+    save_checkpoint(tmp_path, model, model_name="sopa", model_kwargs=kwargs)
+    loaded = load_checkpoint(tmp_path).model
+    assert loaded.patterns.shared_self_loops == shared
+    if shared == "global":  # still one parameter after loading
+        assert loaded.patterns.groups[0].loop_share is loaded.patterns.groups[1].loop_share
+    tokens, lengths = torch.randint(1, 15, (3, 6)), torch.tensor([6, 4, 1])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(tokens, lengths), model(tokens, lengths), rtol=0, atol=0)
 
 
 def test_configuration_errors() -> None:
@@ -256,6 +392,12 @@ def test_configuration_errors() -> None:
         SoftPatterns(4, "3-1", semiring="min-plus")
     with pytest.raises(SoPaError, match="semiring must be one of"):
         SoftPatterns(4, "3-1", semiring="no-such-semiring")
+    with pytest.raises(SoPaError, match="shared_self_loops must be None or one of"):
+        SoftPatterns(4, "3-1", shared_self_loops="per-pattern")  # type: ignore[arg-type]
+    with pytest.raises(SoPaError, match="needs self_loops=True"):
+        SoftPatterns(4, "3-1", shared_self_loops="global", self_loops=False)
+    with pytest.raises(SoPaError, match=r"self_loop_scale must be None, not 0\.5"):
+        SoftPatterns(4, "3-1", shared_self_loops="global", mode="reference", self_loop_scale=0.5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,12 +412,21 @@ def test_gradcheck_float64(semiring: str) -> None:
     assert torch.autograd.gradcheck(lambda v: bank(v, lengths), (vectors,))
 
 
-@pytest.mark.parametrize("mode", ["paper", "reference"])
-def test_every_parameter_gets_a_gradient(mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "shared"), [("paper", None), ("reference", None), ("reference", "per-state"), ("paper", "global")]
+)
+def test_every_parameter_gets_a_gradient(mode: str, shared: str | None) -> None:
     torch.manual_seed(0)
     # the real semiring routes gradient to every path (max semirings only to the best one)
     model = SoPaClassifier(
-        20, 2, embedding_dim=6, patterns="2-2_4-2", semiring="real", mode=mode, freeze_embeddings=False
+        20,
+        2,
+        embedding_dim=6,
+        patterns="2-2_4-2",
+        semiring="real",
+        mode=mode,  # type: ignore[arg-type]
+        freeze_embeddings=False,
+        shared_self_loops=shared,  # type: ignore[arg-type]
     )
     tokens = torch.randint(1, 20, (4, 6))
     loss = model(tokens, torch.tensor([6, 3, 1, 5])).logsumexp(1).sum()

@@ -75,6 +75,7 @@ def by_hand(model: SoPaClassifier, pattern: int) -> tuple[PatternGroup, int]:
         ("max-plus", "paper", {"encoder": "identity"}),
         ("real", "paper", {}),
         ("max-times", "reference", {"self_loop_scale": 0.7, "epsilon_scale": 0.4}),
+        ("real", "reference", {"shared_self_loops": "per-state", "epsilon_scale": 0.4}),
     ],
 )
 def test_arc_words_are_the_best_words_of_eq_3(semiring: str, mode: str, kwargs: dict[str, object]) -> None:
@@ -89,8 +90,14 @@ def test_arc_words_are_the_best_words_of_eq_3(semiring: str, mode: str, kwargs: 
         assert words.pattern == pattern and words.length == group.length
         bias_scale = group.bias_scale
         main = encode(vectors @ group.main_weight[column].T + bias_scale * group.main_bias[column], encoder)
-        loop = encode(vectors @ group.loop_weight[column].T + bias_scale * group.loop_bias[column], encoder)
-        if mode == "reference":  # the authors' fixed self-loop scale, encoded like a transition
+        if group.loop_share is not None:  # shared: the main path's rows (END: its own), times E(learned scale)
+            rows = torch.cat([group.main_weight[column], group.end_weight[column]])
+            biases = torch.cat([group.main_bias[column], group.end_bias[column]])
+            loop = encode(vectors @ rows.T + bias_scale * biases, encoder)
+            loop = loop * encode(group.loop_share.raw[column], encoder)
+        else:
+            loop = encode(vectors @ group.loop_weight[column].T + bias_scale * group.loop_bias[column], encoder)
+        if mode == "reference" and "self_loop_scale" in kwargs:  # the authors' fixed scale, encoded like a transition
             loop = loop * torch.sigmoid(torch.tensor(0.7, dtype=torch.float64))
         for arcs, expected in ((words.main, main), (words.self_loops, loop)):
             assert arcs is not None and len(arcs) == expected.shape[1]

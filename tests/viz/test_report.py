@@ -198,14 +198,25 @@ def test_report_errors(report: Report, tmp_path: Path, capsys: pytest.CaptureFix
         build_report(loaded, options=ReportOptions(progress=False))
 
 
-@pytest.mark.parametrize(("semiring", "mode"), [("max-plus", "reference"), ("real", "paper")])
-def test_report_in_other_semirings_and_modes(semiring: str, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("semiring", "mode", "shared"),
+    [("max-plus", "reference", None), ("real", "paper", None), ("max-times", "reference", "global")],
+)
+def test_report_in_other_semirings_and_modes(semiring: str, mode: str, shared: str | None) -> None:
     """An untrained model held in memory: the sections adapt to the semiring (real: the best path's share of each
     span; identity encoder: hard thresholds relative to each arc's best word)."""
     data = load_classification("sst2")
     vocab = Vocabulary.build([[token for example in data.train + data.dev for token in example.tokens]])
     torch.manual_seed(0)
-    model = SoPaClassifier(len(vocab), 2, embedding_dim=8, patterns="3-2_4-2", semiring=semiring, mode=mode)
+    model = SoPaClassifier(
+        len(vocab),
+        2,
+        embedding_dim=8,
+        patterns="3-2_4-2",
+        semiring=semiring,
+        mode=mode,
+        shared_self_loops=shared,  # type: ignore[arg-type]
+    )
     checkpoint = Checkpoint(model.eval(), vocab, {"model": "sopa", "metadata": {"data": "sst2"}})
     options = ReportOptions(patterns=2, documents=1, corpus="dev", importance_documents=40, progress=False)
     text = build_report(checkpoint, options=options)
@@ -215,3 +226,4 @@ def test_report_in_other_semirings_and_modes(semiring: str, mode: str) -> None:
     assert ("<th>span score</th><th>best path</th>" in text) == (semiring == "real")
     assert ("times the arc's best weight" in text) == (model.patterns.encoder == "identity")
     assert "This checkpoint records no training curve." in text
+    assert ("self-loops (shared with the main path, global scale)" in text) == (shared == "global")

@@ -11,6 +11,7 @@ from kleene.automata.algorithms import (
     closure_matrix,
     pathsum,
     score,
+    score_batch,
     score_symbolic,
     viterbi,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "remove_epsilon",
     "reverse",
     "score",
+    "score_batch",
     "score_symbolic",
     "shortest_path_automaton",
     "shortest_paths",

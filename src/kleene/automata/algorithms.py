@@ -26,7 +26,7 @@ import sympy
 from kleene.automata.semiring import Semiring, _is_torch, sympy_constant
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
-from kleene.errors import AlphabetError, DivergenceError, WeightError
+from kleene.errors import AlphabetError, ArgumentError, DivergenceError, WeightError
 
 # ----------------------------------------------------------------------------------------
 # Kleene star of a matrix
@@ -285,7 +285,7 @@ class _Stepper:
         self.wfsa, self.env = wfsa, env
         self.semiring = wfsa.semiring
         self._cache: dict[Hashable, np.ndarray] = {}
-        useful = None if symbols is None else (lambda: _useful_states(wfsa, symbols))
+        useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
         self.closure = (
             _closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
         )
@@ -330,11 +330,42 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
         DivergenceError: the exact epsilon closure diverges on a successful path of ``symbols`` (cycles off
             every such path do not count, as after ``trim``).
     """
-    stepper = _stepper(wfsa, env, epsilon_cap, symbols)
+    from kleene.automata.sparse import engine_store, forward
+
+    if engine_store(wfsa) is not None:
+        return forward(wfsa, symbols, epsilon_cap)
+    stepper = _Stepper(wfsa, env, epsilon_cap, symbols)
     vector = stepper.start()
     for i, x in enumerate(symbols):
         vector = stepper.step(vector, x, i)
     return _plain(stepper.finish(vector))
+
+
+def score_batch(
+    wfsa: WFSA, strings: Sequence[Sequence[Hashable]], env: Env | None = None, epsilon_cap: int | None = None
+) -> list[Any]:
+    """``[score(wfsa, s) for s in strings]`` in one call: constant-weight automata without useful epsilon arcs
+    advance all strings together in the sparse engine (see ``kleene.automata.sparse.forward_batch``); others score
+    each string. An empty batch gives an empty list.
+
+    Raises:
+        ArgumentError: ``strings`` is not a sequence of symbol sequences.
+        AlphabetError: a symbol outside the alphabet (naming it, its position and its string's index).
+        DivergenceError: as ``score``.
+    """
+    from kleene.automata.sparse import arc_store, forward_batch
+
+    if isinstance(strings, str | bytes) or not isinstance(strings, Sequence):
+        got = type(strings).__name__
+        raise ArgumentError(f"score_batch: strings must be a sequence of symbol sequences; got {got}")
+    for b, string in enumerate(strings):
+        if not isinstance(string, Sequence):
+            raise ArgumentError(f"score_batch: strings[{b}] must be a sequence of symbols; got {string!r}")
+    if not strings:
+        return []
+    if arc_store(wfsa) is not None:
+        return forward_batch(wfsa, strings, epsilon_cap)
+    return [score(wfsa, string, env, epsilon_cap) for string in strings]
 
 
 def _plain(value: Any) -> Any:
@@ -416,12 +447,34 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
 def _useful_in(semiring: Semiring, step: Any, initial: Any, final: Any) -> np.ndarray:
     """The (Q,) mask of the states on some path ``initial step* final`` with no zero factor (the states that a
     pathsum of that form reads; only their cycles can make it diverge)."""
-    support = np.asarray(step) != semiring.zero
-    reach = _reachability(support)
+    from .sparse import useful_states
+
+    src, dst = np.nonzero(np.asarray(step) != semiring.zero)
     starts, ends = np.asarray(initial) != semiring.zero, np.asarray(final) != semiring.zero
-    reached = np.any(reach & starts[:, None], axis=0)
-    coreached = np.any(reach & ends[None, :], axis=1)
-    return np.asarray(reached & coreached, dtype=bool)
+    return useful_states(src, dst, len(starts), starts, ends)
+
+
+def useful_mask(wfsa: WFSA) -> np.ndarray:
+    """The (Q,) mask of the useful states of ``wfsa``: accessible from an initial state and co-accessible to a final
+    one along arcs of non-zero weight (symbolic weights count as non-zero), as ``trim`` keeps them. Only the cycles
+    of these states can make a score, pathsum or closure diverge. Do not modify the result (it may be cached)."""
+    from .sparse import arc_store, useful_states
+
+    store = arc_store(wfsa)
+    if store is not None:
+        return store.useful()
+    s = wfsa.semiring
+
+    def nonzero(weight: Any) -> bool:
+        return is_symbolic(weight) or not s.is_zero(weight)
+
+    arcs = [a for a in wfsa.arcs if nonzero(a.weight)]
+    src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=len(arcs))
+    dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=len(arcs))
+    starts, ends = (np.zeros(wfsa.num_states, dtype=bool) for _ in range(2))
+    starts[[q for q, w in wfsa.initial.items() if nonzero(w)]] = True
+    ends[[q for q, w in wfsa.final.items() if nonzero(w)]] = True
+    return useful_states(src, dst, wfsa.num_states, starts, ends)
 
 
 # ----------------------------------------------------------------------------------------
@@ -499,7 +552,9 @@ def viterbi(
     def weight_of(i: int, x: Hashable | None) -> Any:
         return nonnegative(wfsa.arc_weight(i, x, env), f"arc {i} on {x!r}")
 
-    eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]
+    useful = useful_mask(wfsa)  # only paths through useful states can succeed: others' cycles must not raise
+    eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]  # all checked
+    eps = [(i, a, w) for i, a, w in eps if useful[a.src] and useful[a.dst]]
     # A layer maps a state to (weight, pointer). A pointer is None (an initial state),
     # ("node", p, q) (state q of the finished layer at position p), or (arc index, pointer).
     Layer = dict[int, tuple[Any, Any]]
@@ -530,13 +585,15 @@ def viterbi(
 
     start: Layer = {}
     for q, value in enumerate(wfsa.vector(wfsa.initial, env)):
+        if not useful[q]:
+            continue
         offer(start, q, nonnegative(_plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
     history = [relax(start)]
     for position, x in enumerate(symbols):
         wfsa.check_symbol(x, position)
         layer: Layer = {}
         for i, arc in enumerate(wfsa.arcs):
-            if arc.src in history[-1] and arc.label.matches(x):
+            if arc.src in history[-1] and useful[arc.dst] and arc.label.matches(x):
                 w = s.times(history[-1][arc.src][0], weight_of(i, x))
                 offer(layer, arc.dst, w, (i, ("node", position, arc.src)))
         history.append(relax(layer))

@@ -54,7 +54,7 @@ from typing import Any
 from kleene.automata.labels import EPSILON, Label, Sym, SymbolTable
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import Env, is_symbolic
-from kleene.automata.wfsa import WFSA
+from kleene.automata.wfsa import WFSA, IdIndex, IdNames
 from kleene.errors import AlphabetError, FormatError, SemiringError, WeightError
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -482,7 +482,9 @@ def _read_att_text(
             return False
 
     if len(text) >= _FAST_MIN_CHARS:
-        fast = _read_att_fast(text, semiring, codec, resolve, alphabet, acceptor, name)
+        fast = _read_att_native(text, semiring, codec, resolve, alphabet, acceptor, name)
+        if fast is None:
+            fast = _read_att_fast(text, semiring, codec, resolve, alphabet, acceptor, name)
         if fast is not None:
             return fast
     lines = [_Line(*numbered) for numbered in _numbered_lines(text)]
@@ -552,6 +554,96 @@ def _read_att_text(
 _FAST_MIN_CHARS = 1 << 16
 #: Whitespace other than spaces, tabs and newlines (``str.split`` would take it as a separator, OpenFst does not).
 _OTHER_SPACE = re.compile(r"[^\S \t\n\r]|\r(?!\n)")
+
+
+def _read_att_native(
+    text: str, semiring: Semiring, codec: _WeightCodec, resolve: Callable[[str], Label], alphabet: SymbolTable | None,
+    acceptor: bool | None, name: str | None,
+) -> WFSA | None:
+    """``read_att`` through the compiled scanner (``kleene.automata.native``): integer states and labels, decimal
+    weights, acceptor columns, filled straight into the sparse arc store in CSR order (``WFSA.arcs`` is materialised
+    on first use). None when the scanner is unavailable or the file needs the general reader (which then names any
+    bad line): a field it does not read, a label outside the table, a weight outside the semiring or equal to its
+    zero, a non-float semiring."""
+    import numpy as np
+
+    from . import native, sparse
+
+    if acceptor is False or semiring.numpy_dtype is not np.float64:
+        return None
+    scanned = native.scan_att(text, ambiguous4=acceptor is None)
+    if scanned is None:
+        return None
+    label = scanned.label
+    top = int(label.max(initial=0))
+    values = np.flatnonzero(np.bincount(label, minlength=1)) if top <= 4 * len(label) + 1024 else np.unique(label)
+    lut = np.full(int(values[-1]) + 1 if values.size else 1, sparse.EPSILON_ID, dtype=np.int32)
+    symbols: list[Hashable] = []
+    try:
+        for value in values.tolist():
+            lab = resolve(str(value))
+            if isinstance(lab, Sym):
+                lut[value] = len(symbols)
+                symbols.append(lab.symbol)
+    except AlphabetError:
+        return None
+    np.take(lut, label, out=label)
+    weights = scanned.weight
+    with np.errstate(invalid="ignore", over="ignore"):
+        decoded = [_decode_missing_one(semiring, codec, w) for w in (weights, scanned.final_weight)]
+    if any(d is None for d in decoded):
+        return None
+    weights, final_weights = decoded
+    try:
+        for array in (weights, final_weights):
+            for value in {*np.unique(array[~np.isfinite(array)]).tolist(), array.min(initial=0.0),
+                          array.max(initial=0.0)}:
+                semiring.check(value)
+    except WeightError:
+        return None
+    if np.any(weights == semiring.zero):
+        return None
+    if alphabet is None:  # the file's own symbols, as the general reader closes the alphabet: ints, then strings
+        alphabet = SymbolTable(sorted(symbols, key=lambda s: (isinstance(s, str), s)))
+    wfsa = WFSA(semiring, alphabet, name)
+    names = IdNames(scanned.ids)
+    wfsa._names, wfsa._index = names, IdIndex(names)
+    wfsa._arcs = None
+    wfsa.initial = {scanned.start: semiring.one}
+    final = wfsa.final
+    shared: dict[float, float] = {}  # one float object per distinct final weight
+    for q, w in zip(scanned.final_state.tolist(), final_weights.tolist()):  # the last final line of a state wins
+        if w == semiring.zero:
+            final.pop(q, None)
+        else:
+            final[q] = shared.setdefault(w, w)
+    store = sparse.ArcStore(
+        semiring, len(names), scanned.indptr, scanned.src, scanned.dst, label, weights, scanned.arc_id, symbols,
+        {x: k for k, x in enumerate(symbols)}, [], np.full(len(label), -1, dtype=np.int8),
+        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa._names,
+    )
+    sparse.cache_store(wfsa, store)
+    return wfsa
+
+
+def _decode_missing_one(semiring: Semiring, codec: _WeightCodec, numbers: Any) -> Any:
+    """File numbers (NaN: no weight) as semiring values in place (a missing weight is the one); None when decoding
+    makes a finite number infinite or NaN (the general reader then reports it)."""
+    import numpy as np
+
+    from .semiring import openfst_decode_array
+
+    missing = np.isnan(numbers)
+    finite = np.isfinite(numbers)
+    decoded = openfst_decode_array(codec.decode, numbers)
+    if np.any(~np.isfinite(decoded) & finite):
+        return None
+    if decoded is numbers:
+        numbers[missing] = semiring.one
+        return numbers
+    decoded = np.asarray(decoded, dtype=np.float64)
+    decoded[missing] = semiring.one
+    return decoded
 
 
 def _read_att_fast(

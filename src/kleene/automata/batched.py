@@ -16,8 +16,9 @@ import numpy as np
 from kleene.automata.algorithms import closure_matrix
 from kleene.automata.labels import SymbolTable
 from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.sparse import useful_states
 from kleene.automata.weights import Env
-from kleene.errors import AlphabetError
+from kleene.errors import AlphabetError, DivergenceError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -64,7 +65,7 @@ def batched_forward(
     for name, vec in (("initial", initial), ("final", final)):
         if vec.shape[-1] != q or vec.dim() not in (1, 2):
             raise ValueError(f"{name} must be [Q] or [B, Q] with Q={q}; got shape {tuple(vec.shape)}")
-    closure = None if epsilon is None else closure_matrix(epsilon, s, epsilon_cap)
+    closure = None if epsilon is None else _useful_closure(transitions, initial, final, epsilon, s, epsilon_cap)
 
     def close(vector: torch.Tensor) -> torch.Tensor:
         return vector if closure is None else s.matmul(vector[:, None, :], closure)[:, 0, :]
@@ -84,6 +85,27 @@ def batched_forward(
     if per_step:
         return torch.stack(outputs, dim=1) if outputs else s.zeros((batch, 0), like=transitions)
     return finish(alpha)
+
+
+def _useful_closure(
+    transitions: torch.Tensor, initial: torch.Tensor, final: torch.Tensor, epsilon: torch.Tensor, s: Semiring,
+    epsilon_cap: int | None,
+) -> torch.Tensor:
+    """The epsilon closure; when the exact star diverges, the closure over the states on some successful path of
+    any string of the batch (accessible and co-accessible along non-zero weights: the others' cycles serve no
+    score), as ``score`` does."""
+    try:
+        closure: torch.Tensor = closure_matrix(epsilon, s, epsilon_cap)
+        return closure
+    except DivergenceError:
+        moves = (transitions.detach() != s.zero).flatten(0, 1).any(0).cpu().numpy()
+        moves |= (epsilon.detach() != s.zero).cpu().numpy()
+        src, dst = np.nonzero(moves)
+        starts = (initial.detach() != s.zero).reshape(-1, moves.shape[0]).any(0).cpu().numpy()
+        ends = (final.detach() != s.zero).reshape(-1, moves.shape[0]).any(0).cpu().numpy()
+        live = useful_states(src, dst, moves.shape[0], starts, ends)
+        closure = closure_matrix(epsilon, s, epsilon_cap, live=live)
+        return closure
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from kleene.errors import ArgumentError, BudgetExceededError, SemiringError, WeightError
@@ -20,7 +21,7 @@ from .labels import Label
 from .minterms import minterms
 from .ops import bind, remove_epsilon, trim
 from .weights import Env, Weight
-from .wfsa import WFSA
+from .wfsa import WFSA, LazyNames
 
 #: The default bound on the number of states a construction may build before giving up.
 DEFAULT_MAX_STATES = 1_000_000
@@ -146,6 +147,11 @@ def determinize(
     """
     check_determinizable(a, max_states, delta, "determinize")
     a = numeric_epsilon_free(a, env, "determinize")
+    from .sparse import array_store
+
+    store = array_store(a)
+    if store is not None and a.initial:
+        return _determinize_store(a, store, max_states, delta)
     s = a.semiring
     out = WFSA(s, a.alphabet, a.name)
     construction = SubsetConstruction(a, delta)
@@ -196,6 +202,11 @@ def _check_budget(max_states: int, delta: float, operation: str) -> None:
 def is_deterministic(a: WFSA) -> bool:
     """Whether ``a`` has at most one initial state, no epsilon arc, and out of every state labels accepting
     pairwise disjoint sets of symbols (over ``a``'s alphabet)."""
+    from .sparse import array_store, is_deterministic_store
+
+    store = array_store(a)
+    if store is not None:
+        return is_deterministic_store(a, store)
     if len(a.initial) > 1 or a.has_epsilons:
         return False
     outgoing: list[list[Label]] = [[] for _ in range(a.num_states)]
@@ -211,3 +222,174 @@ def is_deterministic(a: WFSA) -> bool:
             if any(c > 1 for c in counts):
                 return False
     return True
+
+
+class _SubsetNames(LazyNames):
+    """The names ``{q1,q2}`` (``#k`` for the k-th subset of the same states) of ``_determinize_store``'s subsets."""
+
+    def __init__(self, base: Any, subsets: list[Any], repeats: list[int]):
+        self.base, self.subsets, self.repeats = base, subsets, repeats
+
+    def __len__(self) -> int:
+        return len(self.subsets)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        name = "{" + ",".join(self.base[q] for q in self.subsets[index].tolist()) + "}"
+        k = self.repeats[index]
+        return name if k == 1 else f"{name}#{k}"
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(len(self)))
+
+
+def _determinize_store(a: WFSA, store: Any, max_states: int, delta: float) -> WFSA:
+    """``determinize`` of an epsilon-free, trimmed automaton whose arcs are in an arc store (symbol labels only), one
+    breadth-first level of subsets at a time in arrays: the same subsets, numbering, names, arcs and weights as the
+    subset construction above (the same ⊕ sequences, via ``Semiring.scatter_plus`` in arc order). A subset is
+    keyed by the bytes of its states and quantised residuals (``Semiring.quantize``), made for all subsets of a level
+    of one size at once."""
+    import numpy as np
+
+    from .sparse import ArcStore, _gather, store_backed
+
+    s = a.semiring
+    total = _sum(s, a.initial.values())
+    start = sorted((q, s.divide(w, total)) for q, w in a.initial.items())
+    index: dict[Any, int] = {}
+    quantized: dict[Any, int] = {}  # residual value -> id of its quantisation key
+    key_ids: dict[Any, int] = {}
+    same_states: dict[Any, int] = {}  # subsets of the same states so far (for the "#k" names)
+    repeats: list[int] = []
+    subset_states: list[np.ndarray] = []
+    subset_residuals: list[np.ndarray] = []
+
+    def quantize(values: np.ndarray) -> np.ndarray:
+        unique, inverse = np.unique(values, return_inverse=True)
+        ids = []
+        for x in unique.tolist():
+            if x not in quantized:
+                quantized[x] = key_ids.setdefault(s.quantize(x, delta), len(key_ids))
+            ids.append(quantized[x])
+        out: np.ndarray = np.array(ids, dtype=np.int64)[inverse.reshape(-1)]
+        return out
+
+    def lookup(states: np.ndarray, residuals: np.ndarray, keys: np.ndarray, starts: np.ndarray,
+               lengths: np.ndarray) -> np.ndarray:
+        """The subset id of each segment ``[starts[g], starts[g] + lengths[g])`` of (states, keys), new ones
+        numbered in segment order."""
+        out = np.empty(len(starts), dtype=np.int64)
+        new: list[tuple[int, Any, Any]] = []  # (segment, key, key of its states) of the subsets not met before
+        for size in np.unique(lengths).tolist():
+            which = np.flatnonzero(lengths == size)
+            cells = starts[which][:, None] + np.arange(size)[None, :]
+            rows = np.ascontiguousarray(np.concatenate([states[cells], keys[cells]], axis=1).astype(np.int64))
+            byte_rows = rows.view(np.dtype((np.void, rows.shape[1] * 8))).ravel().tolist()
+            state_rows = np.ascontiguousarray(rows[:, :size]).view(np.dtype((np.void, size * 8))).ravel().tolist()
+            for g, key, state_key in zip(which.tolist(), byte_rows, state_rows):
+                found = index.get(key)
+                if found is None:
+                    new.append((g, key, state_key))
+                else:
+                    out[g] = found
+        for g, key, state_key in sorted(new, key=lambda item: item[0]):  # numbered as the construction meets them
+            found = index.get(key)
+            if found is None:
+                if len(index) >= max_states:
+                    raise budget_exceeded("determinize", max_states)
+                found = index[key] = len(subset_states)
+                subset_states.append(states[starts[g] : starts[g] + lengths[g]])
+                subset_residuals.append(residuals[starts[g] : starts[g] + lengths[g]])
+                same_states[state_key] = same_states.get(state_key, 0) + 1
+                repeats.append(same_states[state_key])
+            out[g] = found
+        return out
+
+    first_states = np.array([q for q, _ in start], dtype=np.int64)
+    first_residuals = np.array([v for _, v in start], dtype=store.weight.dtype)
+    lookup(first_states, first_residuals, quantize(first_residuals), np.zeros(1, dtype=np.int64),
+           np.array([len(start)], dtype=np.int64))
+    out_src: list[np.ndarray] = []
+    out_dst: list[np.ndarray] = []
+    out_label: list[np.ndarray] = []
+    out_weight: list[np.ndarray] = []
+    final: dict[int, Any] = {}
+    level = np.zeros(1, dtype=np.int64)
+    while level.size:
+        sizes = np.array([len(subset_states[k]) for k in level.tolist()], dtype=np.int64)
+        sub = np.repeat(np.arange(len(level)), sizes)
+        q = np.concatenate([subset_states[k] for k in level.tolist()])
+        v = np.concatenate([subset_residuals[k] for k in level.tolist()])
+        is_final = store.final[q] != s.zero
+        if is_final.any():  # final weights: ⊕ over the subset's final states in order
+            weights = s.zeros((len(level),))
+            s.scatter_plus(weights, sub[is_final], s.times(v[is_final], store.final[q[is_final]]))
+            hit = np.flatnonzero(weights != s.zero)
+            final.update(zip(level[hit].tolist(), weights[hit].tolist()))
+        arcs = _gather(store.indptr, q)
+        if not arcs.size:
+            break
+        pair = np.repeat(np.arange(len(q)), store.indptr[q + 1] - store.indptr[q])
+        a_sub, a_label, a_dst = sub[pair], store.label[arcs], store.dst[arcs]
+        a_weight = s.times(v[pair], store.weight[arcs])
+        # groups: (subset, label) in order of first appearance (minterm order); cells: (group, destination) likewise
+        _, first, group = np.unique(a_sub * (len(store.symbols) + 1) + a_label, return_index=True,
+                                    return_inverse=True)
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        group = rank[group.reshape(-1)]
+        _, cell_first, cell = np.unique(group * store.num_states + a_dst, return_index=True, return_inverse=True)
+        cell_rank = np.empty(len(cell_first), dtype=np.int64)
+        cell_rank[np.argsort(cell_first, kind="stable")] = np.arange(len(cell_first))
+        cell = cell_rank[cell.reshape(-1)]
+        cells, groups = len(cell_first), len(first)
+        u = s.zeros((cells,))
+        s.scatter_plus(u, cell, a_weight)  # into[dst], in arc order
+        cell_group = np.empty(cells, dtype=np.int64)
+        cell_group[cell] = group
+        cell_dst = np.empty(cells, dtype=np.int64)
+        cell_dst[cell] = a_dst
+        weight = s.zeros((groups,))
+        s.scatter_plus(weight, cell_group, u)  # ⊕ of into's values, in first-appearance order
+        group_sub = np.empty(groups, dtype=np.int64)
+        group_sub[group] = a_sub
+        group_label = np.empty(groups, dtype=np.int64)
+        group_label[group] = a_label
+        live_group = weight != s.zero
+        live_cell = (u != s.zero) & live_group[cell_group]
+        with np.errstate(all="ignore"):
+            residual = s._divide(u, weight[cell_group])
+        order = np.lexsort((cell_dst, cell_group))
+        order = order[live_cell[order]]
+        seg_group = cell_group[order]
+        live = np.flatnonzero(live_group)
+        starts = np.searchsorted(seg_group, live)
+        lengths = np.searchsorted(seg_group, live, side="right") - starts
+        seg_states, seg_residuals = cell_dst[order], residual[order]
+        before = len(subset_states)
+        targets = lookup(seg_states, seg_residuals, quantize(seg_residuals), starts, lengths)
+        out_src.append(level[group_sub[live]])
+        out_dst.append(targets)
+        out_label.append(group_label[live])
+        out_weight.append(weight[live])
+        level = np.arange(before, len(subset_states), dtype=np.int64)
+    n = len(subset_states)
+    src = np.concatenate(out_src) if out_src else np.zeros(0, dtype=np.int64)
+    dst = np.concatenate(out_dst) if out_dst else np.zeros(0, dtype=np.int64)
+    label = np.concatenate(out_label) if out_label else np.zeros(0, dtype=np.int64)
+    weight_all = np.concatenate(out_weight) if out_weight else s.zeros((0,))
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    initial_vector, final_vector = s.zeros((n,)), s.zeros((n,))
+    initial_vector[0] = total
+    for k, w in final.items():
+        final_vector[k] = w
+    names = _SubsetNames(a._names, subset_states, repeats)
+    result = ArcStore(
+        s, n, indptr, src[order], dst[order], label[order], weight_all[order], np.arange(len(src))[order],
+        store.symbols, store.symbol_ids, [], np.full(len(src), -1, dtype=np.int8), initial_vector, final_vector,
+        names,
+    )
+    return store_backed(s, a.alphabet, a.name, names, result, {0: total}, dict(sorted(final.items())))

@@ -66,7 +66,11 @@ def minimize(
     if not is_deterministic(a):
         a = determinize(a, max_states=max_states, delta=delta)
     s = a.semiring
-    weights = [arc.weight for arc in a.arcs] + list(a.final.values()) + list(a.initial.values())
+    from .sparse import array_store
+
+    store = array_store(a)
+    arc_weights = store.weight.tolist() if store is not None else [arc.weight for arc in a.arcs]
+    weights = arc_weights + list(a.final.values()) + list(a.initial.values())
     if not (s.idempotent and all(w == s.one for w in weights)):  # otherwise pushing changes nothing
         a = push(a, "initial")
     return _merge_equivalent_states(a, delta)
@@ -79,6 +83,12 @@ def _merge_equivalent_states(a: WFSA, delta: float) -> WFSA:
     out = WFSA(s, a.alphabet, a.name)
     if n == 0:
         return out
+    from .sparse import array_store
+
+    store = array_store(a)
+    if (store is not None
+            and (a.alphabet is None or all(x in a.alphabet for x in store.symbols))):
+        return _merge_in_arrays(a, store, delta)
     parts = minterms([arc.label for arc in a.arcs], a.alphabet)
     letters: dict[tuple[int, Any], int] = {}
     inverse: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # dst -> (letter, src)
@@ -92,6 +102,136 @@ def _merge_equivalent_states(a: WFSA, delta: float) -> WFSA:
         finals.setdefault(s.quantize(a.final[q], delta) if q in a.final else None, []).append(q)
     block_of = _hopcroft(n, list(finals.values()), inverse)
     return _quotient(a, block_of, parts)
+
+
+def _quantized_ids(s: Any, values: np.ndarray, delta: float) -> np.ndarray:
+    """Per value, an id equal for values whose ``Semiring.quantize`` keys are equal."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    ids: dict[Any, int] = {}
+    key_id = np.array([ids.setdefault(s.quantize(x, delta), len(ids)) for x in unique.tolist()], dtype=np.int64)
+    out: np.ndarray = key_id[inverse.reshape(-1)] if unique.size else np.zeros(0, dtype=np.int64)
+    return out
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 (a bijection that spreads every input bit over the output)."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out: np.ndarray = z ^ (z >> np.uint64(31))
+    return out
+
+
+def _merge_in_arrays(a: WFSA, store: Any, delta: float) -> WFSA:
+    """``_merge_equivalent_states`` for a deterministic automaton whose arcs are in an arc store (symbol labels
+    only): Moore's refinement in arrays (each round splits blocks by the rows (block, its arcs' (letter, target
+    block)) until no block splits: the same coarsest stable partition as Hopcroft's), then the same quotient."""
+    from .labels import OneOf
+    from .sparse import PREDICATE_ID, ArcStore, store_backed
+    from .wfsa import IdNames
+
+    s = a.semiring
+    n, m = store.num_states, store.num_arcs
+    letter_keys = np.stack([store.label, _quantized_ids(s, store.weight, delta)], axis=1)
+    letter = np.unique(letter_keys, axis=0, return_inverse=True)[1].reshape(-1) if m else np.zeros(0, np.int64)
+    final_values = np.where(store.final != s.zero, store.final, np.nan).astype(float)
+    is_final = ~np.isnan(final_values)
+    block = np.zeros(n, dtype=np.int64)
+    if is_final.any():
+        block[is_final] = 1 + _quantized_ids(s, final_values[is_final], delta)
+    block = np.unique(block, return_inverse=True)[1].reshape(-1)
+    order = np.lexsort((letter, store.src))
+    src, dst, let = store.src[order], store.dst[order], letter[order]
+    degree = np.bincount(src, minlength=n)
+    width = int(degree.max(initial=0))
+    slot = np.arange(m) - np.repeat(np.cumsum(degree) - degree, degree)
+    count = len(np.unique(block))
+    first_arc = np.cumsum(degree) - degree  # where each state's arcs start (sorted by source, then letter)
+    while True:
+        # a state's signature: its block and the multiset of its arcs' (letter, target block) ids (one arc per
+        # letter: deterministic). States are grouped by a 64-bit hash of it (one sort) and every group is then
+        # checked arc by arc against its first state, so that the partition is exact.
+        pair = let * count + block[dst]
+        digest = _mix(block.astype(np.uint64)) ^ _mix(degree.astype(np.uint64) + np.uint64(1 << 40))
+        np.add.at(digest, src, _mix(pair.astype(np.uint64) + np.uint64(1 << 62)))
+        _, first, refined = np.unique(digest, return_index=True, return_inverse=True)
+        refined = refined.reshape(-1)
+        rep = first[refined]
+        exact = (np.array_equal(block, block[rep]) and np.array_equal(degree, degree[rep])
+                 and np.array_equal(pair, pair[first_arc[rep[src]] + slot]))
+        if not exact:  # a hash collision: group the padded rows exactly
+            rows = np.full((n, 1 + width), -1, dtype=np.int64)
+            rows[:, 0] = block
+            rows[src, 1 + slot] = pair
+            refined = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+        new_count = int(refined.max(initial=-1)) + 1
+        block = refined
+        if new_count == count:
+            break
+        count = new_count
+    # the quotient: blocks numbered by their first state, each with its first state's arcs (labels merged per
+    # target and weight, as _quotient does)
+    first_state = np.full(count, n, dtype=np.int64)
+    np.minimum.at(first_state, block, np.arange(n))
+    rank = np.empty(count, dtype=np.int64)
+    rank[np.argsort(first_state, kind="stable")] = np.arange(count)
+    representative = first_state[block] == np.arange(n)
+    mine = np.flatnonzero(representative[store.src])
+    mine = mine[np.argsort(store.arc_id[mine], kind="stable")]  # arc order, as _quotient walks a.arcs
+    q_src, q_dst = rank[block[store.src[mine]]], rank[block[store.dst[mine]]]
+    q_weight, q_label = store.weight[mine], store.label[mine]
+    firsts = np.sort(first_state)
+    names: Any = IdNames(a._names.ids[firsts]) if isinstance(a._names, IdNames) else [
+        a._names[q] for q in firsts.tolist()]
+    # arcs of one representative to one target block with one weight merge into one arc (OneOf when several):
+    # groups of equal (source, target, weight), in order of first appearance
+    k_all = len(mine)
+    weight_key = (q_weight + 0.0).view(np.int64) if q_weight.dtype == np.float64 else q_weight.astype(np.int64)
+    order = np.lexsort((np.arange(k_all), weight_key, q_dst, q_src))
+    boundary = np.ones(k_all, dtype=bool)
+    boundary[1:] = ((q_src[order][1:] != q_src[order][:-1]) | (q_dst[order][1:] != q_dst[order][:-1])
+                    | (weight_key[order][1:] != weight_key[order][:-1]))
+    group_sorted = np.cumsum(boundary) - 1
+    group = np.empty(k_all, dtype=np.int64)
+    group[order] = group_sorted
+    leaders = order[boundary]  # the first arc (in arc order) of each group
+    sizes = np.bincount(group, minlength=len(leaders))
+    by_appearance = np.argsort(leaders, kind="stable")
+    out_src, out_dst = q_src[leaders][by_appearance], q_dst[leaders][by_appearance]
+    out_weight = q_weight[leaders][by_appearance]
+    out_label = q_label[leaders][by_appearance].astype(np.int64)
+    out_pred = np.full(len(leaders), -1, dtype=np.int64)
+    predicates: list[Any] = []
+    multiple = np.flatnonzero(sizes[by_appearance] > 1)
+    if multiple.size:  # several symbols to one target with one weight: one OneOf arc, symbols in minterm order
+        first_use = {x: i for i, x in reversed(list(enumerate(store.label[np.argsort(store.arc_id)].tolist())))}
+        members_of = np.argsort(group, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        for j in multiple.tolist():
+            g = int(by_appearance[j])
+            ids = sorted((int(q_label[k]) for k in members_of[starts[g] : starts[g + 1]]), key=lambda i: first_use[i])
+            out_label[j] = PREDICATE_ID
+            out_pred[j] = len(predicates)
+            predicates.append(OneOf([store.symbols[i] for i in ids]))
+    k = len(out_src)
+    src_arr, dst_arr = out_src.astype(np.int64), out_dst.astype(np.int64)
+    arc_order = np.argsort(src_arr, kind="stable")
+    indptr = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src_arr, minlength=count), out=indptr[1:])
+    initial = {int(rank[block[q]]): w for q, w in a.initial.items()}
+    final = {int(rank[block[q]]): a.final[q] for q in first_state.tolist() if q in a.final}
+    quotient = ArcStore(
+        s, count, indptr, src_arr[arc_order], dst_arr[arc_order], out_label[arc_order],
+        out_weight[arc_order], np.arange(k)[arc_order], store.symbols,
+        store.symbol_ids, predicates, out_pred[arc_order], s.zeros((count,)),
+        s.zeros((count,)), names,
+    )
+    for q, w in initial.items():
+        quotient.initial[q] = w
+    for q, w in final.items():
+        quotient.final[q] = w
+    return store_backed(s, a.alphabet, a.name, names, quotient, initial, final)
 
 
 def _hopcroft(n: int, initial: list[list[int]], inverse: list[list[tuple[int, int]]]) -> list[int]:

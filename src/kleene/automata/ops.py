@@ -21,7 +21,7 @@ from collections.abc import Collection, Hashable, Iterable, Iterator
 
 import numpy as np
 
-from kleene.automata.algorithms import closure_matrix
+from kleene.automata.algorithms import _closure_where_useful, useful_mask
 from kleene.automata.labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.weights import ALPHA, Env, Weight, is_symbolic
@@ -354,6 +354,11 @@ def trim(a: WFSA) -> WFSA:
     Note:
         Symbolic weights are never taken for zero.
     """
+    from .sparse import array_store, trim_store
+
+    store = array_store(a)
+    if store is not None:
+        return trim_store(a, store)
     s = a.semiring
     arcs = _useful_arcs(a)
     forward: dict[int, list[int]] = {}
@@ -407,7 +412,7 @@ def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> W
         return out
     for name in a.states:
         out.add_state(name)
-    closure = closure_matrix(a.epsilon_matrix(env), s, cap, a.states)
+    closure = _closure_where_useful(a, a.epsilon_matrix(env), cap, lambda: useful_mask(a))
     reach = [list(_nonzero_row(s, closure, q)) for q in range(a.num_states)]
     initial: dict[int, Weight] = {}
     for p, lam in a.initial.items():

@@ -33,6 +33,7 @@ from .labels import EPSILON, Label, Sym
 from .ops import bind, trim
 from .push import state_distances
 from .semiring import Semiring
+from .sparse import ArcStore, array_store, store_backed
 from .weights import Env
 from .wfsa import WFSA
 
@@ -61,6 +62,9 @@ def _in_semiring(a: WFSA, semiring: Semiring, operation: str) -> WFSA:
     """
     if semiring is a.semiring:
         return a
+    store = array_store(a)
+    if store is not None:
+        return _store_in_semiring(a, store, semiring, operation)
     out = WFSA(semiring, a.alphabet, a.name)
     for name in a.states:
         out.add_state(name)
@@ -74,6 +78,28 @@ def _in_semiring(a: WFSA, semiring: Semiring, operation: str) -> WFSA:
     except WeightError as exc:
         raise WeightError(f"{operation} ranks paths in the {semiring.name} semiring: {exc}") from None
     return out
+
+
+def _store_in_semiring(a: WFSA, store: ArcStore, semiring: Semiring, operation: str) -> WFSA:
+    """``_in_semiring`` in arrays: the same numbers, checked once per distinct extreme or non-finite value."""
+    values = np.concatenate([store.weight, store.initial, store.final])
+    try:
+        for value in {*np.unique(values[~np.isfinite(values)]).tolist(), values.min(initial=0.0),
+                      values.max(initial=0.0)}:
+            if value != a.semiring.zero:
+                semiring.check(value)
+    except WeightError as exc:
+        raise WeightError(f"{operation} ranks paths in the {semiring.name} semiring: {exc}") from None
+    zero = a.semiring.zero
+    initial = {q: semiring.zero if w == zero else w for q, w in a.initial.items()}
+    final = {q: semiring.zero if w == zero else w for q, w in a.final.items()}
+    moved = ArcStore(
+        semiring, store.num_states, store.indptr, store.src, store.dst, store.label, store.weight, store.arc_id,
+        store.symbols, store.symbol_ids, [], store.predicate_of, np.where(store.initial == zero, semiring.zero,
+                                                                         store.initial),
+        np.where(store.final == zero, semiring.zero, store.final), store.names,
+    )
+    return store_backed(semiring, a.alphabet, a.name, a._names, moved, initial, final)
 
 
 def _ranking(semiring: Semiring) -> Callable[[Any], float]:
@@ -110,9 +136,14 @@ class _Paths:
     def __init__(self, a: WFSA):
         self.a = a
         self.d = state_distances(a, "final")
-        self.out: list[list[tuple[list[Hashable | None], Any, Hashable]]] = [[] for _ in range(a.num_states)]
-        for i, arc in enumerate(a.arcs):
-            self.out[arc.src].append((_symbols_of(arc.label, a.alphabet, f"arc {i}"), arc.weight, arc.dst))
+        store = array_store(a)
+        self.store = store
+        self.out: dict[int, list[tuple[list[Hashable | None], Any, Hashable]]] = {}
+        if self.store is None:
+            for q in range(a.num_states):
+                self.out[q] = []
+            for i, arc in enumerate(a.arcs):
+                self.out[arc.src].append((_symbols_of(arc.label, a.alphabet, f"arc {i}"), arc.weight, arc.dst))
 
     def starts(self) -> list[tuple[Hashable, Any]]:
         return list(self.a.initial.items())
@@ -121,7 +152,14 @@ class _Paths:
         return self.a.final.get(cast(int, node), self.a.semiring.zero)
 
     def arcs(self, node: Hashable) -> list[tuple[list[Hashable | None], Any, Hashable]]:
-        return self.out[cast(int, node)]
+        q = cast(int, node)
+        if q not in self.out and self.store is not None:  # the state's arcs from the CSR store, in arc order
+            st = self.store
+            span = np.arange(st.indptr[q], st.indptr[q + 1])
+            span = span[np.argsort(st.arc_id[span], kind="stable")]
+            self.out[q] = [([None] if k < 0 else [st.symbols[k]], w, d) for k, w, d in
+                           zip(st.label[span].tolist(), st.weight[span].tolist(), st.dst[span].tolist())]
+        return self.out[q]
 
     def distance(self, node: Hashable) -> Any:
         return self.d[cast(int, node)]

@@ -42,8 +42,10 @@ def state_distances(a: WFSA, towards: Towards = "final") -> list[Any]:
     """Per state, the semiring sum of the weights of all paths to the final states (``towards="final"``, final
     weights included) or from the initial states (``towards="initial"``, initial weights included).
 
-    An arc with a predicate label counts once per symbol it reads. Computed by the dense Kleene star of the
-    automaton's one-step matrix (``closure_matrix``): cubic in the number of states.
+    An arc with a predicate label counts once per symbol it reads. Computed by the sparse engine's shortest
+    distance (strongly connected components in topological order, ``kleene.automata.sparse.state_distances``) in
+    time about linear in the arcs; automata with predicate labels use the dense Kleene star of the one-step matrix
+    (``closure_matrix``, cubic in the number of states). Only cycles on the paths summed can diverge.
 
     Caution:
         Needs numeric weights. In a non-idempotent semiring (real, log) predicate labels need the alphabet.
@@ -57,6 +59,13 @@ def state_distances(a: WFSA, towards: Towards = "final") -> list[Any]:
         raise ArgumentError(f"towards must be 'initial' or 'final', got {towards!r}")
     if a.is_symbolic:
         raise WeightError("state_distances needs numeric weights; bind(a, env) first")
+    from .sparse import arc_store
+    from .sparse import state_distances as sparse_distances
+
+    store = arc_store(a)
+    if store is not None and not store.predicates:
+        distances: list[Any] = sparse_distances(store, towards).tolist()
+        return distances
     s = a.semiring
     n = a.num_states
     step: np.ndarray = s.zeros((n, n))
@@ -109,6 +118,11 @@ def push(a: WFSA, towards: Towards = "initial", *, env: Env | None = None) -> WF
         a = bind(a, env)
     a = trim(a)
     s = a.semiring
+    from .sparse import array_store
+
+    store = array_store(a)
+    if store is not None:
+        return _push_store(a, store, towards)
     d = state_distances(a, "final" if towards == "initial" else "initial")
 
     def divide(x: Any, q: int) -> Any:
@@ -132,3 +146,30 @@ def push(a: WFSA, towards: Towards = "initial", *, env: Env | None = None) -> WF
     for q, w in a.final.items():
         out.set_final(q, divide(w, q) if towards == "initial" else s.times(d[q], w))
     return out
+
+
+def _push_store(a: WFSA, store: Any, towards: Towards) -> WFSA:
+    """``push`` of a trimmed constant-weight automaton without predicate labels, in arrays (the same operations as
+    the loop above, elementwise)."""
+    from .sparse import state_distances as sparse_distances
+    from .sparse import with_weights
+
+    s = a.semiring
+    d = sparse_distances(store, "final" if towards == "initial" else "initial")
+    zero = np.flatnonzero(d == s.zero)
+    if zero.size:
+        raise WeightError(f"push: the distance of state {a.state_name(int(zero[0]))} is zero, so it cannot be divided"
+                          " out (weights cancel)")
+    with np.errstate(invalid="ignore", over="ignore"):
+        if towards == "initial":
+            weight = s._divide(s.times(store.weight, d[store.dst]), d[store.src])
+        else:
+            weight = s._divide(s.times(d[store.src], store.weight), d[store.dst])
+    plain = [float(x) for x in d.tolist()]
+    if towards == "initial":
+        initial = {q: _plain(s.times(w, plain[q])) for q, w in a.initial.items()}
+        final = {q: _plain(s._divide(w, plain[q])) for q, w in a.final.items()}
+    else:
+        initial = {q: _plain(s._divide(w, plain[q])) for q, w in a.initial.items()}
+        final = {q: _plain(s.times(plain[q], w)) for q, w in a.final.items()}
+    return with_weights(a, store, np.asarray(weight, dtype=store.weight.dtype), initial, final)

@@ -179,6 +179,42 @@ _OPENFST_NEGATION: OpenFstCodec = (_openfst_negate, _openfst_negate)
 _OPENFST_PROBABILITY: OpenFstCodec = (_openfst_probability, _openfst_cost_of_probability)
 _OPENFST_SUPPORT: OpenFstCodec = (_openfst_support, _openfst_cost_of_support)
 
+
+def _array_probability(costs: np.ndarray) -> np.ndarray:
+    """``math.exp(-c)`` per entry, bit for bit (numpy's exp may differ from libm's in the last place), computed
+    once per distinct cost; overflow gives inf."""
+    unique, inverse = np.unique(costs, return_inverse=True)
+
+    def exp(c: float) -> float:
+        try:
+            return math.exp(-c)
+        except OverflowError:
+            return math.inf
+
+    values = np.array([exp(c) for c in unique.tolist()], dtype=np.float64)
+    out: np.ndarray = values[inverse.reshape(-1)] if unique.size else np.zeros(costs.shape)
+    return out
+
+
+#: The decoders above on float64 arrays (the same values elementwise, bit for bit; exp overflows to inf instead of
+#: raising).
+_OPENFST_ARRAY_DECODERS: dict[Callable[[float], Any], Callable[[np.ndarray], np.ndarray]] = {
+    _openfst_identity: lambda c: c,
+    _openfst_negate: np.negative,
+    _openfst_probability: _array_probability,
+    _openfst_support: lambda c: c != math.inf,
+}
+
+
+def openfst_decode_array(decode: Callable[[float], Any], numbers: np.ndarray) -> np.ndarray:
+    """``decode`` (the first of an ``OpenFstCodec``) applied to each entry of the float64 array ``numbers``."""
+    vectorised = _OPENFST_ARRAY_DECODERS.get(decode)
+    if vectorised is not None:
+        out: np.ndarray = vectorised(numbers)
+        return out
+    elementwise: np.ndarray = np.frompyfunc(decode, 1, 1)(numbers).astype(float)
+    return elementwise
+
 # ------------------------------------------------------------------------------------------------
 # Kernel algebra: how a semiring's operations are spelled in generated code
 # ------------------------------------------------------------------------------------------------
@@ -415,6 +451,10 @@ class Semiring(ABC):
 
     def sym_to_storage(self, e: sympy.Expr) -> sympy.Expr:
         """``to_storage`` of a symbolic element ``e`` (a weight function's value), as a sympy expression."""
+        return e
+
+    def sym_from_storage(self, e: sympy.Expr) -> sympy.Expr:
+        """``from_storage`` of a symbolic stored value."""
         return e
 
     @property
@@ -922,6 +962,9 @@ class MaxTimesSemiring(_Multiplicative):
 
     def sym_to_storage(self, e: sympy.Expr) -> sympy.Expr:
         return sympy.log(e)
+
+    def sym_from_storage(self, e: sympy.Expr) -> sympy.Expr:
+        return sympy.exp(e)
 
     def random_element(self, rng: np.random.Generator, scale: float = 1.0) -> Any:
         return float(rng.uniform(0.0, 1.0))

@@ -18,8 +18,16 @@ acyclic parts are one vectorised propagation per level). A cyclic component is s
 (Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
 
 Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
-graph, restricted to the states the frontier touches. Everything here works on the *useful* part of the automaton
-(accessible and co-accessible states), so a divergent cycle on no successful path does not raise (as OpenFst).
+graph, restricted to the states the frontier touches. Without useful epsilon arcs, ``forward_batch`` advances many
+strings together (one vectorised step per position over all (string, state) pairs) and ``forward`` advances a small
+frontier in plain Python over per-state label tables.
+
+Large automata (held in a store, or with ``ARRAY_OPS_MIN_ARCS`` arcs or more) are trimmed, pushed, determinized and
+minimized on the store's arrays (``trim_store``, ``with_weights``, ``store_backed``; see ``kleene.automata.ops``,
+``push``, ``determinize``, ``minimize``), and their results keep their arcs in a store until ``WFSA.arcs`` is read.
+
+Everything here works on the *useful* part of the automaton (accessible and co-accessible states), so a divergent
+cycle on no successful path does not raise (as OpenFst).
 """
 
 from __future__ import annotations
@@ -91,10 +99,12 @@ class ArcStore:
     predicate_of: IntArray  # per stored arc: index into ``predicates`` (-1 for other arcs)
     initial: np.ndarray
     final: np.ndarray
-    names: list[str]
+    names: Sequence[str]
     _by_label: tuple[IntArray, IntArray] | None = field(default=None, repr=False)
     _matches: dict[Hashable, IntArray] = field(default_factory=dict, repr=False)
     _graphs: dict[str, _Graph] = field(default_factory=dict, repr=False)
+    _useful: np.ndarray | None = field(default=None, repr=False)
+    _tables: dict[int, dict[int, list[tuple[int, Any]]]] | None = field(default=None, repr=False)
 
     @property
     def num_arcs(self) -> int:
@@ -150,12 +160,38 @@ class ArcStore:
         return out
 
     def useful(self) -> np.ndarray:
-        """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask)."""
-        live = self.initial != self.semiring.zero
-        ends = self.final != self.semiring.zero
-        out: np.ndarray = _reach(self.src, self.dst, self.num_states, live)
-        out &= _reach(self.dst, self.src, self.num_states, ends)
-        return out
+        """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask,
+        computed once per store; do not modify it)."""
+        if self._useful is None:
+            self._useful = useful_states(self.src, self.dst, self.num_states, self.initial != self.semiring.zero,
+                                         self.final != self.semiring.zero)
+        return self._useful
+
+    def useful_epsilons(self) -> bool:
+        """Whether an epsilon arc joins two useful states."""
+        eps = self.arcs_with_label(EPSILON_ID)
+        useful = self.useful()
+        return bool(np.any(useful[self.src[eps]] & useful[self.dst[eps]]))
+
+    def initial_items(self) -> list[tuple[int, Any]]:
+        """(state, weight) of the initial states, as Python numbers."""
+        states = np.flatnonzero(self.initial != self.semiring.zero)
+        return list(zip(states.tolist(), self.initial[states].tolist()))
+
+    def label_tables(self) -> dict[int, dict[int, list[tuple[int, Any]]]]:
+        """The per-state tables of ``label_table`` built so far (a cache on the store)."""
+        if self._tables is None:
+            self._tables = {}
+        return self._tables
+
+    def label_table(self, q: int, useful: np.ndarray) -> dict[int, list[tuple[int, Any]]]:
+        """State q's arcs into useful states by label id: [(destination, weight)] in arc order."""
+        lo, hi = int(self.indptr[q]), int(self.indptr[q + 1])
+        table: dict[int, list[tuple[int, Any]]] = {}
+        for lab, d, w in zip(self.label[lo:hi].tolist(), self.dst[lo:hi].tolist(), self.weight[lo:hi].tolist()):
+            if useful[d]:
+                table.setdefault(lab, []).append((d, w))
+        return table
 
     def graph(self, which: str) -> _Graph:
         """The graph of the useful states' arcs: ``"all"`` arcs or ``"epsilon"`` arcs (cached)."""
@@ -189,6 +225,15 @@ class ArcStore:
         return weights
 
 
+def useful_states(src: IntArray, dst: IntArray, n: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The (n,) mask of the states on some path from a ``starts`` state to an ``ends`` state along the arcs
+    ``src -> dst`` (accessible and co-accessible: the states a sum over successful paths reads, and the only ones
+    whose cycles can make it diverge). The one usefulness computation of kleene.automata."""
+    out: np.ndarray = _reach(src, dst, n, starts)
+    out &= _reach(dst, src, n, ends)
+    return out
+
+
 def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarray:
     """Which of n states are reachable from the ``start`` mask along arcs ``src -> dst`` (zero or more steps)."""
     if not start.any():
@@ -206,7 +251,7 @@ def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarra
 def arc_store(wfsa: WFSA) -> ArcStore | None:
     """The cached ``ArcStore`` of ``wfsa``, built now if needed; None when a weight is symbolic."""
     cached = wfsa._sparse_cache
-    if cached is not None and cached[0] == wfsa._arcs_key() and cached[1] == wfsa.initial and cached[2] == wfsa.final:
+    if cached is not None and cached[0] == wfsa._arcs_key() and cached[1] == _weights_key(wfsa):
         store: ArcStore | None = cached[3]
         return store
     store = _build(wfsa)
@@ -214,9 +259,125 @@ def arc_store(wfsa: WFSA) -> ArcStore | None:
     return store
 
 
+#: From this many arcs on (or when the arcs live only in the arc store), trim, push, minimize's merge,
+#: is_deterministic and shortest_paths work on the arc store's arrays instead of ``Arc`` objects.
+ARRAY_OPS_MIN_ARCS = 10_000
+
+
+def array_store(wfsa: WFSA) -> ArcStore | None:
+    """The arc store when the array versions of the structural operations should run on ``wfsa``: its arcs are
+    held in the store only or number ``ARRAY_OPS_MIN_ARCS`` or more, its weights are constant and no label is a
+    predicate; else None."""
+    if wfsa._arcs is not None and len(wfsa._arcs) < ARRAY_OPS_MIN_ARCS:
+        return None
+    store = arc_store(wfsa)
+    if store is None or store.predicates or (wfsa._arcs is not None and store.num_arcs != len(wfsa._arcs)):
+        return None  # symbolic weights, predicate labels, or zero-weight arcs the store leaves out
+    return store
+
+
 def cache_store(wfsa: WFSA, store: ArcStore | None) -> None:
     """Remember ``store`` as the arc store of ``wfsa`` in its current state."""
-    wfsa._sparse_cache = (wfsa._arcs_key(), dict(wfsa.initial), dict(wfsa.final), store)
+    wfsa._sparse_cache = (wfsa._arcs_key(), _weights_key(wfsa), None, store)
+
+
+def _weights_key(wfsa: WFSA) -> tuple[int, int, int, int]:
+    """Identifies the initial and final weight dicts and their change counts (replacing one bumps the version)."""
+    return (id(wfsa.initial), wfsa.initial.version, id(wfsa.final), wfsa.final.version)
+
+
+def store_backed(
+    semiring: Semiring, alphabet: Any, name: str | None, names: Sequence[str], store: ArcStore,
+    initial: dict[int, Any], final: dict[int, Any],
+) -> WFSA:
+    """A ``WFSA`` whose arcs live only in ``store`` (``WFSA.arcs`` materialises them in ``store.arc_id`` order on first
+    use); ``names`` are its state names (a list, or ``IdNames``), ``initial``/``final`` its weight dicts.
+
+    Caution:
+        ``store`` must hold no zero-weight arcs, its ``arc_id`` must be 0..m-1, its ``initial``/``final`` vectors
+        must match the dicts, and the names must be distinct.
+    """
+    from .wfsa import IdIndex, IdNames, LazyIndex, LazyNames
+
+    wfsa = WFSA(semiring, alphabet, name)
+    if isinstance(names, IdNames):
+        wfsa._names, wfsa._index = names, IdIndex(names)
+    elif isinstance(names, LazyNames):
+        wfsa._names, wfsa._index = names, LazyIndex(names)
+    else:  # the index is built on first use
+        wfsa._names = list(names)
+        wfsa._index = LazyIndex(wfsa._names)
+    wfsa._arcs = None
+    wfsa.initial, wfsa.final = initial, final
+    store.names = wfsa._names
+    cache_store(wfsa, store)
+    return wfsa
+
+
+def with_weights(wfsa: WFSA, store: ArcStore, weight: np.ndarray, initial: dict[int, Any], final: dict[int, Any]
+                 ) -> WFSA:
+    """A store-backed copy of ``wfsa`` (same states, arcs and labels) with new arc weights (per stored arc, none
+    zero) and new initial/final weights."""
+    s = store.semiring
+    table = None if wfsa.alphabet is None else type(wfsa.alphabet)(wfsa.alphabet, epsilon=wfsa.alphabet.epsilon)
+    moved = ArcStore(
+        s, store.num_states, store.indptr, store.src, store.dst, store.label, weight, store.arc_id, store.symbols,
+        store.symbol_ids, store.predicates, store.predicate_of, _dense(s, initial, store.num_states),
+        _dense(s, final, store.num_states), store.names,
+    )
+    return store_backed(s, table, wfsa.name, wfsa._names, moved, initial, final)
+
+
+def _dense(s: Semiring, weights: dict[int, Any], n: int) -> np.ndarray:
+    out: np.ndarray = s.zeros((n,))
+    if weights:
+        out[np.fromiter(weights, dtype=np.int64, count=len(weights))] = list(weights.values())
+    return out
+
+
+def is_deterministic_store(wfsa: WFSA, store: ArcStore) -> bool:
+    """``is_deterministic`` for a store without predicate arcs: one initial state at most, no epsilon arc, no two
+    arcs of one state with the same symbol."""
+    if len(wfsa.initial) > 1 or np.any(store.label == EPSILON_ID):
+        return False
+    order = np.lexsort((store.label, store.src))
+    src, label = store.src[order], store.label[order]
+    return not bool(np.any((src[1:] == src[:-1]) & (label[1:] == label[:-1])))
+
+
+def trim_store(wfsa: WFSA, store: ArcStore) -> WFSA:
+    """``trim`` in arrays for a constant-weight automaton without predicate labels: the useful states (in order,
+    keeping their names) and the arcs between them (in order); the result's arcs live in its arc store."""
+    from .wfsa import IdNames
+
+    s = store.semiring
+    keep = store.useful()
+    new_index = np.cumsum(keep) - 1
+    arcs = np.flatnonzero(keep[store.src] & keep[store.dst])
+    arc_rank = np.empty(0, dtype=np.int64)
+    if arcs.size:
+        order = np.argsort(store.arc_id[arcs], kind="stable")
+        arc_rank = np.empty(arcs.size, dtype=np.int64)
+        arc_rank[order] = np.arange(arcs.size)
+    kept = np.flatnonzero(keep)
+    names: Sequence[str]
+    if isinstance(wfsa._names, IdNames):
+        names = IdNames(wfsa._names.ids[kept])
+    else:
+        names = [wfsa._names[q] for q in kept.tolist()]
+    n = len(kept)
+    initial = {int(new_index[q]): w for q, w in wfsa.initial.items() if keep[q] and not s.is_zero(w)}
+    final = {int(new_index[q]): w for q, w in wfsa.final.items() if keep[q] and not s.is_zero(w)}
+    table = None if wfsa.alphabet is None else type(wfsa.alphabet)(wfsa.alphabet, epsilon=wfsa.alphabet.epsilon)
+    src = new_index[store.src[arcs]]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    trimmed = ArcStore(
+        s, n, indptr, src, new_index[store.dst[arcs]], store.label[arcs], store.weight[arcs], arc_rank,
+        store.symbols, store.symbol_ids, [], np.full(arcs.size, -1, dtype=np.int8), store.initial[keep],
+        store.final[keep], names,
+    )
+    return store_backed(s, table, wfsa.name, names, trimmed, initial, final)
 
 
 def materialize_arcs(wfsa: WFSA) -> list[Arc]:
@@ -226,8 +387,12 @@ def materialize_arcs(wfsa: WFSA) -> list[Arc]:
     assert cached is not None and cached[3] is not None, "arcs held nowhere"
     store: ArcStore = cached[3]
     order = np.argsort(store.arc_id)
-    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols)]
-    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), (store.label[order] + 1).tolist(),
+    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols), *store.predicates]
+    codes = store.label[order] + 1
+    if store.predicates:  # predicate arcs: after the symbols, by their index in ``store.predicates``
+        hit = codes == PREDICATE_ID + 1
+        codes[hit] = len(store.symbols) + 1 + store.predicate_of[order][hit]
+    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), codes.tolist(),
                              store.weight[order].tolist())
     arcs = [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
     wfsa._arcs = arcs
@@ -267,7 +432,7 @@ def _build(wfsa: WFSA) -> ArcStore | None:
 def make_store(
     semiring: Semiring, n: int, src: IntArray, dst: IntArray, label: IntArray, weight: np.ndarray, arc_id: IntArray,
     symbols: list[Hashable], predicates: list[Label], predicate_of: IntArray, initial: np.ndarray,
-    final: np.ndarray, names: list[str],
+    final: np.ndarray, names: Sequence[str],
 ) -> ArcStore:
     """An ``ArcStore`` from unsorted arc arrays (drops zero-weight arcs, sorts by source)."""
     keep = weight != semiring.zero
@@ -570,6 +735,33 @@ def shortest_distance(wfsa: WFSA) -> np.ndarray:
     return store.graph("all").close(vector)
 
 
+def state_distances(store: ArcStore, towards: str) -> np.ndarray:
+    """Per state, the semiring sum over all paths from it to the final states (``towards="final"``, final weights
+    included) or from the initial states to it (``"initial"``, initial weights included); zero where no such path.
+    Only the states these paths pass through are solved, so a divergent cycle elsewhere does not raise.
+
+    Caution:
+        Predicate labels count once (the caller handles them).
+
+    Raises:
+        DivergenceError: a cycle on one of these paths whose star diverges.
+    """
+    s, n = store.semiring, store.num_states
+    if towards == "final":  # the reversed automaton, from its initial (= the final) states
+        src, dst, start = store.dst, store.src, store.final
+    else:
+        src, dst, start = store.src, store.dst, store.initial
+    reached = _reach(src, dst, n, start != s.zero)
+    keep = reached[src] & reached[dst]
+    oriented = make_store(
+        s, n, src[keep], dst[keep], store.label[keep], store.weight[keep], store.arc_id[keep], store.symbols,
+        store.predicates, store.predicate_of[keep], start, s.zeros((n,)), store.names,
+    )
+    vector: np.ndarray = np.where(reached, start, s.zero).astype(s.numpy_dtype)
+    positions = np.arange(oriented.num_arcs)
+    return _Graph(oriented, positions).close(vector)
+
+
 def _require(wfsa: WFSA) -> ArcStore:
     if not isinstance(wfsa, WFSA):
         raise TypeError(f"wfsa: expected a WFSA, got {type(wfsa).__name__}")
@@ -663,13 +855,149 @@ class SparseStepper:
 
 
 def forward(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
-    """The Forward score of ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.score``)."""
+    """The Forward score of ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.score``).
+
+    Without useful epsilon arcs and predicate labels, a frontier of at most ``SMALL_FRONTIER`` states is advanced
+    in plain Python over per-state label tables (built from the CSR arrays as states are first visited), which
+    costs microseconds per symbol where vectorised steps cost tens; larger frontiers take ``forward_batch``.
+    """
     store = _require(wfsa)
-    stepper = SparseStepper(wfsa, store, epsilon_cap)
-    vector = stepper.start()
-    for i, x in enumerate(symbols):
-        vector = stepper.step(vector, x, i)
-    return _plain(stepper.finish(vector))
+    if not store.predicates:
+        for i, x in enumerate(symbols):
+            wfsa.check_symbol(x, i)
+        if not store.useful_epsilons():
+            small = _forward_small(store, symbols)
+            if small is not None:
+                return small
+    return forward_batch(wfsa, [symbols], epsilon_cap)[0]
+
+
+#: The largest frontier ``forward`` advances in plain Python.
+SMALL_FRONTIER = 64
+
+
+def _forward_small(store: ArcStore, symbols: Sequence[Hashable]) -> Any:
+    """``forward`` with frontiers of at most ``SMALL_FRONTIER`` useful states as {state: weight} dicts; None when a
+    frontier grows larger (or a symbol is unhashable)."""
+    s = store.semiring
+    plus, times = s.plus, s.times
+    useful = store.useful()
+    tables = store.label_tables()
+    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
+    for x in symbols:
+        try:
+            ident = store.symbol_ids.get(x)
+        except TypeError:
+            return None
+        if ident is None:
+            return _plain(s.zero)
+        nxt: dict[int, Any] = {}
+        for q, w in frontier.items():
+            table = tables.get(q)
+            if table is None:
+                table = tables[q] = store.label_table(q, useful)
+            for d, aw in table.get(ident, ()):
+                v = times(w, aw)
+                nxt[d] = plus(nxt[d], v) if d in nxt else v
+        frontier = {q: w for q, w in nxt.items() if w != s.zero}
+        if len(frontier) > SMALL_FRONTIER:
+            return None
+    total = s.zero
+    final = store.final
+    for q, w in frontier.items():
+        rho = final[q].item()
+        if rho != s.zero:
+            total = plus(total, times(w, rho))
+    return _plain(total)
+
+
+def forward_batch(wfsa: WFSA, strings: Sequence[Sequence[Hashable]], epsilon_cap: int | None = None) -> list[Any]:
+    """The Forward score of each string of ``strings`` in the sparse engine, in one pass over positions.
+
+    Without epsilon arcs on useful states the strings advance together: the frontier is the (string, state, weight)
+    triples of all strings at one position, each step one vectorised gather of the frontier states' arcs (CSR by
+    source), a label filter and a plus-reduction per (string, destination); only useful states are kept (the others
+    carry no successful path). With epsilon arcs each string runs the stepper (exact or capped closures).
+
+    Caution:
+        Constant weights only.
+
+    Raises:
+        AlphabetError: a symbol outside the alphabet (naming it, its position and the string's index).
+        DivergenceError: an exact epsilon closure diverges on a successful path.
+    """
+    store = _require(wfsa)
+    strings = list(strings)
+    for b, string in enumerate(strings):
+        for i, x in enumerate(string):
+            try:
+                wfsa.check_symbol(x, i)
+            except AlphabetError as exc:
+                raise AlphabetError(f"{exc} (string {b} of the batch)" if len(strings) > 1 else str(exc)) from None
+    useful = store.useful()
+    has_epsilons = store.useful_epsilons()
+    distinct: dict[Hashable, int] = {}
+    try:
+        codes = [[distinct.setdefault(x, len(distinct)) for x in string] for string in strings]
+    except TypeError:  # an unhashable symbol: the per-string stepper matches it against predicates
+        codes = None
+    if has_epsilons or codes is None:
+        stepper = SparseStepper(wfsa, store, epsilon_cap)
+        out = []
+        for string in strings:
+            vector = stepper.start()
+            for i, x in enumerate(string):
+                vector = stepper.step(vector, x, i)
+            out.append(_plain(stepper.finish(vector)))
+        return out
+    return _forward_together(store, useful, codes, list(distinct))
+
+
+def _forward_together(
+    store: ArcStore, useful: np.ndarray, codes: list[list[int]], symbols: list[Hashable]
+) -> list[Any]:
+    """``forward_batch`` without epsilon arcs: ``codes[b]`` is string b as indices into ``symbols``."""
+    s, n = store.semiring, store.num_states
+    count = len(codes)
+    lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=count)
+    longest = int(lengths.max(initial=0))
+    padded = np.full((count, longest), -1, dtype=np.int64)
+    for b, c in enumerate(codes):
+        padded[b, : len(c)] = c
+    direct = np.array([store.symbol_ids.get(x, PREDICATE_ID - 1) for x in symbols], dtype=np.int64)
+    accepts = (np.array([[p.matches(x) for x in symbols] for p in store.predicates], dtype=bool)
+               if store.predicates and symbols else None)
+    result = s.zeros((count,))
+    starts = np.flatnonzero((store.initial != s.zero) & useful)
+    strings = np.repeat(np.arange(count, dtype=np.int64), len(starts))
+    states = np.tile(starts, count)
+    weights = np.tile(store.initial[starts], count)
+    for t in range(longest + 1):
+        done = lengths[strings] == t
+        if done.any():
+            ends = s.times(weights[done], store.final[states[done]])
+            s.scatter_plus(result, strings[done], ends)
+            strings, states, weights = strings[~done], states[~done], weights[~done]
+        if t == longest or not strings.size:
+            break
+        arcs = _gather(store.indptr, states)
+        pair = np.repeat(np.arange(len(states)), store.indptr[states + 1] - store.indptr[states])
+        code = padded[strings[pair], t]
+        labels = store.label[arcs]
+        hit = labels == direct[code]
+        if accepts is not None:
+            hit |= (labels == PREDICATE_ID) & accepts[np.maximum(store.predicate_of[arcs], 0), code]
+        dst = store.dst[arcs]
+        hit &= useful[dst]
+        arcs, pair, dst = arcs[hit], pair[hit], dst[hit]
+        values = s.times(weights[pair], store.weight[arcs])
+        keys = strings[pair] * n + dst
+        unique, inverse = np.unique(keys, return_inverse=True)
+        weights = s.segment_sum(values, inverse.reshape(-1), len(unique))
+        strings, states = unique // n, unique % n
+        live = weights != s.zero
+        strings, states, weights = strings[live], states[live], weights[live]
+    return [_plain(x) for x in result]
 
 
 #: From this many states on, ``score``/``pathsum``/``all_spans`` of constant-weight automata use the sparse engine
@@ -791,7 +1119,7 @@ def viterbi(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = N
         history.append(relax(_Layer(dst, best, chosen)))
     last = history[-1]
     rho = store.final[last.states]
-    nonnegative(rho, lambda k: f"final weight of {store.names[last.states[k]]}")
+    nonnegative(rho, lambda k: f"final weight of {store.names[int(last.states[k])]}")
     ends = v.times(last.weights, rho)
     live = np.flatnonzero(ends != s.zero)
     if not live.size:

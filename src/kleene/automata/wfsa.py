@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,133 @@ class Arc:
         return "self-loop" if self.src == self.dst else "main"
 
 
+class Weights(dict[int, Any]):
+    """Initial or final weights: a dict that counts its changes in ``version``, so that the sparse arc store cached
+    on an automaton knows when they changed without keeping a copy."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.version = 0
+
+    def __setitem__(self, key: int, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.version += 1
+
+    def __delitem__(self, key: int) -> None:
+        super().__delitem__(key)
+        self.version += 1
+
+    def pop(self, *args: Any) -> Any:
+        self.version += 1
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[int, Any]:
+        self.version += 1
+        return super().popitem()
+
+    def clear(self) -> None:
+        self.version += 1
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: int, default: Any = None) -> Any:
+        self.version += 1
+        return super().setdefault(key, default)
+
+    def __ior__(self, other: Any) -> Weights:  # type: ignore[override,misc]
+        self.version += 1
+        super().__ior__(other)
+        return self
+
+    def __reduce__(self) -> Any:
+        return (Weights, (dict(self),))
+
+
+class LazyNames(Sequence[str]):
+    """State names made on demand (instead of one Python string per state held from the start); immutable.
+    ``WFSA.add_state`` turns them into a list first."""
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class LazyIndex(Mapping[str, int]):
+    """The index of each name of a ``LazyNames``, built (as a dict) on first use."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = names
+        self._dict: dict[str, int] | None = None
+
+    def _table(self) -> dict[str, int]:
+        if self._dict is None:
+            self._dict = {n: k for k, n in enumerate(self.names)}
+        return self._dict
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table()
+
+    def __getitem__(self, name: str) -> int:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class IdNames(LazyNames):
+    """State names that are the decimal text of a sorted array of distinct non-negative ints (the state ids of an
+    AT&T file), made on demand instead of one Python string per state."""
+
+    def __init__(self, ids: np.ndarray):
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [str(i) for i in self.ids[index].tolist()]
+        return str(int(self.ids[index]))
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(i) for i in self.ids.tolist())
+
+
+class IdIndex(Mapping[str, int]):
+    """The index of each name of an ``IdNames`` (a binary search, no dict)."""
+
+    def __init__(self, names: IdNames):
+        self.ids = names.ids
+
+    def _find(self, name: object) -> int:
+        if not isinstance(name, str) or not name.isascii() or not name.isdigit() or str(int(name)) != name:
+            return -1
+        k = int(np.searchsorted(self.ids, int(name)))
+        return k if k < len(self.ids) and int(self.ids[k]) == int(name) else -1
+
+    def __contains__(self, name: object) -> bool:
+        return self._find(name) >= 0
+
+    def __getitem__(self, name: str) -> int:
+        k = self._find(name)
+        if k < 0:
+            raise KeyError(name)
+        return k
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(IdNames(self.ids))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 class WFSA:
     """A weighted finite-state automaton over a semiring.
 
@@ -64,11 +191,31 @@ class WFSA:
         #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
         self._version = 0
         self._sparse_cache: Any = None
-        self._names: list[str] = []
-        self._index: dict[str, int] = {}
+        self._names: list[str] | LazyNames = []
+        self._index: dict[str, int] | Mapping[str, int] = {}
         self._arcs: list[Arc] | None = []
-        self.initial: dict[int, Weight] = {}
-        self.final: dict[int, Weight] = {}
+        self._initial = Weights()
+        self._final = Weights()
+
+    @property
+    def initial(self) -> Weights:
+        """The initial weights by state index (a dict; assigning any mapping stores a copy)."""
+        return self._initial
+
+    @initial.setter
+    def initial(self, weights: dict[int, Weight]) -> None:
+        self._initial = weights if isinstance(weights, Weights) else Weights(weights)
+        self._version += 1
+
+    @property
+    def final(self) -> Weights:
+        """The final weights by state index (a dict; assigning any mapping stores a copy)."""
+        return self._final
+
+    @final.setter
+    def final(self, weights: dict[int, Weight]) -> None:
+        self._final = weights if isinstance(weights, Weights) else Weights(weights)
+        self._version += 1
 
     # -- arcs ---------------------------------------------------------------------------
     @property
@@ -97,6 +244,9 @@ class WFSA:
         name = f"q{index}" if name is None else str(name)
         if name in self._index:
             raise UnknownStateError(f"state {name!r} already exists")
+        if not isinstance(self._names, list) or not isinstance(self._index, dict):  # lazy names: make them real
+            self._names = list(self._names)
+            self._index = {n: k for k, n in enumerate(self._names)}
         self._names.append(name)
         self._index[name] = index
         self._version += 1
@@ -173,19 +323,26 @@ class WFSA:
     @property
     def is_symbolic(self) -> bool:
         """Whether any weight is a sympy expression."""
-        weights = [a.weight for a in self.arcs] + list(self.initial.values()) + list(self.final.values())
+        arcs = [] if self._arcs is None else self._arcs  # arcs held in the arc store only are numeric
+        weights = [a.weight for a in arcs] + list(self.initial.values()) + list(self.final.values())
         return any(is_symbolic(w) for w in weights)
 
     @property
     def has_epsilons(self) -> bool:
+        if self._arcs is None:  # arcs held in the arc store only
+            from .sparse import EPSILON_ID, arc_store
+
+            store = arc_store(self)
+            assert store is not None
+            return bool(np.any(store.label == EPSILON_ID))
         return any(not a.label.consumes for a in self.arcs)
 
     def copy(self) -> WFSA:
         """An independent copy (states, arcs, weights and a fresh alphabet table; labels and weights are immutable)."""
         table = None if self.alphabet is None else SymbolTable(self.alphabet, epsilon=self.alphabet.epsilon)
         out = WFSA(self.semiring, table, self.name)
-        out._names = list(self._names)
-        out._index = dict(self._index)
+        out._names = self._names if isinstance(self._names, LazyNames) else list(self._names)  # lazy ones: immutable
+        out._index = self._index if isinstance(self._names, LazyNames) else dict(self._index)
         out.arcs = list(self.arcs)
         out.initial = dict(self.initial)
         out.final = dict(self.final)
@@ -362,6 +519,14 @@ class WFSA:
         from kleene.automata.algorithms import score
 
         return score(self, symbols, env=env, epsilon_cap=epsilon_cap)
+
+    def score_batch(
+        self, strings: Sequence[Sequence[Hashable]], env: Env | None = None, epsilon_cap: int | None = None
+    ) -> list[Any]:
+        """The Forward score of each string (``kleene.automata.algorithms.score_batch``)."""
+        from kleene.automata.algorithms import score_batch
+
+        return score_batch(self, strings, env=env, epsilon_cap=epsilon_cap)
 
     def viterbi(self, symbols: Sequence[Hashable], env: Env | None = None) -> ViterbiPath:
         """The best single path deriving ``symbols``, with its weight and arcs."""

@@ -60,7 +60,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--all", action="store_true", help="every zoo entry: a table (with --markdown) or JSON list")
     parser.add_argument("--window", type=_positive, help="QRNN convolution window K")
     parser.add_argument("--order", type=_positive, help="RCNN n-gram order n")
-    parser.add_argument("--semiring", help="semiring for entries that take one (sopa, rrnn-semiring)")
+    parser.add_argument(
+        "--semiring", help="semiring for entries that take one (sopa, rrnn-semiring, qrnn-semiring, rcnn, isan)"
+    )
     parser.add_argument("--kind", choices=("B", "C", "F"), help="RRNN kind of rrnn-semiring")
     parser.add_argument("--dim", type=_positive, help="hidden size d for ISAN and the linear Elman network")
     parser.add_argument("--layers", type=_positive, help="layers of a stacked entry (stacked-linear, delayed-linear)")

@@ -46,12 +46,15 @@ class AffineInput:
     """An input function ``act(Σ_k weight[k] · v_{x_{t−K+1+k}} + bias)`` of the last K words' vectors.
 
     ``weight`` is ``[K, n]``: row ``K − 1`` reads the current word, row ``k < K − 1`` the word
-    ``K − 1 − k`` steps back (zero vector before the start), as in a width-K convolution.
+    ``K − 1 − k`` steps back (zero vector before the start), as in a width-K convolution. With ``stored_in``, the
+    function computes a stored value of that semiring (as a layer feeds its kernel) and is read back as its element
+    (``from_storage``: the identity except where the storage differs, e.g. max-times' logarithms).
     """
 
     activation: str
     weight: np.ndarray
     bias: float = 0.0
+    stored_in: Semiring | None = None
 
     def __post_init__(self) -> None:
         if self.activation not in ACTIVATIONS:
@@ -68,13 +71,15 @@ class AffineInput:
         pre = current @ self.weight[-1] + self.bias
         for row, vector in zip(self.weight[:-1], lagged):
             pre = pre + float(vector @ row)
-        return ACTIVATIONS[self.activation][0](pre)
+        value = ACTIVATIONS[self.activation][0](pre)
+        return value if self.stored_in is None else np.asarray(self.stored_in.from_storage(value), dtype=np.float64)
 
     def expression(self, coordinates: Sequence[sympy.Expr], lagged: Sequence[np.ndarray]) -> sympy.Expr:
         """The same function as a sympy expression of the current word's coordinates (learned numbers inlined)."""
         constant = self.bias + sum(float(vector @ row) for row, vector in zip(self.weight[:-1], lagged))
         pre = sympy.Add(*(sympy.Float(float(w)) * v for w, v in zip(self.weight[-1], coordinates) if w != 0))
-        return ACTIVATIONS[self.activation][1](pre + sympy.Float(constant))
+        value = ACTIVATIONS[self.activation][1](pre + sympy.Float(constant))
+        return value if self.stored_in is None else self.stored_in.sym_from_storage(value)
 
 
 @dataclass(frozen=True)
@@ -492,7 +497,8 @@ class Extraction:
 def _max_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
     """``max |a − b|``, where equal infinities (a semiring zero on both sides) differ by 0."""
     same = a == b
-    return float(np.max(np.where(same, 0.0, np.abs(a - b)))) if np.size(a) else 0.0
+    with np.errstate(invalid="ignore"):  # inf − inf where both hold the same infinity: masked by ``same``
+        return float(np.max(np.where(same, 0.0, np.abs(a - b)))) if np.size(a) else 0.0
 
 
 def openfst_arc_type(semiring: Semiring) -> str | None:

@@ -42,29 +42,45 @@ def _rows(linear: Any, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     return weight, bias
 
 
-def _affine(activation: str, weight: np.ndarray, bias: np.ndarray) -> list[AffineInput]:
-    return [AffineInput(activation, weight[i][None, :], float(bias[i])) for i in range(len(weight))]
+def _affine(activation: str, weight: np.ndarray, bias: np.ndarray, stored_in: Any = None) -> list[AffineInput]:
+    return [AffineInput(activation, weight[i][None, :], float(bias[i]), stored_in) for i in range(len(weight))]
+
+
+def _values(layer: Any, linear: Any, start: int, count: int) -> list[AffineInput]:
+    """Rows of ``linear`` as the values a layer stores as they are (``W v + b``), read back as elements."""
+    return _affine("identity", *_rows(linear, start, count), layer.algebra)
+
+
+def _gate_activation(layer: Any) -> str:
+    """σ as the layer stores a gate (``gate_in_storage``): log σ where its storage holds log-weights."""
+    return "logsigmoid" if layer.algebra.storage.log_weights else "sigmoid"
+
+
+def _gates(layer: Any, linear: Any, start: int, count: int) -> tuple[list[AffineInput], list[AffineInput]]:
+    """The gates σ(z) of rows ``start .. start+count`` and their complements 1 − σ(z) = σ(−z), as elements."""
+    weight, bias = _rows(linear, start, count)
+    activation = _gate_activation(layer)
+    return _affine(activation, weight, bias, layer.algebra), _affine(activation, -weight, -bias, layer.algebra)
+
+
+def _constants(layer: Any) -> np.ndarray:
+    """A compiled layer's constants ``[k, d]`` (stored gates σ(raw), ``GateConstants``) as elements."""
+    return np.asarray(layer.algebra.from_storage(to_numpy(layer.recurrence.constants)), dtype=np.float64)
+
+
+def _recurrence(layer: Any, paper: Sequence[Any], general: Callable[[str], Any]) -> Any:
+    """The paper's recurrence of ``paper`` (zoo entries) proved in ``layer``'s semiring, else ``general(name)``:
+    the zoo's form of the layer in any semiring."""
+    for rec in paper:
+        if get_semiring(rec.semiring) == layer.algebra:
+            return rec
+    return general(layer.algebra.name)
 
 
 # -- RRNN and SRU -------------------------------------------------------------------------------
 
 
-def _proved_in(layer: Any, recurrences: Sequence[Any], describe: str) -> Any:
-    """The recurrence of ``recurrences`` (zoo entries) over ``layer``'s semiring.
-
-    Raises:
-        ExtractionError: none is, naming the layer's semiring and those the entries are proved in.
-    """
-    for rec in recurrences:
-        if get_semiring(rec.semiring) == layer.algebra:
-            return rec
-    proved = sorted(get_semiring(rec.semiring).name for rec in recurrences)
-    raise ExtractionError(
-        f"{describe} in the {layer.semiring} semiring: the zoo proves it in {proved} only, so it is not extracted"
-    )
-
-
-#: The zoo's recurrences of each RRNN kind, one per semiring it is proved in.
+#: The paper's recurrences of each RRNN kind (one per semiring it states them in); ``rrnn_semiring`` elsewhere.
 _RRNN_RECURRENCES = {
     "B": (zoo.rrnn_b, zoo.rrnn_b_maxplus),
     "B-maxplus": (zoo.rrnn_b_maxplus,),
@@ -75,33 +91,38 @@ _RRNN_RECURRENCES = {
 
 def _rrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d, kind = layer.dim, layer.kind
-    rec = _proved_in(layer, [build() for build in _RRNN_RECURRENCES[kind]], f"RRNNLayer({kind})")
-    proof = proved_automata(rec)[0]
-    if kind in ("B", "B-maxplus"):
-        log_weights = layer.algebra.log_weights
-        forget = _affine("logsigmoid" if log_weights else "sigmoid", *_rows(layer.forget, 0, d))
-        update = _affine("identity", *_rows(layer.update, 0, d))
-        value = "u" if layer.algebra.best else "w"
-        return [Unit(f"c{i + 1}", proof, {"f": forget[i], value: update[i]}) for i in range(d)]
-    f1, f2 = (_affine("sigmoid", *_rows(layer.forget, j * d, d)) for j in (0, 1))
-    w1, w2 = (_affine("identity", *_rows(layer.update, j * d, d)) for j in (0, 1))
+    general = kind.split("-")[0]
+    paper = [build() for build in _RRNN_RECURRENCES[kind]]
+    proof = proved_automata(_recurrence(layer, paper, lambda s: zoo.rrnn_semiring(general, s)))[0]
+    names = [""] if general == "B" else ["1", "2"]
+    inputs: list[dict[str, AffineInput]] = [{} for _ in range(d)]
+    for j, suffix in enumerate(names):
+        gates, complements = _gates(layer, layer.forget, j * d, d)
+        values = _values(layer, layer.update, j * d, d)
+        for i in range(d):
+            # the paper's B in max-plus names the value u (Example 15); the other forms name it w
+            inputs[i].update({"f" + suffix: gates[i], "nf" + suffix: complements[i], "w" + suffix: values[i]})
+            inputs[i].setdefault("u", values[i])
     constants: list[dict[str, float]] = [{} for _ in range(d)]
     if kind == "F":
-        values = to_numpy(layer.recurrence.constants)  # [gamma, rho1, rho2] x d, already σ(raw)
-        names = list(layer.recurrence.template.constants)
+        values_k = _constants(layer)  # [gamma, rho1, rho2] x d
         mapping = {"gamma": "r", "rho1": "p1", "rho2": "p2"}
-        constants = [{mapping[n]: float(values[k, i]) for k, n in enumerate(names)} for i in range(d)]
-    return [
-        Unit(f"c{i + 1}", proof, {"f1": f1[i], "f2": f2[i], "w1": w1[i], "w2": w2[i]}, constants[i]) for i in range(d)
-    ]
+        names_k = list(layer.recurrence.template.constants)
+        constants = [{mapping[n]: float(values_k[k, i]) for k, n in enumerate(names_k)} for i in range(d)]
+    return [Unit(f"c{i + 1}", proof, inputs[i], constants[i]) for i in range(d)]
 
 
 def _sru_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d = layer.dim
-    proof = proved_automata(_proved_in(layer, [zoo.sru()], "SRULayer"))[0]
-    forget = _affine("sigmoid", *_rows(layer.gates, 0, d))
-    value = _affine("identity", *_rows(layer.transform, 0, d))
-    return [Unit(f"c{i + 1}", proof, {"f": forget[i], "g": value[i]}) for i in range(d)]
+    rec = _recurrence(layer, [zoo.sru()], lambda s: zoo.rrnn_semiring("B", s))
+    proof = proved_automata(rec)[0]
+    gates, complements = _gates(layer, layer.gates, 0, d)
+    values = _values(layer, layer.transform, 0, d)
+    # the paper's SRU (``zoo.sru``) names its value g, ``rrnn_semiring`` w
+    return [
+        Unit(f"c{i + 1}", proof, {"f": gates[i], "nf": complements[i], "w": values[i], "g": values[i]})
+        for i in range(d)
+    ]
 
 
 # -- QRNN ---------------------------------------------------------------------------------------
@@ -127,13 +148,19 @@ def _qrnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
             f"(|V|^{window - 1} histories); exact extraction supports windows 1 and 2"
         )
     alphabet = list(words) if window > 1 else zoo.DEFAULT_ALPHABET
-    rec = _proved_in(layer, [zoo.qrnn(window, alphabet=alphabet, pooling=layer.pooling)], "QRNNLayer")
+    paper = [zoo.qrnn(window, alphabet=alphabet, pooling=layer.pooling)]
+    rec = _recurrence(
+        layer, paper, lambda s: zoo.qrnn_semiring(window, alphabet=alphabet, pooling=layer.pooling, semiring=s)
+    )
     proof = proved_automata(rec, alphabet if window > 1 else None)[0]
-    activation = {"z": "tanh", "f": "sigmoid", "i": "sigmoid"}
-    inputs = {}
-    for gate in (g for g in layer.gates if g in activation):
-        rows, biases = _qrnn_gate_rows(layer, gate)
-        inputs[gate] = [AffineInput(activation[gate], rows[u], float(biases[u])) for u in range(layer.hidden_size)]
+    gate = _gate_activation(layer)
+    inputs: dict[str, list[AffineInput]] = {}
+    for name in (g for g in layer.gates if g in ("z", "f", "i")):
+        rows, biases = _qrnn_gate_rows(layer, name)
+        activation = "tanh" if name == "z" else gate
+        inputs[name] = [AffineInput(activation, rows[u], float(biases[u]), layer.algebra) for u in range(len(rows))]
+        if name == "f":
+            inputs["nf"] = [AffineInput(gate, -rows[u], -float(biases[u]), layer.algebra) for u in range(len(rows))]
     return [Unit(f"c{u + 1}", proof, {g: spec[u] for g, spec in inputs.items()}) for u in range(layer.hidden_size)]
 
 
@@ -156,10 +183,10 @@ def qrnn_layer_output_gate(layer: Any, vectors: np.ndarray) -> np.ndarray:
 def _rcnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d, order = layer.dim, layer.order
     adaptive = layer.decay is not None
-    proof = proved_automata(_proved_in(layer, [zoo.rcnn(order, constant_lambda=not adaptive)], "RCNNLayer"))[0]
-    updates = [_affine("identity", *_rows(layer.inputs, j * d, d)) for j in range(order)]
-    decay = _affine("sigmoid", *_rows(layer.decay, 0, d)) if adaptive else None
-    constant = None if adaptive else to_numpy(layer.recurrence.constants)[0]  # σ(raw) per unit
+    proof = proved_automata(zoo.rcnn(order, constant_lambda=not adaptive, semiring=layer.algebra.name))[0]
+    updates = [_values(layer, layer.inputs, j * d, d) for j in range(order)]
+    decay = _gates(layer, layer.decay, 0, d)[0] if adaptive else None
+    constant = None if adaptive else _constants(layer)[0]  # σ(raw) per unit, as elements
     units = []
     for i in range(d):
         inputs = {f"u{j + 1}": updates[j][i] for j in range(order)}
@@ -172,16 +199,10 @@ def _rcnn_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
 
 def _isan_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     d = layer.size
-    proofs = proved_automata(zoo.isan(d))
-    matrix_weight, matrix_bias = _rows(layer.matrix, 0, d * d)  # row i·d + j: [W_x]_ij, c_i += W_ij c_j
-    inputs = {
-        zoo.matrix_entry("W", i + 1, j + 1, d): AffineInput(
-            "identity", matrix_weight[i * d + j][None, :], float(matrix_bias[i * d + j])
-        )
-        for i in range(d)
-        for j in range(d)
-    }
-    offsets = _affine("identity", *_rows(layer.offset, 0, d))
+    proofs = proved_automata(zoo.isan(d, semiring=layer.algebra.name))
+    matrix = _values(layer, layer.matrix, 0, d * d)  # row i·d + j: [W_x]_ij, c_i ⊕= W_ij ⊗ c_j
+    inputs = {zoo.matrix_entry("W", i + 1, j + 1, d): matrix[i * d + j] for i in range(d) for j in range(d)}
+    offsets = _values(layer, layer.offset, 0, d)
     inputs.update({f"b{i + 1}": offsets[i] for i in range(d)})
     return [Unit(f"c{i + 1}", proofs[i], inputs) for i in range(d)]
 
@@ -240,7 +261,7 @@ def check_layer(layer: Any) -> LayerAdapter:
         ExtractionError: a layer kind without an extraction here, or a bidirectional layer.
     """
     adapter = _adapter(layer)
-    if layer.recurrence.plan.options.bidirectional:
+    if layer.reads_both_ways:
         kind = type(layer).__name__
         raise ExtractionError(f"{kind}: bidirectional layers are not extracted (the backward half reads reversed text)")
     return adapter
@@ -267,5 +288,6 @@ def from_kleene_layer(layer: Any, embedding: Any, words: Sequence[Hashable] | No
 
 
 def kleene_layer_states(layer: Any, vectors: Any, lengths: Any) -> Any:
-    """The cell states c ``[B, T, d]`` a kleene rational layer computes (what its automata's prefix scores equal)."""
-    return _adapter(layer).states(layer, vectors, lengths)
+    """The cell states c ``[B, T, d]`` a kleene rational layer computes, as elements of its semiring (what its
+    automata's prefix scores equal; the layer computes stored values, e.g. logarithms in max-times)."""
+    return layer.algebra.from_storage(_adapter(layer).states(layer, vectors, lengths))

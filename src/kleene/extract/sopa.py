@@ -26,6 +26,10 @@ part of its composite moves (``eps_i ⊗ phi_{i+1}``: i → i+1, ``eps_i ⊗ mu_
 and epsilon scales are part of the weights. Where semiring zero is -inf the authors stand in -100: every pattern
 state starts there (initial weights) and the document score is floored at -100 (``idle``'s final weight).
 
+Shared self-loops (either mode; the authors' ``--shared_sl``): the self-loop input ``s{i}`` is the main path's row i
+(END: the layer's ``end_weight``), and the loop weight is ``s{i}(x) ⊗ sl{i}``, ``sl{i}`` a constant of each unit (the
+pattern's learned scale in storage form).
+
 The document is the classifier's padded token sequence: ``boundary`` copies of ``SOPA_START`` before the tokens
 and of ``SOPA_END`` after them (``sopa_document``); the two boundary vectors are extra rows of the features.
 """
@@ -82,16 +86,23 @@ def _pattern_structure(group: Any) -> Structure:
     ``epsilon_cap`` epsilons in a row; see the module docstring): read from ``group.template``, not re-derived.
 
     Weight functions are named by their factors (``mu1``, ``phi2``, ``eps0_phi1``...); a slot ``mu{i}`` is the
-    input ``m{i}(x_t)``, ``phi{i}`` is ``s{i}(x_t)`` times the layer's self-loop scale; constants ``eps{i}``.
+    input ``m{i}(x_t)``, ``phi{i}`` is ``s{i}(x_t)`` times the layer's self-loop scale: a fixed number, or with
+    shared self-loops the constant ``sl{i}`` (each pattern's learned scale; ``s{i}`` then reads the main path's
+    row i); constants ``eps{i}``.
     """
     template, storage = group.template, group.storage
     slots, constants = template.slots, template.constants
     q = len(template.states)
     cap = group.epsilon_cap if template.epsilons else 0
     depth = q - 1 if cap is None else cap  # SoPa's epsilons go forward: no path takes more than Q-1 of them
-    scale = [] if group.loop_scale is None else [sympy.Float(group.loop_scale)]
+
+    def loop_scale(i: int) -> list[sympy.Expr]:
+        if group.loop_share is not None:
+            return [sympy.Symbol(f"sl{i}")]
+        return [] if group.loop_scale is None else [sympy.Float(group.loop_scale)]
+
     scaled = {
-        name: _call(f"m{i}") if kind == "mu" else storage.sym_times(_call(f"s{i}"), *scale)
+        name: _call(f"m{i}") if kind == "mu" else storage.sym_times(_call(f"s{i}"), *loop_scale(i))
         for name, (kind, i) in zip(slots, group.slot_moves)
     }
     parameterisation: dict[str, sympy.Expr] = {}
@@ -195,7 +206,12 @@ def _pattern_units(patterns: Any) -> list[Unit]:
         floor = REFERENCE_ZERO if group.floored else None
         length = group.length
         main_w, main_b = to_numpy(group.main_weight), to_numpy(group.main_bias) * group.bias_scale
-        if group.self_loops:
+        shares = group.loop_scales()  # shared self-loops: (count, L) storage form; the loops read main rows
+        if shares is not None:
+            loop_w = np.concatenate([main_w, to_numpy(group.end_weight)], 1)
+            loop_b = np.concatenate([main_b, to_numpy(group.end_bias) * group.bias_scale], 1)
+            share = to_numpy(shares)
+        elif group.self_loops:
             loop_w, loop_b = to_numpy(group.loop_weight), to_numpy(group.loop_bias) * group.bias_scale
         constants_of = group.epsilon_constants()
         eps = None if constants_of is None else to_numpy(constants_of)  # [constants, count], storage form
@@ -205,6 +221,8 @@ def _pattern_units(patterns: Any) -> list[Unit]:
             if group.self_loops:
                 inputs.update(_per_state("s", activation, loop_w[p], loop_b[p]))
             constants = {} if eps is None else {c: float(eps[k, p]) for k, c in enumerate(group.template.constants)}
+            if shares is not None:
+                constants.update({f"sl{i}": float(share[p, i]) for i in range(length)})
             initial = {f"s{i}": floor for i in range(length)} if floor is not None else {}
             units.append(Unit(f"pattern{len(units)}", structure, inputs, constants, initial))
     return units

@@ -6,25 +6,33 @@ is not elementwise, but rational: one WFSA with a source state q0 (self-loop 1) 
 q0 -b_j(α)-> qj and qi -W_ji(α)-> qj, started in q0, has ``z_t[q_j] = [c_t]_j`` (Appendix C uses one such WFSA per
 output dimension with final state q_j; here the d dimensions share one run and are read from the WFSA's state
 vector). ``W_x`` and ``b_x`` are affine functions of the symbol's vector (its embedding row), so they depend on
-the current symbol only; with a learned embedding this is the per-symbol lookup of the original ISAN. The
-recurrence runs through the compiled template one step at a time, carrying the state vector.
+the current symbol only; with a learned embedding this is the per-symbol lookup of the original ISAN.
+
+Every state reaches every state, so the WFSA is dense: its Forward step is a batched semiring matrix-vector
+product (``Semiring.matmul`` of the storage semiring: ``torch.bmm`` in the real semiring), not a generated
+kernel with d² unrolled arcs (``isan_template`` states the same automaton as a template, for drawing and for
+comparing with the compiled path).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 
+from kleene.automata.semiring import Semiring
 from kleene.compile import Template
+from kleene.compile.module import backends
+from kleene.errors import LayerError
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     RationalClassifier,
     RationalLanguageModel,
     RationalLayer,
     chain_template,
-    compile_layer,
+    layer_semiring,
     task_builder,
 )
 
@@ -43,64 +51,95 @@ def isan_template(size: int) -> Template:
 
 
 class ISANLayer(RationalLayer):
-    """An ISAN layer of ``hidden_size`` units; ``h_t = c_t`` (the network is affine, as in the paper)."""
+    """An ISAN layer of ``hidden_size`` units; ``h_t = c_t`` (the network is affine, as in the paper).
 
-    _slot_index: Tensor
+    ``semiring`` (default real; any ``layer_semiring``): ``c_i = ⊕_j W_ij ⊗ c_j ⊕ b_i`` with ``W_x``, ``b_x`` stored
+    values (the affine maps' outputs as they are; max-times: logarithms); ``h`` holds stored values. The matrix starts
+    near a contraction: the element of probability 1/2 on the diagonal, of 1/(100 d) elsewhere, plus small noise.
+    The state (``forward``'s second result, ``h0``) is the WFSA's (B, d + 1, 1): the source q0 (one) and c.
 
-    def __init__(self, input_size: int, hidden_size: int, *, backend: str = "auto"):
+    Caution:
+        The recurrence runs as one batched semiring matrix-vector product per step (module docstring) in torch
+        on every backend; ``backend`` is checked and kept for the layers' common signature only.
+    """
+
+    reads_both_ways = False  # type: ignore[assignment]
+
+    def __init__(
+        self, input_size: int, hidden_size: int, *, semiring: str | Semiring | None = None, backend: str = "auto"
+    ):
         super().__init__()
+        self.algebra = layer_semiring("real" if semiring is None else semiring)
+        self.storage, self.semiring = self.algebra.storage, self.algebra.name
+        if backend != "auto" and backend not in backends():
+            raise LayerError(f"ISANLayer: unknown backend {backend!r}; available: {', '.join(backends())} and 'auto'")
+        self.backend = backend
         self.input_size = input_size
         self.size = self.output_size = hidden_size
-        self.matrix = nn.Linear(input_size, hidden_size * hidden_size)  # W_x = reshape(A v_x + a)
+        self.matrix = nn.Linear(input_size, hidden_size * hidden_size)  # W_x = reshape(A v_x + a), row-major W[i, j]
         self.offset = nn.Linear(input_size, hidden_size)  # b_x
-        with torch.no_grad():  # start near a contraction: W_x ≈ 0.5 I
-            self.matrix.weight.mul_(0.1)
-            self.matrix.bias.copy_(0.5 * torch.eye(hidden_size).reshape(-1))
-        self.recurrence = compile_layer(isan_template(hidden_size), "real", 1, False, backend)
-        names = self.recurrence.template.slots
         d = hidden_size
-        # order of the template's slots in cat([b (d), W row-major (d*d) as W[j, i] at j*d + i])
-        positions = [
-            int(n[1:]) - 1 if n.startswith("b") else d + (int(n[1:].split("_")[0]) - 1) * d + int(n.split("_")[1]) - 1
-            for n in names
-        ]
-        self.register_buffer("_slot_index", torch.tensor(positions), persistent=False)
+        algebra = self.algebra
+        diagonal, elsewhere = (float(algebra.to_storage(algebra.from_probability(p))) for p in (0.5, 0.01 / d))
+        with torch.no_grad():
+            self.matrix.weight.mul_(0.1)
+            self.matrix.bias.copy_(torch.where(torch.eye(d, dtype=torch.bool), diagonal, elsewhere).reshape(-1))
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = self.check(x, lengths)
         b, t, _ = x.shape
-        weights = torch.cat([self.offset(x), self.matrix(x)], -1).index_select(-1, self._slot_index)
-        state = h0
-        if state is None:
-            state = x.new_zeros((b, self.size + 1, 1))
-            state[:, 0] = 1.0
+        d, s = self.size, self.storage
+        if h0 is None:  # the source q0 holds one, the units zero
+            h0 = x.new_full((b, d + 1, 1), float(s.zero))
+            h0[:, 0] = float(s.one)
+        elif h0.shape != (b, d + 1, 1):
+            raise LayerError(f"ISANLayer: h0 must have shape {(b, d + 1, 1)}, got {tuple(h0.shape)}")
+        source, c = h0[:, :1, 0], h0[:, 1:, 0]
+        matrices = self.matrix(x).view(b, t, d, d).unbind(1)
+        offsets = s.times(source[:, None, :], self.offset(x)).unbind(1)  # q0 ⊗ b_x
         outputs = []
-        for step in range(t):
-            step_length = (lengths > step).to(torch.int64)
-            _, state = self.recurrence(weights[:, step : step + 1, :, None], step_length, state)
-            outputs.append(torch.where(step_length[:, None] > 0, state[:, 1:, 0], torch.zeros_like(state[:, 1:, 0])))
-        h = torch.stack(outputs, 1) if outputs else x.new_zeros((b, 0, self.size))
-        return h, state
+        for step, (matrix, offset) in enumerate(zip(matrices, offsets)):
+            new = s.plus(s.matmul(matrix, c[:, :, None])[:, :, 0], offset)
+            running = (lengths > step)[:, None]
+            c = torch.where(running, new, c)
+            outputs.append(torch.where(running, c, torch.zeros_like(c)))
+        h = torch.stack(outputs, 1) if outputs else x.new_zeros((b, 0, d))
+        return h, torch.cat([source, c], 1)[:, :, None]
 
 
 class ISANClassifier(RationalClassifier):
     """ISAN text classifier (one layer of 32 units by default); ``options`` as in ``RationalClassifier``."""
 
     def __init__(
-        self, vocab_size: int, num_classes: int, *, hidden_size: int = 32, num_layers: int = 1, **options: Any
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        hidden_size: int = 32,
+        num_layers: int = 1,
+        semiring: str | None = None,
+        **options: Any,
     ):
-        super().__init__(vocab_size, num_classes, ISANLayer, hidden_size=hidden_size, num_layers=num_layers, **options)
+        layer = partial(ISANLayer, semiring=semiring)
+        super().__init__(vocab_size, num_classes, layer, hidden_size=hidden_size, num_layers=num_layers, **options)
 
 
 class ISANLanguageModel(RationalLanguageModel):
     """ISAN language model (one layer of 64 units, 64-d embeddings by default); ``options`` as in the base."""
 
     def __init__(
-        self, vocab_size: int, *, hidden_size: int = 64, num_layers: int = 1, embedding_dim: int = 64, **options: Any
+        self,
+        vocab_size: int,
+        *,
+        hidden_size: int = 64,
+        num_layers: int = 1,
+        embedding_dim: int = 64,
+        semiring: str | None = None,
+        **options: Any,
     ):
         super().__init__(
             vocab_size,
-            ISANLayer,
+            partial(ISANLayer, semiring=semiring),
             hidden_size=hidden_size,
             num_layers=num_layers,
             embedding_dim=embedding_dim,

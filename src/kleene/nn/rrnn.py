@@ -201,19 +201,30 @@ def rrnn_gated_template(kind: str, semiring: str | Semiring) -> Template:
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu": torch.relu, "none": lambda x: x}
 
 
-def gate_semiring(semiring: str | Semiring) -> Semiring:
-    """``semiring`` checked for gated layers: a gate σ(z) in (0, 1) must be one of its elements, stored as the
-    factor itself or, where the storage holds log-weights, as its log (``Semiring.log_weights``).
+def layer_semiring(semiring: str | Semiring) -> Semiring:
+    """``semiring`` checked for a compiled layer: a known semiring with a kernel realisation.
 
     Raises:
-        LayerError: an unknown semiring, or one whose element for a probability is neither (min-plus stores costs
-            −log p; boolean has no kernel), naming it and why.
+        LayerError: an unknown semiring or one without kernels (boolean), naming it and why.
     """
     try:
         algebra = get_semiring(semiring)
         algebra.kernel_algebra()
     except KleeneError as error:
         raise LayerError(f"semiring {semiring!r}: {error}") from None
+    return algebra
+
+
+def gate_semiring(semiring: str | Semiring) -> Semiring:
+    """``semiring`` checked for gated layers (``layer_semiring``): a gate σ(z) in (0, 1) must be one of its
+    elements, stored as the factor itself or, where the storage holds log-weights, as its log
+    (``Semiring.log_weights``).
+
+    Raises:
+        LayerError: an unknown semiring, or one whose element for a probability is neither (min-plus stores costs
+            −log p; boolean has no kernel), naming it and why.
+    """
+    algebra = layer_semiring(semiring)
     storage = algebra.storage
     half = float(algebra.to_storage(algebra.from_probability(0.5)))
     expected = math.log(0.5) if storage.log_weights else 0.5
@@ -325,6 +336,11 @@ class RationalLayer(nn.Module):
         batch, steps = x.shape[0], x.shape[1]
         return check_lengths(lengths, batch, steps, error=LayerError, device=x.device, name=f"{name}: lengths")
 
+    @property
+    def reads_both_ways(self) -> bool:
+        """Whether half the dimensions read each sequence right to left (a bidirectional layer)."""
+        return bool(self.recurrence.plan.options.bidirectional)
+
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         raise NotImplementedError
 
@@ -350,7 +366,7 @@ class RationalLayer(nn.Module):
         """
         if state is not None and not isinstance(state, StreamState):
             raise LayerError(f"a stream state is a StreamState, got {type(state).__name__}")
-        if self.recurrence.plan.options.bidirectional:
+        if self.reads_both_ways:
             raise LayerError("a bidirectional layer cannot stream: its backward direction reads each chunk's end first")
         lengths = full_lengths(x) if lengths is None else lengths
         h, final = self(x, lengths, None if state is None else state.recurrence)

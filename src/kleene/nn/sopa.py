@@ -20,6 +20,12 @@ Two semantics (``mode``):
   template has no epsilon arcs; -100 enters as the initial state and as the floor of the document score.
   ``from_soft_patterns`` loads a state dict saved by that code.
 
+Shared self-loops (``shared_self_loops``, the authors' ``--shared_sl``; either mode): the self-loop on state i
+reads the score of the main-path row i (the END state, which has no move out, gets a row of its own:
+``end_weight``/``end_bias``) and is discounted by a learned scale, ``E(raw) ⊗ E(w_i·v_x + bias_scale * b_i)``:
+``"per-state"`` (``--shared_sl 1``) learns one raw scale per pattern and state, ``"global"`` (``--shared_sl 2``)
+one for the whole bank (a ``SelfLoopShare`` module shared by every group).
+
 Semirings: any of ``SEMIRINGS`` (``"max-times"``, ``"max-plus"``, ``"real"``, ``"log"``; a ``Semiring`` object
 works too): every encoding asks the semiring (``storage``, ``to_storage``/``from_storage``,
 ``storage.times``/``sum``/``product``, ``log_weights``, ``best``), never its name. Max-times runs in log space
@@ -53,6 +59,8 @@ from kleene.nn.registry import register_model
 
 __all__ = [
     "MLP",
+    "SHARED_SELF_LOOPS",
+    "SelfLoopShare",
     "SoPaClassifier",
     "SoPaError",
     "SoftPatterns",
@@ -62,6 +70,9 @@ __all__ = [
 
 Tensor = torch.Tensor
 Mode = Literal["paper", "reference"]
+SharedSelfLoops = Literal["per-state", "global"]
+#: The values of ``shared_self_loops`` besides None (the authors' ``--shared_sl`` 1 and 2).
+SHARED_SELF_LOOPS: tuple[SharedSelfLoops, ...] = ("per-state", "global")
 Encoder = Literal["sigmoid", "identity"]
 #: One arc of a path: (kind "main"/"self-loop"/"epsilon", source, target, step in the span or None, storage weight).
 PathStep = tuple[str, int, int, int | None, Tensor]
@@ -188,6 +199,18 @@ class _EncodedConstants(nn.Module):
         return value
 
 
+class SelfLoopShare(nn.Module):
+    """The learned self-loop scales of shared self-loops: ``raw`` (count, L) per pattern and state, or (1,) one scale
+    for every pattern; ``forward`` gives ``E(raw)`` in storage form (the authors' ``from_float(self_loop_scale)``)."""
+
+    def __init__(self, *shape: int):
+        super().__init__()
+        self.raw = nn.Parameter(torch.randn(*shape))
+
+    def forward(self, semiring: Semiring, encoder: str) -> Tensor:
+        return encode_to_storage(self.raw, semiring, encoder)
+
+
 def reference_template(length: int, self_loops: bool, epsilons: bool) -> Template:
     """The authors' transition: one optional epsilon *before* each consumed token, as composite moves.
 
@@ -229,7 +252,9 @@ class PatternGroup(nn.Module):
 
     Parameters (per pattern p, state i): ``main_weight[p, i]`` / ``main_bias[p, i]`` for the move
     i -> i+1 (i < L-1), ``loop_weight[p, i]`` / ``loop_bias[p, i]`` for the self-loop on i, and the raw
-    epsilon parameters ``recurrence.parametrizations.constants.original[i, p]`` (c_i of eq. 4).
+    epsilon parameters ``recurrence.parametrizations.constants.original[i, p]`` (c_i of eq. 4). With shared
+    self-loops there is no ``loop_weight``/``loop_bias``: the self-loop on i < L-1 reads the main-path row i, the
+    one on END reads ``end_weight[p, 0]`` / ``end_bias[p, 0]``, each ⊗ ``loop_share`` (a ``SelfLoopShare``).
 
     The compiled template is SoPa's only definition: the document score (``forward``/``score``), the scores of the
     spans ending at each step (``end_scores``), span totals (``span_totals``), best starts (``best_starts``) and
@@ -254,6 +279,7 @@ class PatternGroup(nn.Module):
         self_loop_scale: float | None,
         epsilon_scale: float | None,
         backend: str,
+        loop_share: SelfLoopShare | None = None,
     ):
         super().__init__()
         self.algebra = sopa_semiring(semiring)
@@ -265,11 +291,18 @@ class PatternGroup(nn.Module):
         # the authors stand in -100 for an infinite semiring zero
         self.floored = mode == "reference" and self.storage.log_weights
         self.loop_scale = None if self_loop_scale is None else _encoded_float(self_loop_scale, self.algebra, encoder)
+        if loop_share is not None and (not self_loops or self_loop_scale is not None):
+            raise SoPaError("shared self-loops need self_loops=True and learn their scale (self_loop_scale=None)")
+        #: the learned scales of shared self-loops (None: independent self-loop parameters)
+        self.loop_share = loop_share
         self.main_weight = nn.Parameter(_unit_rows(count, length - 1, input_dim))
         self.main_bias = nn.Parameter(torch.randn(count, length - 1))
-        if self_loops:
+        if self_loops and loop_share is None:
             self.loop_weight = nn.Parameter(_unit_rows(count, length, input_dim))
             self.loop_bias = nn.Parameter(torch.randn(count, length))
+        elif self_loops:
+            self.end_weight = nn.Parameter(_unit_rows(count, 1, input_dim))
+            self.end_bias = nn.Parameter(torch.randn(count, 1))
         if mode == "paper":
             template = sopa_pattern(length, self_loops=self_loops, epsilons=epsilons)
             self._cap: int | None = epsilon_cap
@@ -296,15 +329,40 @@ class PatternGroup(nn.Module):
         positions = [i if kind == "mu" else length - 1 + i for kind, i in self.slot_moves]
         self.register_buffer("_slot_index", torch.tensor(positions), persistent=False)
 
-    def transitions(self, inputs: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Main-path (B, T, count, L-1) and self-loop (B, T, count, L) weights in storage form."""
-        main = encode_to_storage(self._affine(inputs, self.main_weight, self.main_bias), self.algebra, self.encoder)
+    def transitions(self, inputs: Tensor, dropout: nn.Module | None = None) -> tuple[Tensor, Tensor | None]:
+        """Main-path (B, T, count, L-1) and self-loop (B, T, count, L) weights in storage form.
+
+        ``dropout`` acts on the encoded scores before any self-loop scale (as the authors' code does; a shared
+        self-loop reads the dropped-out main-path score).
+        """
         if not self.self_loops:
+            main = self._encoded(inputs, self.main_weight, self.main_bias, dropout)
             return main, None
-        loop = encode_to_storage(self._affine(inputs, self.loop_weight, self.loop_bias), self.algebra, self.encoder)
-        if self.loop_scale is not None:
-            loop = self.storage.times(loop, self.loop_scale)
-        return main, loop
+        if self.loop_share is None:
+            main = self._encoded(inputs, self.main_weight, self.main_bias, dropout)
+            loop = self._encoded(inputs, self.loop_weight, self.loop_bias, dropout)
+            if self.loop_scale is not None:
+                loop = self.storage.times(loop, self.loop_scale)
+            return main, loop
+        rows = self._encoded(
+            inputs,
+            torch.cat([self.main_weight, self.end_weight], 1),
+            torch.cat([self.main_bias, self.end_bias], 1),
+            dropout,
+        )
+        scale = self.loop_share(self.algebra, self.encoder).to(rows.dtype)
+        return rows[..., :-1], self.storage.times(rows, scale)
+
+    def loop_scales(self) -> Tensor | None:
+        """Shared self-loops: the learned scales (count, L) in storage form, else None."""
+        if self.loop_share is None:
+            return None
+        scale = self.loop_share(self.algebra, self.encoder)
+        return scale.expand(self.count, self.length) if scale.dim() == 1 else scale
+
+    def _encoded(self, inputs: Tensor, weight: Tensor, bias: Tensor, dropout: nn.Module | None) -> Tensor:
+        scores = encode_to_storage(self._affine(inputs, weight, bias), self.algebra, self.encoder)
+        return scores if dropout is None else dropout(scores)
 
     def _affine(self, inputs: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         """``w·v + bias_scale * b`` for every (pattern, state): (B, T, count, states)."""
@@ -330,10 +388,7 @@ class PatternGroup(nn.Module):
         return self.storage.product(constants, axis=0)
 
     def forward(self, inputs: Tensor, lengths: Tensor, dropout: nn.Module | None = None) -> Tensor:
-        main, loop = self.transitions(inputs)
-        if dropout is not None:
-            main = dropout(main)
-            loop = None if loop is None else dropout(loop)
+        main, loop = self.transitions(inputs, dropout)
         return self.score(self.slots(main, loop), lengths)
 
     def score(self, slots: Tensor, lengths: Tensor, *, constants: Tensor | None = None, floor: bool = True) -> Tensor:
@@ -540,9 +595,14 @@ class SoftPatterns(nn.Module):
 
     Patterns are ordered by length (as ``parse_pattern_spec`` sorts them).
 
+    ``shared_self_loops`` (``"per-state"``, ``"global"``; the authors' ``--shared_sl`` 1, 2) ties each self-loop to
+    the main path's scores with a learned scale (module docstring).
+
     Raises:
         SoPaError: an unknown semiring (or one SoPa cannot run in) or encoder, the identity encoder in a semiring
-            without negative elements (max-times), or a reference mode that does not use the authors' encoder.
+            without negative elements (max-times), a reference mode that does not use the authors' encoder, or
+            shared self-loops that are not one of ``SHARED_SELF_LOOPS``, without self-loops or with a fixed
+            ``self_loop_scale``.
     """
 
     def __init__(
@@ -559,6 +619,7 @@ class SoftPatterns(nn.Module):
         bias_scale: float | None = None,
         self_loop_scale: float | None = None,
         epsilon_scale: float | None = None,
+        shared_self_loops: SharedSelfLoops | None = None,
         backend: str = "auto",
     ):
         super().__init__()
@@ -578,7 +639,21 @@ class SoftPatterns(nn.Module):
                 raise SoPaError("reference mode takes at most one epsilon per token; epsilon_cap must be 1")
         elif self_loop_scale is not None or epsilon_scale is not None:
             raise SoPaError("self_loop_scale and epsilon_scale belong to reference mode (the paper has none)")
+        if shared_self_loops is not None:
+            if shared_self_loops not in SHARED_SELF_LOOPS:
+                raise SoPaError(
+                    f"shared_self_loops must be None or one of {SHARED_SELF_LOOPS}, not {shared_self_loops!r}"
+                )
+            if not self_loops:
+                raise SoPaError(f"shared_self_loops={shared_self_loops!r} needs self_loops=True")
+            if self_loop_scale is not None:
+                raise SoPaError(
+                    f"shared_self_loops={shared_self_loops!r} learns the self-loop scale; self_loop_scale must be "
+                    f"None, not {self_loop_scale!r}"
+                )
         self.spec = parse_pattern_spec(patterns)
+        self.shared_self_loops = shared_self_loops
+        shared = SelfLoopShare(1) if shared_self_loops == "global" else None
         self.algebra = algebra
         self.semiring, self.encoder, self.mode = algebra.name, encoder, mode
         self.input_dim = input_dim
@@ -597,6 +672,7 @@ class SoftPatterns(nn.Module):
                 self_loop_scale=self_loop_scale,
                 epsilon_scale=epsilon_scale,
                 backend=backend,
+                loop_share=(shared or SelfLoopShare(count, length)) if shared_self_loops is not None else None,
             )
             for length, count in self.spec.items()
         )
@@ -656,6 +732,7 @@ class SoPaClassifier(nn.Module):
         bias_scale: float | None = None,
         self_loop_scale: float | None = None,
         epsilon_scale: float | None = None,
+        shared_self_loops: SharedSelfLoops | None = None,
         mlp_hidden: int = 100,
         mlp_layers: int = 2,
         dropout: float = 0.2,
@@ -680,6 +757,7 @@ class SoPaClassifier(nn.Module):
             bias_scale=bias_scale,
             self_loop_scale=self_loop_scale,
             epsilon_scale=epsilon_scale,
+            shared_self_loops=shared_self_loops,
             backend=backend,
         )
         self.mlp = MLP(self.patterns.num_patterns, mlp_hidden, mlp_layers, num_classes)
@@ -742,29 +820,35 @@ def from_soft_patterns(
     epsilon_scale: float | None = None,
     start_vector: Tensor | None = None,
     end_vector: Tensor | None = None,
+    self_loops: bool | None = None,
     backend: str = "auto",
 ) -> SoPaClassifier:
     """A reference-mode ``SoPaClassifier`` holding the weights of a model saved by the authors' soft_patterns.
 
     ``state_dict`` has their names and layout: ``diags`` (P·D·Lmax, E) and ``bias`` (P·D·Lmax, 1) viewed as
-    (pattern, diagonal [self-loop, main path], state), ``epsilon`` (P, Lmax-1) and ``mlp.layers.{i}.*``;
+    (pattern, diagonal [self-loop, main path], state), ``epsilon`` (P, Lmax-1), ``mlp.layers.{i}.*`` and, for
+    ``--shared_sl`` models (D = 1: the self-loops read the main path's rows), the learned ``self_loop_scale``:
+    (P, Lmax) for ``--shared_sl 1`` (``shared_self_loops="per-state"``), (1,) for ``--shared_sl 2`` ("global").
     ``patterns`` is their ``--patterns`` argument (e.g. "5-50_4-50_3-50_2-50") and ``semiring`` their flag
     (``--maxtimes``: "max-times", ``--maxplus``: "max-plus", none: "real"); ``bias_scale``,
     ``self_loop_scale`` and ``epsilon_scale`` their ``--bias_scale_param``, ``--self_loop_scale`` and
     ``--eps_scale``. ``embeddings`` (V, E) becomes the classifier's frozen embedding matrix (row 0 is read as
-    padding), and ``start_vector``/``end_vector`` the vectors of their START/END padding tokens.
+    padding), and ``start_vector``/``end_vector`` the vectors of their START/END padding tokens. ``self_loops``
+    (default: inferred, self-loops when D = 2 or a learned ``self_loop_scale`` is present) is False for a model
+    trained with ``--no_sl`` and ``--shared_sl`` together, whose unused ``self_loop_scale`` is then ignored.
 
     Note:
-        Models trained with ``--use_rnn`` or ``--shared_sl`` have parameters this loader does not map.
+        Models trained with ``--use_rnn`` have parameters (an LSTM under the patterns) this loader does not map.
 
     Raises:
-        SoPaError: missing or unexpected keys, or shapes that do not fit ``patterns``.
+        SoPaError: missing or unexpected keys, shapes that do not fit ``patterns``, or options that contradict the
+            state dict (a fixed ``self_loop_scale`` with a learned one, ``self_loops`` against the diagonals).
     """
     spec = parse_pattern_spec(patterns)
     keys = set(state_dict)
-    unsupported = sorted(k for k in keys if k.startswith("rnn.") or k == "self_loop_scale")
+    unsupported = sorted(k for k in keys if k.startswith("rnn."))
     if unsupported:
-        raise SoPaError(f"the state dict has parameters of --use_rnn/--shared_sl models, not supported: {unsupported}")
+        raise SoPaError(f"the state dict has parameters of a --use_rnn model (an LSTM), not supported: {unsupported}")
     for needed in ("diags", "bias"):
         if needed not in keys:
             raise SoPaError(f"the state dict has no {needed!r} (keys: {sorted(keys)})")
@@ -786,10 +870,25 @@ def from_soft_patterns(
     eps = state_dict.get("epsilon")
     if eps is not None and tuple(eps.shape) != (total, max_len - 1):
         raise SoPaError(f"epsilon has shape {tuple(eps.shape)}; expected {(total, max_len - 1)}")
+    learned = state_dict.get("self_loop_scale")
+    shared = None if learned is None else _shared_kind(tuple(learned.shape), total, max_len, num_diags)
+    if self_loops is None:
+        self_loops = num_diags == 2 or shared is not None
+    elif self_loops and num_diags == 1 and shared is None:
+        raise SoPaError("self_loops=True, but diags has 1 diagonal and there is no learned self_loop_scale (--no_sl)")
+    elif not self_loops and num_diags == 2:
+        raise SoPaError("self_loops=False, but diags has 2 diagonals (a self-loop diagonal)")
+    if not self_loops:
+        shared = None  # --no_sl with --shared_sl: their code never reads the scale
+    if shared is not None and self_loop_scale is not None:
+        raise SoPaError(
+            f"the state dict learns its self_loop_scale (--shared_sl), which their code uses instead of "
+            f"--self_loop_scale: pass self_loop_scale=None, not {self_loop_scale!r}"
+        )
     mlp_keys = sorted(k for k in keys if k.startswith("mlp.layers.") and k.endswith(".weight"))
     if not mlp_keys:
         raise SoPaError("the state dict has no mlp.layers.*.weight")
-    extra = keys - {"diags", "bias", "epsilon"} - {k for k in keys if k.startswith("mlp.layers.")}
+    extra = keys - {"diags", "bias", "epsilon", "self_loop_scale"} - {k for k in keys if k.startswith("mlp.layers.")}
     if extra:
         raise SoPaError(f"unexpected keys in the state dict: {sorted(extra)}")
     mlp_weights = [state_dict[f"mlp.layers.{i}.weight"] for i in range(len(mlp_keys))]
@@ -800,11 +899,12 @@ def from_soft_patterns(
         patterns=spec,
         semiring=semiring,
         mode="reference",
-        self_loops=num_diags == 2,
+        self_loops=self_loops,
         epsilons=eps is not None,
         bias_scale=bias_scale,
         self_loop_scale=self_loop_scale,
         epsilon_scale=epsilon_scale,
+        shared_self_loops=shared,
         mlp_hidden=mlp_weights[0].shape[0] if len(mlp_weights) > 1 else 1,
         mlp_layers=len(mlp_weights),
         dropout=0.0,
@@ -827,7 +927,13 @@ def from_soft_patterns(
             length = group.length
             group.main_weight.copy_(diag_view[rows_of, -1, : length - 1])
             group.main_bias.copy_(bias_view[rows_of, -1, : length - 1])
-            if num_diags == 2:
+            if group.loop_share is not None:  # one diagonal: the self-loop on i reads row i
+                group.end_weight.copy_(diag_view[rows_of, 0, length - 1 : length])
+                group.end_bias.copy_(bias_view[rows_of, 0, length - 1 : length])
+                assert learned is not None
+                scales = learned.reshape(1) if shared == "global" else learned[rows_of, :length]
+                group.loop_share.raw.copy_(scales)
+            elif self_loops:
                 group.loop_weight.copy_(diag_view[rows_of, 0, :length])
                 group.loop_bias.copy_(bias_view[rows_of, 0, :length])
             if eps is not None:
@@ -839,6 +945,22 @@ def from_soft_patterns(
             layer.weight.copy_(state_dict[f"mlp.layers.{i}.weight"])
             layer.bias.copy_(state_dict[f"mlp.layers.{i}.bias"])
     return model
+
+
+def _shared_kind(shape: tuple[int, ...], total: int, max_len: int, num_diags: int) -> SharedSelfLoops:
+    """The ``shared_self_loops`` of a learned ``self_loop_scale`` of ``shape`` (their ``--shared_sl`` 1 or 2)."""
+    if num_diags != 1:
+        raise SoPaError(
+            "the state dict has a learned self_loop_scale (--shared_sl) but diags has 2 diagonals; --shared_sl "
+            "models keep 1 (the self-loops read the main path's rows)"
+        )
+    if shape == (total, max_len):
+        return "per-state"
+    if shape in ((1,), ()):
+        return "global"
+    raise SoPaError(
+        f"self_loop_scale has shape {shape}; expected {(total, max_len)} (--shared_sl 1) or (1,) (--shared_sl 2)"
+    )
 
 
 def raw_constants(recurrence: nn.Module) -> Tensor:

@@ -126,13 +126,24 @@ def rrnn_f() -> Recurrence:
 RRNN_KINDS = ("B", "C", "F")
 
 
+def _admitted(rec: Recurrence, gate: Any, value: Any, complement: str, lags: int = 0) -> Any:
+    """What a gated cell admits of ``value`` in ``rec``'s semiring: ``n ⊗ value`` with ``n`` the complement gate
+    1 − f as an element (input ``complement``) where ⊕ sums, ``value`` as it is where ⊕ selects (Rational
+    Recurrences §5.2: max-plus has no 1 − f). ``gate`` names the gate, for the input's meaning."""
+    if rec.ring.best:
+        return value
+    g = rec.input(complement, lags=lags, meaning=f"1 − {gate} as an element (σ of the negated pre-activation)")
+    return rec.times(g, value)
+
+
 def rrnn_semiring(kind: str = "F", semiring: str = "log") -> Recurrence:
     """RRNN(``kind``) (B, C or F) in any semiring, as ``kleene.nn``'s ``RRNNLayer(kind, semiring=...)`` runs it:
-    the gates ``f`` and inputs ``u`` are elements of the semiring (the layer maps σ(z) and W_u v into it), and
+    the gates ``f`` and values ``w`` are elements of the semiring (the layer maps σ(z) and W_u v into it), the
+    input is ``u = nf ⊗ w`` with ``nf`` = 1 − f as an element where ⊕ sums and ``u = w`` where it selects, and
 
     B: ``c = c ⊗ f ⊕ u``; C: ``c1 = c1 ⊗ f1 ⊕ u1``, ``c2 = c2 ⊗ f2 ⊕ c1 ⊗ u2``; F: C with ``⊕ r ⊗ u2`` in c2 (the
-    ε-arc γ) and output ``p1 ⊗ c1 ⊕ p2 ⊗ c2`` (all states start at the semiring's zero). In the real semiring with
-    ``u = (1 − f) w`` this is ``rrnn_b/c/f``; in max-plus with ``u = W_u v`` it is Example 15 (``rrnn_b_maxplus``).
+    ε-arc γ) and output ``p1 ⊗ c1 ⊕ p2 ⊗ c2`` (all states start at the semiring's zero). In the real semiring this
+    is ``rrnn_b/c/f`` with nf = 1 − f; in max-plus it is Example 15 (``rrnn_b_maxplus``).
 
     Raises:
         RecurrenceError: an unknown kind or semiring.
@@ -143,13 +154,14 @@ def rrnn_semiring(kind: str = "F", semiring: str = "log") -> Recurrence:
     rec = Recurrence(f"rrnn-{kind.lower()}-{semiring}", semiring, dims="d", doc=doc)
     if kind == "B":
         c = rec.state("c")
-        f, u = rec.input("f", meaning="the forget gate σ(·) as an element"), rec.input("u", meaning="the input")
-        rec.update(c, rec.plus(rec.times(c, f), u))
+        f, w = rec.input("f", meaning="the forget gate σ(·) as an element"), rec.input("w", meaning="the value")
+        rec.update(c, rec.plus(rec.times(c, f), _admitted(rec, "f", w, "nf")))
         rec.output("c", c)
         return rec
     c1, c2 = rec.states("c1 c2")
     f1, f2 = rec.input("f1", meaning="gate σ(·) as an element"), rec.input("f2", meaning="gate σ(·) as an element")
-    u1, u2 = rec.input("u1", meaning="first input"), rec.input("u2", meaning="second input")
+    w1, w2 = rec.input("w1", meaning="first value"), rec.input("w2", meaning="second value")
+    u1, u2 = _admitted(rec, "f1", w1, "nf1"), _admitted(rec, "f2", w2, "nf2")
     rec.update(c1, rec.plus(rec.times(c1, f1), u1))
     terms = [rec.times(c2, f2), rec.times(c1, u2)]
     if kind == "C":
@@ -162,17 +174,20 @@ def rrnn_semiring(kind: str = "F", semiring: str = "log") -> Recurrence:
     return rec
 
 
-def rcnn(order: int = 2, constant_lambda: bool = False) -> Recurrence:
-    """n-gram RCNN (Lei et al. 2016; §4.2 Eq. 14, Appendix B): n + 1 states."""
+def rcnn(order: int = 2, constant_lambda: bool = False, semiring: str = "real") -> Recurrence:
+    """n-gram RCNN (Lei et al. 2016; §4.2 Eq. 14, Appendix B): n + 1 states. In ``semiring`` (as ``kleene.nn``'s
+    ``RCNNLayer(semiring=...)`` runs it): ``c_j = c_j ⊗ λ ⊕ c_{j−1} ⊗ u_j`` with ``c_0 = one``, λ and u_j elements."""
     _size("rcnn", "order", order)
     kind = "constant" if constant_lambda else "input-only"
-    rec = Recurrence(f"rcnn-{order}", "real", dims="d", doc=f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B)")
-    cs = rec.states(" ".join(f"c{j}" for j in range(1, order + 1)), init=0)
-    lam = rec.constant("lam") if constant_lambda else rec.input("lam", meaning="σ(W_λ v_t + b_λ)_i")
+    doc = f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B)" + ("" if semiring == "real" else f" in {semiring}")
+    name = f"rcnn-{order}" + ("" if semiring == "real" else f"-{semiring}")
+    rec = Recurrence(name, semiring, dims="d", doc=doc)
+    cs = rec.states(" ".join(f"c{j}" for j in range(1, order + 1)))
+    lam = rec.constant("lam") if constant_lambda else rec.input("lam", meaning="σ(W_λ v_t + b_λ)_i as an element")
     us = [rec.input(f"u{j}", meaning=f"(u_t^({j}))_i") for j in range(1, order + 1)]
-    previous: Any = 1
+    previous: Any = None
     for c, u in zip(cs, us):
-        rec.update(c, c * lam + previous * u)
+        rec.update(c, rec.plus(rec.times(c, lam), u if previous is None else rec.times(previous, u)))
         previous = c
     rec.output("c", cs[-1])
     return rec
@@ -188,18 +203,23 @@ def matrix_entry(prefix: str, i: int, j: int, d: int) -> str:
     return f"{prefix}{_indices(d, i, j)}"
 
 
-def isan(d: int = 2) -> Recurrence:
-    """ISAN (Foerster et al. 2017; §4.3 Eq. 16-18, Appendix C): c_t = W_{x_t} c_{t−1} + b_{x_t}.
+def isan(d: int = 2, semiring: str = "real") -> Recurrence:
+    """ISAN (Foerster et al. 2017; §4.3 Eq. 16-18, Appendix C): c_t = W_{x_t} c_{t−1} + b_{x_t}; in ``semiring``,
+    ``c_i = ⊕_j W_ij ⊗ c_j ⊕ b_i`` (as ``kleene.nn``'s ``ISANLayer(semiring=...)`` runs it).
 
     Raises:
         RecurrenceError: ``d`` is not an integer >= 1.
     """
     _size("isan", "d", d)
-    rec = Recurrence(f"isan-{d}", "real", doc=f"ISAN of hidden size {d} (Eq. 16, Appendix C)")
-    cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)), init=0)
+    name, where = (f"isan-{d}", "") if semiring == "real" else (f"isan-{d}-{semiring}", f" in {semiring}")
+    rec = Recurrence(name, semiring, doc=f"ISAN of hidden size {d}{where} (Eq. 16, Appendix C)")
+    cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)))
     for i in range(1, d + 1):
-        terms = [rec.input(matrix_entry("W", i, j, d), meaning=f"[W_x_t]_{i}{j}") * cs[j - 1] for j in range(1, d + 1)]
-        rec.update(cs[i - 1], sympy.Add(*terms) + rec.input(f"b{i}", meaning=f"[b_x_t]_{i}"))
+        terms = [
+            rec.times(rec.input(matrix_entry("W", i, j, d), meaning=f"[W_x_t]_{i}{j}"), cs[j - 1])
+            for j in range(1, d + 1)
+        ]
+        rec.update(cs[i - 1], rec.plus(*terms, rec.input(f"b{i}", meaning=f"[b_x_t]_{i}")))
     for i in range(1, d + 1):
         rec.output(f"c{i}", cs[i - 1])
     return rec
@@ -348,6 +368,36 @@ def qrnn(window: int = 2, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET, pooli
     i = rec.input("i", lags=window - 1, meaning="σ(conv_K(W_i, v))_i") if ifo else None
     z = rec.input("z", lags=window - 1, meaning="tanh(conv_K(W_z, v))_i")
     rec.update(c, f * c + (i if i is not None else 1 - f) * z)
+    rec.output("c", c)
+    return rec
+
+
+def qrnn_semiring(
+    window: int = 1, alphabet: Sequence[Hashable] = DEFAULT_ALPHABET, pooling: str = "f", semiring: str = "log"
+) -> Recurrence:
+    """QRNN pooling in any semiring, as ``kleene.nn``'s ``QRNNLayer(semiring=...)`` runs it: ``c = c ⊗ f ⊕ u`` with
+    the gates (``f``; ``i`` for ifo-pooling) and the candidate ``z`` elements read from the last ``window`` words,
+    and ``u = i ⊗ z`` (ifo), ``u = nf ⊗ z`` with nf = 1 − f as an element where ⊕ sums, ``u = z`` where it
+    selects. In the real semiring this is ``qrnn`` with nf = 1 − f.
+
+    Raises:
+        RecurrenceError: an unknown pooling, a bad window or alphabet.
+    """
+    _size("qrnn-semiring", "window", window)
+    alphabet = _alphabet("qrnn-semiring", alphabet)
+    if pooling not in ("f", "fo", "ifo"):
+        raise RecurrenceError(f"qrnn pooling must be f, fo or ifo, got {pooling!r}")
+    lags = window - 1
+    doc = f"QRNN {pooling}-pooling, window K={window}, in the {semiring} semiring"
+    rec = Recurrence(f"qrnn-{pooling}-k{window}-{semiring}", semiring, dims="d", alphabet=alphabet, doc=doc)
+    c = rec.state("c")
+    f = rec.input("f", lags=lags, meaning="σ(conv_K(W_f, v))_i as an element")
+    z = rec.input("z", lags=lags, meaning="tanh(conv_K(W_z, v))_i as an element")
+    if pooling == "ifo":
+        u = rec.times(rec.input("i", lags=lags, meaning="σ(conv_K(W_i, v))_i as an element"), z)
+    else:
+        u = _admitted(rec, "f", z, "nf", lags=lags)
+    rec.update(c, rec.plus(rec.times(c, f), u))
     rec.output("c", c)
     return rec
 
@@ -508,6 +558,7 @@ ZOO: dict[str, Builder] = {
     "stacked-linear": stacked_linear,
     "delayed-linear": delayed_linear,
     "qrnn": qrnn,
+    "qrnn-semiring": qrnn_semiring,
     "t-lstm": t_lstm,
     "t-gru": t_gru,
     "sopa": sopa,
@@ -540,6 +591,7 @@ PAPER_AUTOMATON = {
     "stacked-linear": "like D, epsilon arcs between layers",
     "delayed-linear": "like D, block-bidiagonal (delay k-1)",
     "qrnn": "Appendix A",
+    "qrnn-semiring": "Appendix A in any semiring",
     "t-lstm": "Appendix A",
     "t-gru": "Appendix A",
     "sopa": "SoPa pattern",

@@ -394,6 +394,7 @@ def _facts_html(checkpoint: Checkpoint, data_name: str | None, source: str | Pat
                 "arcs",
                 "main path"
                 + (", self-loops" if group.self_loops else "")
+                + (f" (shared with the main path, {bank.shared_self_loops} scale)" if bank.shared_self_loops else "")
                 + (f", epsilons (at most {group.epsilon_cap} in a row)" if group.epsilons else ""),
             ),
             (
