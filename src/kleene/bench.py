@@ -53,6 +53,7 @@ from kleene.automata.examples import paper_automaton_b, paper_automaton_c, paper
 from kleene.compile.module import CompiledRecurrence, compile
 from kleene.compile.runtime.cpu import SAVE_STATES, backward_strategy
 from kleene.compile.template import Template
+from kleene.nn.rrnn import rrnn_gated_template
 from kleene.nn.sopa import PatternGroup, SoftPatterns, raw_constants
 
 Tensor = torch.Tensor
@@ -408,22 +409,18 @@ def recurrence_records(
 
 
 class RationalLayer(nn.Module):
-    """An RRNN(F) layer (rational-recurrences appendix, eq. 26a-g): one projection GEMM for all four
-    slots, sigmoid forget gates ``f``, inputs ``u = (1 - f) ⊙ W_u v``, then automaton F's kernel."""
+    """An RRNN(F) layer (rational-recurrences appendix, eq. 26a-g): one projection GEMM whose output is the
+    kernel's slots; the sigmoid forget gates ``f`` and inputs ``u = (1 - f) ⊙ W_u v`` run inside automaton F's
+    kernel (``rrnn_gated_template``: weight functions of the raw slots)."""
 
     def __init__(self, d: int, backend: str):
         super().__init__()
         self.projection = nn.Linear(d, 4 * d)
-        self.recurrence = compile(paper_templates()["F"], "real", d, backend)
+        self.recurrence = compile(rrnn_gated_template("F", "real"), "real", d, backend)
 
     def forward(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
-        pre = self.projection(x).view(b, t, 2, 2, d)  # (automaton path j, [input, forget], d)
-        u_pre, f_pre = pre.unbind(3)
-        f = torch.sigmoid(f_pre)
-        u = torch.addcmul(u_pre, f, u_pre, value=-1.0)
-        slots = torch.stack((u, f), 3).view(b, t, 4, d)  # slot order mu1, phi1, mu2, phi2
-        return self.recurrence(slots)[0]
+        return self.recurrence(self.projection(x).view(b, t, 4, d))[0]  # slots zf1, zf2, wu1, wu2
 
 
 def layer_records(shape: tuple[int, int, int], passes: list[str], backend: str, budget: float) -> list[Record]:

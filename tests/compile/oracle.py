@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 import random
 
+import sympy
 import torch
 
-from kleene.automata import get_semiring
+from kleene.automata import WFSA, get_semiring
+from kleene.automata.labels import ANY
+from kleene.automata.weights import sigmoid, weight_functions
 from kleene.compile import CompiledRecurrence, Factor, Options, Template, TemplateArc
 
 SEMIRINGS = ("real", "log", "max-plus", "max-times")
@@ -110,3 +113,29 @@ def oracle_outputs(
                     stored = -math.inf
                 out[b, lengths[b] - 1 - t if backwards else t, d] = stored
     return out
+
+
+def function_wfsa(semiring: str) -> WFSA:
+    """A 3-state WFSA over ``semiring`` whose weights are weight functions of a raw slot ``f`` (gates, squares,
+    affine and exponential forms) times a bare slot ``u``: ``f`` appears only inside functions, ``u`` only bare."""
+    f, u = weight_functions("f", "u")
+    s = get_semiring(semiring)
+
+    def element(p: sympy.Expr) -> sympy.Expr:
+        return sympy.log(p) if s.log_weights else p
+
+    weights = [
+        element(sigmoid(f)),
+        s.sym_times(element(1 - sigmoid(f)), u),
+        element(sigmoid(f) ** 2),
+        s.sym_times(element(sympy.exp(-(f**2))), u),
+        2 * f if s.log_weights else sympy.exp(f) if s.name == "max-times" else sympy.tanh(f),
+    ]
+    w = WFSA(s, name=f"functions-{semiring}")
+    w.add_states("a", "b", "c")
+    w.set_initial("a")
+    w.set_final("b")
+    w.set_final("c", math.log(0.5) if s.log_weights else 0.5)
+    for (src, dst), weight in zip([("a", "a"), ("a", "b"), ("b", "b"), ("b", "c"), ("c", "c")], weights):
+        w.add_arc(src, dst, ANY, weight)
+    return w

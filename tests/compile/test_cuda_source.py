@@ -25,7 +25,7 @@ from kleene.compile.reference import check_inputs, run_reference, static_params
 from kleene.compile.runtime.cpu import build, compiler
 from kleene.compile.runtime.gpu import Kernels, gpu_runner
 
-from .oracle import random_slots, random_template
+from .oracle import function_wfsa, random_slots, random_template
 
 VARIANTS: dict[str, tuple[Template, str, Options]] = {
     "F-real-steps-bidir": (Template.from_wfsa(paper_automaton_f("real")), "real", Options(bidirectional=True)),
@@ -35,6 +35,8 @@ VARIANTS: dict[str, tuple[Template, str, Options]] = {
     "sopa4-maxtimes-restart-sum-bidir": (sopa_pattern(4), "max-times",
                                          Options(restart=True, output="sum", bidirectional=True)),
     "dense3-minplus-last-bidir": (dense_template(3), "min-plus", Options(output="last", bidirectional=True)),
+    "functions-log-steps-bidir": (Template.from_wfsa(function_wfsa("log")), "log", Options(bidirectional=True)),
+    "functions-maxtimes-sum": (Template.from_wfsa(function_wfsa("max-times")), "max-times", Options(output="sum")),
 }
 KERNELS = ("kleene_forward_f32", "kleene_forward_f64", "kleene_backward_f32", "kleene_backward_f64")
 

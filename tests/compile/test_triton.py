@@ -19,7 +19,7 @@ from kleene.automata.examples import paper_automaton_f
 from kleene.compile import CompileError, Options, Template, compile, dense_template, lower, sopa_pattern
 from kleene.compile.reference import run_reference, static_params
 
-from .oracle import SEMIRINGS, oracle_outputs, random_slots, random_template, set_constants
+from .oracle import SEMIRINGS, function_wfsa, oracle_outputs, random_slots, random_template, set_constants
 
 pytest.importorskip("triton", reason="the optional triton package (pip install 'kleene[gpu]') is not installed")
 
@@ -88,6 +88,19 @@ def test_random_templates_agree_with_reference(semiring: str, seed: int) -> None
     h0 = random_slots(semiring, (3, template.num_states, 4), gen) if seed == 0 else None
     lengths = torch.tensor([rng.randint(1, 5), 5, 0])
     _agree(kernel, ref, slots, lengths, h0, seed)
+
+
+@pytest.mark.usefixtures("interpreter")
+@pytest.mark.parametrize("semiring", ["real", "log", "max-times"])
+def test_weight_functions_agree_with_reference(semiring: str) -> None:
+    """Gates, squares and exponentials of raw slots computed in the kernel (load path and chain rule), with
+    |z| up to 40 (stable spellings), both directions."""
+    gen = torch.Generator().manual_seed(9)
+    template = Template.from_wfsa(function_wfsa(semiring))
+    kernel, ref = _pair(template, semiring, 4, bidirectional=True)
+    slots = torch.randn((2, 4, len(template.slots), 4), generator=gen, dtype=torch.float64) * 1.5
+    slots[0, 1, 0, 0], slots[1, 0, 0, 3] = 40.0, -40.0
+    _agree(kernel, ref, slots, torch.tensor([4, 3]), None, 9)
 
 
 @pytest.mark.usefixtures("interpreter")
@@ -175,8 +188,10 @@ def test_without_gpu_or_interpreter_the_backend_says_why(monkeypatch: pytest.Mon
         (Template.from_wfsa(paper_automaton_f("log")), "log", torch.float32,
          Options(restart=True, output="sum", bidirectional=True), r"max(\.NaN)?\.f32"),
         (sopa_pattern(5), "max-times", torch.float64, Options(output="last", epsilon_cap=2), r"max(\.NaN)?\.f64"),
+        (Template.from_wfsa(function_wfsa("max-times")), "max-times", torch.float32, Options(bidirectional=True),
+         r"ex2\.approx(\.ftz)?\.f32"),  # the weight functions' exp
     ],
-    ids=["F-log-f32", "sopa5-maxtimes-f64"],
+    ids=["F-log-f32", "sopa5-maxtimes-f64", "functions-maxtimes-f32"],
 )
 def test_ahead_of_time_ptx_for_sm80(
     template: Template, semiring: str, dtype: torch.dtype, options: Options, opcode: str,

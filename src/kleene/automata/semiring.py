@@ -452,6 +452,10 @@ class Semiring(ABC):
         """A stored value back as an element of this semiring (the inverse of ``to_storage``)."""
         return x
 
+    def sym_to_storage(self, e: sympy.Expr) -> sympy.Expr:
+        """``to_storage`` of a symbolic element ``e`` (a weight function's value), as a sympy expression."""
+        return e
+
     def sym_from_storage(self, e: sympy.Expr) -> sympy.Expr:
         """``from_storage`` of a symbolic stored value."""
         return e
@@ -958,6 +962,9 @@ class MaxTimesSemiring(_Multiplicative):
 
     def from_storage(self, x: Array) -> Array:
         return _apply(x, "exp")
+
+    def sym_to_storage(self, e: sympy.Expr) -> sympy.Expr:
+        return sympy.log(e)
 
     def sym_from_storage(self, e: sympy.Expr) -> sympy.Expr:
         return sympy.exp(e)

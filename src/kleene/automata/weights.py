@@ -60,6 +60,32 @@ class sigmoid(sympy.Function):  # type: ignore[misc]  # sympy is untyped
         return r"\sigma\left(" + str(printer._print(self.args[0])) + r"\right)"
 
 
+class logsigmoid(sympy.Function):  # type: ignore[misc]  # sympy is untyped
+    """``log σ(x)``, kept as one named node: the stable form of the logarithm of a gate (log-weight storage).
+
+    Numerically ``min(x, 0) - log1p(exp(-|x|))``; its derivative is ``σ(-x)``.
+    """
+
+    nargs = 1
+
+    @staticmethod
+    def _imp_(x: Any) -> Any:
+        if type(x).__module__.startswith("mpmath"):
+            import mpmath
+
+            return -mpmath.log(1 + mpmath.exp(-x))
+        return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        return sigmoid(-self.args[0])
+
+    def _eval_rewrite_as_exp(self, arg: sympy.Expr, **kwargs: Any) -> sympy.Expr:
+        return -sympy.log(1 + sympy.exp(-arg))
+
+    def _latex(self, printer: Any) -> str:
+        return r"\log\sigma\left(" + str(printer._print(self.args[0])) + r"\right)"
+
+
 def weight_functions(*names: str) -> tuple[sympy.Expr, ...]:
     """``mu, phi = weight_functions("mu", "phi")`` gives ``mu(ALPHA), phi(ALPHA)``."""
     return tuple(sympy.Function(n)(ALPHA) for n in names)
@@ -233,6 +259,7 @@ TREE_OPERATIONS: dict[str, Any] = {
     "log": sympy.log,
     "tanh": sympy.tanh,
     "sigmoid": sigmoid,
+    "logsigmoid": logsigmoid,
     "And": sympy.And,
     "Or": sympy.Or,
     "Not": sympy.Not,

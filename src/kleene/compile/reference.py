@@ -12,6 +12,7 @@ import torch
 
 from kleene.automata.algorithms import closure_matrix
 from kleene.automata.semiring import Semiring
+from kleene.compile.functions import torch_function
 from kleene.compile.template import Factor, Plan
 from kleene.errors import CompileError
 
@@ -171,14 +172,18 @@ def _run_one_direction(
 
     z = [initial_state(j) for j in range(q)]
     outputs: list[Tensor] = []
+    loaded = load_functions(plan, slots)
     for step, x in enumerate(slots.unbind(1)):
         xs = x.unbind(1)
+        fs = [f[:, step] for f in loaded]
         z_in = [s.plus(z[j], start[j]) if plan.options.restart and start[j] is not None else z[j] for j in range(q)]
         terms: list[list[Tensor]] = [[] for _ in range(q)]
         for move in plan.moves:
             value = z_in[move.src]
             for slot in move.slots:
                 value = s.times(value, xs[slot])
+            for f in move.functions:
+                value = s.times(value, fs[f])
             if move.param is not None:
                 value = s.times(value, rows[move.param])
             terms[move.dst].append(value)
@@ -193,6 +198,16 @@ def _run_one_direction(
         outputs.append(torch.where(valid, _emit(plan, rows, z, zero), zero))
     steps = torch.stack(outputs, 1) if outputs else slots.new_zeros((b, 0, d))
     return steps, torch.stack(z, 1), _emit(plan, rows, z, zero)
+
+
+def load_functions(plan: Plan, slots: Tensor) -> list[Tensor]:
+    """The stored values (B, T, D) of the plan's weight functions on ``slots`` (B, T, S, D), differentiable."""
+    names = plan.template.slots
+    out = []
+    for load in plan.loads:
+        value = torch_function(load, names)(*[slots[:, :, i] for i in load.inputs])
+        out.append(torch.as_tensor(value, dtype=slots.dtype, device=slots.device).expand(slots[:, :, 0].shape))
+    return out
 
 
 def _emit(plan: Plan, rows: tuple[Tensor, ...], z: list[Tensor], zero: Tensor) -> Tensor:

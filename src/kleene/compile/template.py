@@ -8,11 +8,18 @@ dimension. Every weight is a semiring product (``Factor``) of
 
 * **slots** ``slots[b, t, s, d]`` -- per-step values filled by the network (μ(x_t), φ(x_t));
 * **constants** ``constants[c, d]`` -- learned per-dimension values (γ, ρ1, ...);
-* a **literal** -- one number in the template's semiring (``None`` = semiring one).
+* a **literal** -- one number in the template's semiring (``None`` = semiring one);
+* **weight functions** ``functions[f]`` -- elementwise sympy expressions over raw slots (symbols named after
+  ``slots``), whose value is an element of the template's semiring: ``sigmoid(f)``, ``(1 - sigmoid(f))``,
+  ``log(sigmoid(f))``, ``2*mu``. The kernels compute their storage form from the raw slots in their load path and
+  the chain rule in their backward (``kleene.compile.functions``).
 
 Consuming arcs (``moves``) match any symbol (∀α); ``epsilons``, initial and final
 weights may not use slots. ``Template.from_wfsa`` reads a kleene ``WFSA`` whose weights
-are such products (``mu(ALPHA)`` -> slot ``mu``, free symbol ``gamma`` -> constant).
+are such products (``mu(ALPHA)`` -> slot ``mu``, free symbol ``gamma`` -> constant, a factor holding slots in any
+other elementwise form -> weight function). Caution: a bare slot is the *stored* value the network writes (for
+max-times a log-weight); inside a weight function a slot is that raw number (``sigmoid(f(ALPHA))`` in max-times is
+the probability σ(f), stored by the kernel as log σ(f)).
 
 ``lower(template, semiring, options)`` turns it into a **Plan**, which is what kernels run.
 A plan fixes the semiring (whose ``kernel_algebra()`` the code generators spell) and a table
@@ -25,7 +32,8 @@ start vector ``λ ⊗ C`` and the final weights ρ. With ``⊕``/``⊗`` those o
     z_0 = h0[b, :, d]  if given, else (zero vector if restart else start)
     for t in 0 .. length[b]-1 (dimensions with reverse[d] read step length[b]-1-t):
         z_in[q] = z_{t-1}[q] ⊕ start[q]    if restart else z_{t-1}[q]
-        pre[j]  = ⊕_{m in moves, m.dst = j} z_in[m.src] ⊗ (⊗_{s in m.slots} slots[b,t,s,d]) ⊗ params[m.param, d]
+        pre[j]  = ⊕_{m in moves, m.dst = j} z_in[m.src] ⊗ (⊗_{s in m.slots} slots[b,t,s,d])
+                      ⊗ (⊗_{f in m.functions} load_f(slots[b,t,:,d])) ⊗ params[m.param, d]
         z_t[j]  = ⊕_{e in closure, e.dst = j} pre[e.src] ⊗ params[e.param, d]   (e.param None: one)
         y_t     = ⊕_{(q, p) in final} z_t[q] ⊗ params[p, d]
     outputs: "steps" y[b, t, d] (semiring zero at padding, stored at the consumed position),
@@ -53,6 +61,7 @@ from kleene.automata.labels import ANY, EPSILON, AnySymbol
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
+from kleene.compile.functions import Load, check_elementwise, lower_function
 from kleene.errors import CompileError
 
 OutputMode = Literal["steps", "sum", "last"]
@@ -63,11 +72,12 @@ OutputMode = Literal["steps", "sum", "last"]
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Factor:
-    """A semiring product of slots, constants (by index) and an optional literal."""
+    """A semiring product of slots, constants (by index), an optional literal and weight functions (by index)."""
 
     slots: tuple[int, ...] = ()
     constants: tuple[int, ...] = ()
     literal: float | None = None
+    functions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,7 @@ class Template:
     final: tuple[tuple[int, Factor], ...] = ()
     semiring: str = "real"
     name: str = "template"
+    functions: tuple[sympy.Expr, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.states)
@@ -103,7 +114,7 @@ class Template:
             if not (0 <= arc.src < n and 0 <= arc.dst < n):
                 raise CompileError(f"{self.name}: {where} joins unknown states {arc.src}->{arc.dst} ({n} states)")
         for where, arc in where_all[len(self.moves) :]:
-            if arc.weight.slots:
+            if arc.weight.slots or arc.weight.functions:
                 raise CompileError(
                     f"{self.name}: {where} ({self._arc_text(arc)}) uses a slot; epsilon weights "
                     "must be constants or literals (they consume no step)"
@@ -112,7 +123,7 @@ class Template:
             for q, w in pairs:
                 if not 0 <= q < n:
                     raise CompileError(f"{self.name}: {kind} weight on unknown state {q}")
-                if w.slots:
+                if w.slots or w.functions:
                     raise CompileError(f"{self.name}: the {kind} weight of {self.states[q]} uses a slot")
         everything = [a.weight for _, a in where_all] + [w for _, w in self.initial + self.final]
         for w in everything:
@@ -122,6 +133,13 @@ class Template:
             for c in w.constants:
                 if not 0 <= c < len(self.constants):
                     raise CompileError(f"{self.name}: constant index {c} out of range")
+            for f in w.functions:
+                if not 0 <= f < len(self.functions):
+                    raise CompileError(f"{self.name}: weight function index {f} out of range")
+        for f, expr in enumerate(self.functions):
+            if not isinstance(expr, sympy.Expr):
+                raise CompileError(f"{self.name}: weight function {f} must be a sympy expression, got {expr!r}")
+            check_elementwise(expr, self.slots, f"{self.name}: weight function {f}")
         if not self.final:
             raise CompileError(f"{self.name}: the template has no final state")
 
@@ -134,26 +152,32 @@ class Template:
 
     # -- construction from a WFSA -------------------------------------------------------------
     @classmethod
-    def from_wfsa(cls, wfsa: WFSA, name: str | None = None) -> Template:
+    def from_wfsa(cls, wfsa: WFSA, name: str | None = None, slots: Sequence[str] = ()) -> Template:
         """Read a template from a WFSA with symbolic weights.
 
         Note:
             Consuming arcs must be labelled ∀α (``ANY``): the network, not the label, decides
             each step's weight. A weight is a semiring product (``*`` for real/max-times,
             ``+`` for log/max-plus/min-plus) of ``f(ALPHA)`` (a slot named f), free symbols
-            (constants) and numbers (literals); literal-zero arcs are dropped.
+            (constants), numbers (literals) and weight functions: elementwise expressions of
+            slots such as ``sigmoid(f(ALPHA))`` or ``1 - sigmoid(f(ALPHA))`` (see the module
+            docstring); literal-zero arcs are dropped. ``slots`` fixes the order of the first
+            slots (the layout of the network's slot tensor); the others follow in order of use.
 
         Raises:
-            CompileError: a label other than ∀α or ε, a weight outside that form, or a semiring without a
-                kernel realisation.
+            CompileError: a label other than ∀α or ε, a weight outside that form (naming the arc), or a semiring
+                without a kernel realisation.
         """
         semiring = wfsa.semiring
         semiring.kernel_algebra()
-        slots: list[str] = []
+        slot_names: list[str] = []
+        for s in slots:
+            _intern(slot_names, s)
         constants: list[str] = []
+        functions: list[sympy.Expr] = []
 
         def factor(weight: object, where: str, allow_slots: bool) -> Factor | None:
-            return _parse_factor(weight, semiring, slots, constants, where, allow_slots)
+            return _parse_factor(weight, semiring, slot_names, constants, where, allow_slots, functions)
 
         moves: list[TemplateArc] = []
         epsilons: list[TemplateArc] = []
@@ -168,7 +192,7 @@ class Template:
         final = _weight_pairs(wfsa.final, wfsa, "final", factor)
         return cls(
             states=tuple(wfsa.states),
-            slots=tuple(slots),
+            slots=tuple(slot_names),
             constants=tuple(constants),
             moves=tuple(moves),
             epsilons=tuple(epsilons),
@@ -176,6 +200,7 @@ class Template:
             final=final,
             semiring=semiring.name,
             name=name or wfsa.name or "template",
+            functions=tuple(functions),
         )
 
     def to_wfsa(self) -> WFSA:
@@ -199,6 +224,8 @@ class Template:
         s = get_semiring(self.semiring)
         parts: list[sympy.Expr] = [sympy.Function(self.slots[i])(ALPHA) for i in weight.slots]
         parts += [sympy.Symbol(self.constants[c]) for c in weight.constants]
+        applied = {sympy.Symbol(n): sympy.Function(n)(ALPHA) for n in self.slots}
+        parts += [self.functions[f].xreplace(applied) for f in weight.functions]
         if not parts:
             return s.one if weight.literal is None else weight.literal
         if weight.literal is not None:
@@ -218,9 +245,15 @@ def _weight_pairs(
 
 
 def _parse_factor(
-    weight: object, semiring: Semiring, slots: list[str], constants: list[str], where: str, allow_slots: bool
+    weight: object,
+    semiring: Semiring,
+    slots: list[str],
+    constants: list[str],
+    where: str,
+    allow_slots: bool,
+    functions: list[sympy.Expr],
 ) -> Factor | None:
-    """Split a weight into slots, constants and a literal; ``None`` for a literal zero."""
+    """Split a weight into slots, constants, a literal and weight functions; ``None`` for a literal zero."""
     if not isinstance(weight, sympy.Basic):
         value = float(weight)  # type: ignore[arg-type]
         if semiring.is_zero(value):
@@ -230,6 +263,7 @@ def _parse_factor(
     slot_ids: list[int] = []
     const_ids: list[int] = []
     literal: float | None = None
+    function_ids: list[int] = []
     for part in parts:
         if isinstance(part, AppliedUndef) and part.args == (ALPHA,):
             if not allow_slots:
@@ -240,6 +274,10 @@ def _parse_factor(
         elif isinstance(part, sympy.Number):
             value = semiring.check(float(part), where)
             literal = value if literal is None else semiring.times(literal, value)
+        elif part.atoms(AppliedUndef):
+            if not allow_slots:
+                raise CompileError(f"{where}: {part} reads per-step slots, but this weight consumes no step")
+            function_ids.append(_intern(functions, _weight_function(part, slots, where)))  # type: ignore[arg-type]
         else:
             head = semiring.sym_times_head.__name__ if semiring.sym_times_head else "?"
             raise CompileError(
@@ -250,7 +288,27 @@ def _parse_factor(
         return None
     if literal is not None and literal == semiring.one:
         literal = None
-    return Factor(tuple(slot_ids), tuple(const_ids), literal)
+    return Factor(tuple(slot_ids), tuple(const_ids), literal, tuple(function_ids))
+
+
+def _weight_function(part: sympy.Expr, slots: list[str], where: str) -> sympy.Expr:
+    """A factor holding slots ``f(ALPHA)`` as a weight function over raw inputs (symbols named f), checked."""
+    applied = part.atoms(AppliedUndef)
+    for call in applied:
+        if call.args != (ALPHA,):
+            raise CompileError(f"{where}: weight {part}: {call} is not a per-step slot f(alpha)")
+    expr = part.xreplace({call: sympy.Symbol(call.func.__name__) for call in applied})
+    names = [call.func.__name__ for call in sorted(applied, key=str)]
+    stray = expr.free_symbols - {sympy.Symbol(n) for n in names}
+    if stray:
+        raise CompileError(
+            f"{where}: weight function {part} may read slots f(alpha) and numbers only, constants enter as "
+            f"separate factors (offending part: {', '.join(sorted(map(str, stray)))})"
+        )
+    check_elementwise(expr, names, where)
+    for n in names:
+        _intern(slots, n)
+    return expr
 
 
 def _intern(names: list[str], name: str) -> int:
@@ -366,6 +424,7 @@ class PlanMove:
     dst: int
     slots: tuple[int, ...]
     param: int | None
+    functions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -398,6 +457,8 @@ class Plan:
     start: tuple[int | None, ...]
     final: tuple[tuple[int, int | None], ...]
     params: tuple[ParamSource, ...] = field(default=())
+    #: The weight functions as the kernels load them (storage form, stable spelling, derivatives).
+    loads: tuple[Load, ...] = field(default=())
 
     @property
     def storage(self) -> Semiring:
@@ -422,6 +483,10 @@ class Plan:
         return len(self.params)
 
     @property
+    def num_functions(self) -> int:
+        return len(self.loads)
+
+    @property
     def has_closure(self) -> bool:
         """Whether the closure step is more than the identity."""
         return any(e.src != e.dst or e.param is not None for e in self.closure)
@@ -439,6 +504,7 @@ class Plan:
                 self.num_states,
                 self.num_slots,
                 self.num_params,
+                tuple((str(load.expr), load.inputs, tuple(map(str, load.grads))) for load in self.loads),
             )
         )
 
@@ -472,6 +538,11 @@ def lower(template: Template, semiring: str | Semiring, options: Options | None 
     options = options or Options()
     target = get_semiring(semiring)
     target.kernel_algebra()
+    if template.functions and target is not get_semiring(template.semiring):
+        raise CompileError(
+            f"{template.name}: weight functions are written in the {template.semiring} semiring and cannot be "
+            f"compiled for {target.name}"
+        )
     if target is not get_semiring(template.semiring):
         literal_arcs = [a for a in template.moves + template.epsilons if a.weight.literal is not None]
         literal_ends = [w for _, w in template.initial + template.final if w.literal is not None]
@@ -490,7 +561,7 @@ def lower(template: Template, semiring: str | Semiring, options: Options | None 
     for i, arc in enumerate(template.moves):
         w = arc.weight
         param = new_param(ParamSource("move", i)) if (w.constants or w.literal is not None) else None
-        moves.append(PlanMove(arc.src, arc.dst, w.slots, param))
+        moves.append(PlanMove(arc.src, arc.dst, w.slots, param, w.functions))
     moves.sort(key=lambda m: (m.dst, m.src))
     pairs, cyclic = epsilon_reach(template, options.epsilon_cap)
     closure = []
@@ -507,4 +578,5 @@ def lower(template: Template, semiring: str | Semiring, options: Options | None 
         (q, new_param(ParamSource("final", q)) if (w.constants or w.literal is not None) else None)
         for q, w in template.final
     )
-    return Plan(template, target, options, tuple(moves), tuple(closure), start, final, tuple(params))
+    loads = tuple(lower_function(expr, target, template.slots) for expr in template.functions)
+    return Plan(template, target, options, tuple(moves), tuple(closure), start, final, tuple(params), loads)

@@ -29,11 +29,15 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
+import sympy
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from kleene.automata.labels import ANY, EPSILON
 from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.weights import ALPHA, sigmoid
+from kleene.automata.wfsa import WFSA
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
 from kleene.data.checks import check_count, check_features, check_lengths, check_real
 from kleene.errors import KleeneError, LayerError
@@ -57,6 +61,7 @@ __all__ = [
     "gate_in_storage",
     "gate_semiring",
     "probability_in_storage",
+    "rrnn_gated_template",
     "rrnn_template",
 ]
 
@@ -151,6 +156,45 @@ def rrnn_template(kind: str) -> Template:
             constants=["gamma", "rho1", "rho2"],
         )
     raise LayerError(f"unknown RRNN kind {kind!r}; use one of {RRNN_KINDS}")
+
+
+def rrnn_gated_template(kind: str, semiring: str | Semiring) -> Template:
+    """RRNN(``kind``) whose weights are the gates themselves (``kleene.compile.functions``): the kernel reads the raw
+    forget pre-activations ``zf`` (``zf1``, ``zf2``) and inputs ``wu`` (``wu1``, ``wu2``), in that slot order (the
+    layout of one projection's output), and computes ``f = σ(zf)`` and ``u = (1 − σ(zf)) ⊗ wu`` (``wu`` where ⊕
+    selects) as elements of ``semiring`` -- ``log σ`` where its elements are log-weights -- as ``forget_and_input``
+    does in torch.
+
+    Raises:
+        LayerError: an unknown kind, or a semiring gates cannot enter (``gate_semiring``).
+    """
+    algebra = gate_semiring(semiring)
+    base = rrnn_template(kind)
+
+    def element(p: sympy.Expr) -> sympy.Expr:
+        return sympy.log(p) if algebra.log_weights else p
+
+    orders = 1 if kind.startswith("B") else 2
+    suffixes = [""] if orders == 1 else ["1", "2"]
+    names = [f"zf{x}" for x in suffixes] + [f"wu{x}" for x in suffixes]
+    weights: dict[str, sympy.Expr] = {}
+    for x in suffixes:
+        z, w = (sympy.Function(n + x)(ALPHA) for n in ("zf", "wu"))
+        weights["f" + x] = element(sigmoid(z))
+        weights["u" + x] = w if algebra.best else algebra.sym_times(element(1 - sigmoid(z)), w)
+    wfsa = WFSA(algebra, name=f"rrnn-{kind}-gated")
+    for state in base.states:
+        wfsa.add_state(state)
+    for arc in base.moves:
+        factors = [weights[base.slots[i]] for i in arc.weight.slots]
+        wfsa.add_arc(arc.src, arc.dst, ANY, algebra.sym_times(*factors) if factors else algebra.one)
+    for arc in base.epsilons:
+        wfsa.add_arc(arc.src, arc.dst, EPSILON, base.weight_expr(arc.weight))
+    for q, w in base.initial:
+        wfsa.set_initial(q, algebra.one if w == Factor() else base.weight_expr(w))
+    for q, w in base.final:
+        wfsa.set_final(q, algebra.one if w == Factor() else base.weight_expr(w))
+    return Template.from_wfsa(wfsa, slots=names)
 
 
 #: Output activations of the rational layers (Appendix D's tanh; the original code's relu and identity).
@@ -360,7 +404,7 @@ class RRNNLayer(RationalLayer):
         backend: str = "auto",
     ):
         super().__init__()
-        template = rrnn_template(kind)
+        rrnn_template(kind)  # an unknown kind is refused first
         if kind == "B-maxplus":
             if semiring is not None and gate_semiring(semiring) != get_semiring("max-plus"):
                 raise LayerError(f"kind 'B-maxplus' is RRNN(B) in max-plus; it cannot take semiring={semiring!r}")
@@ -379,6 +423,8 @@ class RRNNLayer(RationalLayer):
         self.forget = nn.Linear(input_size, self.orders * dim)
         self.update = nn.Linear(input_size, self.orders * dim, bias=False)
         self.gate = nn.Linear(input_size, dim) if output_gate else None
+        # one projection's output (forget pre-activations, then inputs) is the kernel's slots: the gates run inside
+        template = rrnn_gated_template(kind, self.algebra)
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
         if forget_bias is None and self.algebra.best:  # a selecting recurrence: a decayed running best
             forget_bias = MAX_PLUS_FORGET_BIAS
@@ -387,15 +433,11 @@ class RRNNLayer(RationalLayer):
                 self.forget.bias.fill_(forget_bias)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
+        """The raw slots (B, T, 2·orders, D) of ``rrnn_gated_template``: ``W_f v + b_f`` and ``W_u v`` by one GEMM."""
         b, t, _ = x.shape
-        f_pre = self.forget(x).view(b, t, self.orders, self.dim)
-        w_u = self.update(x).view(b, t, self.orders, self.dim)
-        f, u = forget_and_input(self.algebra, f_pre, w_u)
-        by_name = {}
-        for j in range(self.orders):
-            suffix = "" if self.orders == 1 else str(j + 1)
-            by_name["u" + suffix], by_name["f" + suffix] = u[:, :, j], f[:, :, j]
-        return torch.stack([by_name[s] for s in self.recurrence.template.slots], 2), None
+        weight = torch.cat([self.forget.weight, self.update.weight], 0)
+        bias = torch.cat([self.forget.bias, self.forget.bias.new_zeros(self.orders * self.dim)], 0)
+        return nn.functional.linear(x, weight, bias).view(b, t, 2 * self.orders, self.dim), None
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
         act = ACTIVATIONS[self.activation]

@@ -23,9 +23,8 @@ from kleene.nn.rrnn import (
     RationalLanguageModel,
     RationalLayer,
     compile_layer,
-    forget_and_input,
     gate_semiring,
-    rrnn_template,
+    rrnn_gated_template,
     task_builder,
 )
 
@@ -37,8 +36,9 @@ Tensor = torch.Tensor
 class SRULayer(RationalLayer):
     """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards).
 
-    ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``forget_and_input``); the
-    highway mixes the stored values with real arithmetic.
+    ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``rrnn_gated_template``: the
+    gates inside the kernel, as ``forget_and_input`` computes them); the highway mixes the stored values with real
+    arithmetic.
     """
 
     def __init__(
@@ -59,13 +59,19 @@ class SRULayer(RationalLayer):
         self.transform = nn.Linear(input_size, dim, bias=False)  # W
         self.gates = nn.Linear(input_size, 2 * dim)  # W_f, W_r with biases
         self.highway = None if input_size == dim else nn.Linear(input_size, dim, bias=False)
-        self.recurrence = compile_layer(rrnn_template("B"), self.algebra, dim, bidirectional, backend)
+        # the forget gate and the interpolation run inside the kernel: its slots are W_f x + b_f and W x
+        template = rrnn_gated_template("B", self.algebra)
+        self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
-        f_pre, r_pre = self.gates(x).split(self.dim, -1)
-        f, u = forget_and_input(self.algebra, f_pre, self.transform(x))
-        named = {"u": u, "f": f}
-        return torch.stack([named[s] for s in self.recurrence.template.slots], 2), torch.sigmoid(r_pre)
+        """The raw slots (B, T, 2, D) of ``rrnn_gated_template("B")`` (one GEMM of [W_f; W]) and the gate r."""
+        b, t, _ = x.shape
+        d = self.dim
+        weight = torch.cat([self.gates.weight[:d], self.transform.weight], 0)
+        bias = torch.cat([self.gates.bias[:d], self.gates.bias.new_zeros(d)], 0)
+        raw = nn.functional.linear(x, weight, bias).view(b, t, 2, d)
+        r = torch.sigmoid(nn.functional.linear(x, self.gates.weight[d:], self.gates.bias[d:]))
+        return raw, r
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
         r = extra

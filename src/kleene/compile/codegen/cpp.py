@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 from typing import ClassVar
 
+from kleene.compile.codegen.vecmath import C_VECTOR_MATH
 from kleene.compile.codegen.writer import Dialect, LaneWriter
 from kleene.compile.template import Plan
 
@@ -179,17 +180,34 @@ def stores_states(plan: Plan) -> bool:
     return algebra.plus.transcendental or algebra.times.transcendental
 
 
-def c_helpers(qualifier: str, math_ns: str) -> str:
+def c_helpers(qualifier: str, math_ns: str, vector_math: bool = False) -> str:
     """The C helpers the kernel operations' C spellings call (``qualifier``: ``static inline`` or CUDA's
     ``__device__ __forceinline__``; ``math_ns``: ``std::`` or empty). max and min propagate NaN from either
-    operand (``std::max`` drops a NaN second operand)."""
-    return f"""
+    operand (``std::max`` drops a NaN second operand). ``vector_math``: the weight functions' exp and log1p in
+    arithmetic that vectorizes (the CPU lane loops; libm calls would keep them scalar), accurate to 2 ulp."""
+    if vector_math:
+        exp_log1p = C_VECTOR_MATH
+    else:
+        exp_log1p = f"""
+template <typename T> {qualifier} T kleene_exp_neg(T x) {{ return {math_ns}exp(x); }}
+template <typename T> {qualifier} T kleene_log1p_unit(T e) {{ return {math_ns}log1p(e); }}
+"""
+    return exp_log1p + f"""
 template <typename T> {qualifier} T kleene_max(T a, T b) {{ const T m = a < b ? b : a; return b != b ? b : m; }}
 template <typename T> {qualifier} T kleene_min(T a, T b) {{ const T m = b < a ? b : a; return b != b ? b : m; }}
 template <typename T> {qualifier} T kleene_logaddexp(T a, T b) {{
   const T hi = a < b ? b : a;  // a NaN in either operand reaches the result through a + b or a - b
   if (hi == T(-INFINITY) || hi == T(INFINITY)) return a + b;
-  return hi + {math_ns}log1p({math_ns}exp(-{math_ns}fabs(a - b)));
+  return hi + kleene_log1p_unit(kleene_exp_neg(-{math_ns}fabs(a - b)));
+}}
+// weight functions: exp of a non-positive argument only (no overflow); a NaN argument gives NaN
+template <typename T> {qualifier} T kleene_sigmoid(T x) {{
+  const T e = kleene_exp_neg(-{math_ns}fabs(x));
+  const T r = T(1) / (T(1) + e);
+  return x >= T(0) ? r : e * r;
+}}
+template <typename T> {qualifier} T kleene_logsigmoid(T x) {{
+  return (x < T(0) ? x : T(0)) - kleene_log1p_unit(kleene_exp_neg(-{math_ns}fabs(x)));
 }}
 """
 
@@ -207,7 +225,17 @@ class CDialect(Dialect):
         "bool": "const bool {name} = {expr};",
     }
     var_form, assign_form = "T {name} = {expr};", "{name} = {expr};"
-    where_form, exp_form = "(({cond}) ? ({a}) : ({b}))", "std::exp({x})"
+    # (exp_form's arguments are t - result <= 0 of a softmax reverse mode: the vectorizing exp serves them)
+    where_form, exp_form = "(({cond}) ? ({a}) : ({b}))", "kleene_exp_neg({x})"
+    call_forms: ClassVar[dict[str, str]] = {
+        "exp": "std::exp({x})",
+        "log": "std::log({x})",
+        "log1p": "std::log1p({x})",
+        "tanh": "std::tanh({x})",
+        "sigmoid": "kleene_sigmoid({x})",
+        "logsigmoid": "kleene_logsigmoid({x})",
+    }
+    typed_form = "T({value})"
     load_form = "{pointer}[{offset} + d]"
     load_if_form = "(({cond}) ? {pointer}[{offset} + d] : {fallback})"
     store_form = "{pointer}[{offset} + d] = {value};"
@@ -589,7 +617,8 @@ def _reverse_loop(code: _Code, body: list[str], bound: str) -> None:
 
 def generate_cpp(plan: Plan) -> str:
     """The C++ source of ``plan``'s forward and backward kernels (see the module docstring)."""
-    parts = [_PRELUDE, c_helpers("static inline", "std::"), f"static constexpr int64_t LANES = {LANES};", ""]
+    helpers = c_helpers("static inline", "std::", vector_math=True)
+    parts = [_PRELUDE, helpers, f"static constexpr int64_t LANES = {LANES};", ""]
     parts += [*_forward(plan), "", *_backward(plan), ""]
     store = stores_states(plan)
     otherwise = "else " if store else ""

@@ -32,6 +32,7 @@ in the C dialect of the CPU kernels, with a thread's scalars as lanes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from kleene.compile.codegen.cpp import CDialect, c_helpers
 from kleene.compile.codegen.writer import LaneWriter, lane_backward, lane_forward, param
@@ -58,6 +59,9 @@ class CudaDialect(CDialect):
     """The C dialect in device code: math functions unqualified."""
 
     exp_form = "exp({x})"
+    call_forms: ClassVar[dict[str, str]] = {
+        name: form.replace("std::", "") for name, form in CDialect.call_forms.items()
+    }
 
 
 def _kernel(plan: Plan, signature: str, body: Callable[[LaneWriter], None]) -> list[str]:

@@ -23,6 +23,7 @@ in the Triton dialect: every value a vector of BLOCK lanes, conditionals ``tl.wh
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from kleene.compile.codegen.writer import Dialect, LaneWriter, lane_backward, lane_forward, param
 from kleene.compile.template import Plan
@@ -36,6 +37,14 @@ class TritonDialect(Dialect):
     let_forms = dict.fromkeys(("float", "int", "bool"), "{name} = {expr}")
     var_form = assign_form = "{name} = {expr}"
     where_form, exp_form = "tl.where({cond}, {a}, {b})", "tl.exp({x})"
+    call_forms: ClassVar[dict[str, str]] = {
+        "exp": "tl.exp({x})",
+        "log": "tl.log({x})",
+        "log1p": "_kleene_log1p({x})",
+        "tanh": "_kleene_tanh({x})",
+        "sigmoid": "_kleene_sigmoid({x})",
+        "logsigmoid": "_kleene_logsigmoid({x})",
+    }
     load_form = "tl.load({pointer} + {offset} + d, mask=mask, other=0.0)"
     # (no `&` of masks: the 3.9 interpreter mistypes it)
     load_if_form = (
@@ -71,6 +80,31 @@ def _kleene_logaddexp(a, b):
     lo = _kleene_min(a, b)
     safe = tl.where(hi == float("-inf"), 0.0, tl.where(hi == float("inf"), 0.0, hi))
     return hi + tl.log(1.0 + tl.exp(lo - safe))
+
+
+@triton.jit
+def _kleene_log1p(x):
+    u = 1.0 + x  # log(u) corrected by the rounding of 1 + x (exact where u == 1)
+    return tl.where(u == 1.0, x, tl.log(u) * (x / tl.where(u == 1.0, 1.0, u - 1.0)))
+
+
+@triton.jit
+def _kleene_sigmoid(x):
+    e = tl.exp(-tl.abs(x))  # a non-positive argument: no overflow; NaN propagates
+    r = 1.0 / (1.0 + e)
+    return tl.where(x >= 0.0, r, e * r)
+
+
+@triton.jit
+def _kleene_logsigmoid(x):
+    return tl.where(x < 0.0, x, 0.0) - _kleene_log1p(tl.exp(-tl.abs(x)))
+
+
+@triton.jit
+def _kleene_tanh(x):
+    e = tl.exp(-2.0 * tl.abs(x))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0.0, -t, t)
 '''
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kleene.automata.semiring import KernelOp
+from kleene.compile.functions import Spelling
 from kleene.compile.template import Plan
 
 
@@ -48,6 +49,10 @@ class Dialect:
     var_form = assign_form = ""
     #: Expressions: ``{cond}``, ``{a}``, ``{b}``; ``{x}``.
     where_form = exp_form = ""
+    #: Weight functions (``kleene.compile.functions.CALLS``): each call of ``{x}`` (NaN in, NaN out), and a number
+    #: ``{value}`` (spelled by ``number``) in the lane's type.
+    call_forms: ClassVar[dict[str, str]] = {}
+    typed_form = "{value}"
     #: The one-lane skeleton (CUDA, Triton): the lane's value at ``{pointer}[{offset} + lane]``, the same where
     #: the scalar ``{cond}`` holds (only then read) else ``{fallback}``, a store of ``{value}``.
     load_form = load_if_form = store_form = ""
@@ -130,6 +135,8 @@ class StepNames:
     closure_terms: list[list[str]]
     new: list[str]
     tag: str
+    #: The spelling of the step's weight functions (its bound calls are reused by the reverse mode).
+    loads: Spelling | None = None
 
 
 class LaneWriter:
@@ -203,10 +210,12 @@ class LaneWriter:
                 z_in.append(f"zin{j}{tag}")
             else:
                 z_in.append(z[j])
+        loads = self.loads(tag)
+        values = [loads.bind(load.expr) for load in plan.loads]
         move_factors: list[list[str]] = []
         pre_terms: list[list[str]] = [[] for _ in range(q)]
         for m, move in enumerate(plan.moves):
-            factors = [z_in[move.src]] + [self.slot(s) for s in move.slots]
+            factors = [z_in[move.src]] + [self.slot(s) for s in move.slots] + [values[f] for f in move.functions]
             if move.param is not None:
                 factors.append(self.param(move.param))
             move_factors.append(factors)
@@ -223,7 +232,12 @@ class LaneWriter:
                 closure_terms[entry.dst].append(f"cl{c}{tag}")
         for j in range(q):
             self(d.let(f"n{j}{tag}", self.reduce(closure_terms[j])))
-        return StepNames(z_in, move_factors, pre_terms, closure_terms, [f"n{j}{tag}" for j in range(q)], tag)
+        return StepNames(z_in, move_factors, pre_terms, closure_terms, [f"n{j}{tag}" for j in range(q)], tag, loads)
+
+    def loads(self, tag: str) -> Spelling:
+        """A spelling of weight functions over this step's slots, binding names ``ld<k><tag>``."""
+        index = {name: s for s, name in enumerate(self.plan.template.slots)}
+        return Spelling(self.d, self.slot, index, lambda name, expr: self(self.d.let(name, expr)), "ld", tag)
 
     def emit_terms(self, z: list[str]) -> list[str]:
         """The terms of ``y = ⊕_(q, ρ) z[q] ⊗ ρ``."""
@@ -321,6 +335,7 @@ class LaneWriter:
             self(d.let(f"gpre{j}", self.add(gpre[j])))
         gzin: list[list[str]] = [[] for _ in range(q)]
         gslot: list[list[str]] = [[] for _ in range(plan.num_slots)]
+        gfun: list[list[str]] = [[] for _ in range(plan.num_functions)]
         moves_by_dst: list[list[int]] = [[] for _ in range(q)]
         for m, move in enumerate(plan.moves):
             moves_by_dst[move.dst].append(m)
@@ -333,8 +348,19 @@ class LaneWriter:
                 gzin[move.src].append(fg[0])
                 for s, g_s in zip(move.slots, fg[1 : 1 + len(move.slots)]):
                     gslot[s].append(g_s)
+                start = 1 + len(move.slots)
+                for f, g_f in zip(move.functions, fg[start : start + len(move.functions)]):
+                    gfun[f].append(g_f)
                 if move.param is not None:
                     self.accumulate(self.param_grad(move.param), fg[-1])
+        # the chain rule through the weight functions: grad(raw) += grad(weight) * d weight / d raw
+        loads = step.loads if step.loads is not None else self.loads(tag)
+        for f, load in enumerate(plan.loads):
+            if not gfun[f]:
+                continue
+            self(d.let(f"gw{f}", self.add(gfun[f])))
+            for s, derivative in zip(load.inputs, load.grads):
+                gslot[s].append(f"gw{f} * {loads(derivative)}")
         for s in range(plan.num_slots):
             self(d.let(f"gx{s}", self.add(gslot[s])))
         g_prev = []
