@@ -3,7 +3,7 @@
 Checked against kleene.automata's Forward algorithm evaluating the very WFSA the template was read from (an oracle
 that knows nothing of storage forms, stable spellings or derivatives), the torch reference, float64 gradcheck of the
 generated C++ backward, and the layer it serves: RRNNLayer with its gates inside the kernel computes what the gates
-computed in torch (``forget_and_input``) fed to the raw-slot template computed.
+computed in torch (tests/nn/test_rrnn_fused.py's ``gates_in_torch``) fed to the raw-slot template computed.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """RRNNLayer with its gates inside the kernel (``rrnn_gated_template``) against the composition it replaces: the
-gates computed by torch ops (``forget_and_input``) and fed to the raw-slot template ``rrnn_template`` on the torch
+gates computed by torch ops (``gates_in_torch``) and fed to the raw-slot template ``rrnn_template`` on the torch
 reference backend -- outputs, final states and every parameter's gradient, float64, in each gate semiring."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kleene.automata.semiring import Semiring
 from kleene.compile.runtime.cpu import compiler
-from kleene.nn.rrnn import ACTIVATIONS, RRNNLayer, compile_layer, forget_and_input, rrnn_template
+from kleene.nn.rrnn import ACTIVATIONS, RRNNLayer, compile_layer, gate_in_storage, rrnn_template
 
 try:
     compiler()
@@ -16,6 +17,20 @@ except Exception as exc:  # noqa: BLE001 - the reason is shown in the skip messa
     pytest.skip(f"no C++ compiler: {exc}", allow_module_level=True)
 
 CASES = [(k, s) for k in ("B", "C", "F") for s in ("real", "log", "max-plus", "max-times")] + [("B-maxplus", None)]
+
+
+def gates_in_torch(
+    algebra: Semiring, forget_pre_activation: torch.Tensor, value: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gates as the layers computed them in torch before they moved into the kernel: f = σ(z) stored
+    (``gate_in_storage``) and the admitted input ``(1 − f) ⊗ value`` where ⊕ sums (``1 - f`` in real storage,
+    log σ(−z) in log storage), ``value`` as it is where ⊕ selects."""
+    storage = algebra.storage
+    forget = gate_in_storage(storage, forget_pre_activation)
+    if algebra.best:
+        return forget, value
+    complement = torch.nn.functional.logsigmoid(-forget_pre_activation) if storage.log_weights else 1 - forget
+    return forget, storage.times(complement, value)
 
 
 def _unfused(layer: RRNNLayer, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -27,7 +42,7 @@ def _unfused(layer: RRNNLayer, x: torch.Tensor, lengths: torch.Tensor) -> tuple[
         old.parametrizations.constants.original = raw  # the same leaf: gradients reach it from both paths
     b, t, _ = x.shape
     f_pre = layer.forget(x).view(b, t, layer.orders, layer.dim)
-    f, u = forget_and_input(layer.algebra, f_pre, layer.update(x).view(b, t, layer.orders, layer.dim))
+    f, u = gates_in_torch(layer.algebra, f_pre, layer.update(x).view(b, t, layer.orders, layer.dim))
     named = {}
     for j in range(layer.orders):
         suffix = "" if layer.orders == 1 else str(j + 1)
@@ -75,7 +90,7 @@ def test_fused_sru_equals_torch_gates(semiring: str) -> None:
     def unfused(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         old = compile_layer(rrnn_template("B"), layer.algebra, layer.dim, True, "torch").double()
         f_pre, r_pre = layer.gates(x).split(layer.dim, -1)
-        f, u = forget_and_input(layer.algebra, f_pre, layer.transform(x))
+        f, u = gates_in_torch(layer.algebra, f_pre, layer.transform(x))
         named = {"u": u, "f": f}
         c, final = old(torch.stack([named[s] for s in old.template.slots], 2), lengths)
         h = layer.output(c, x, torch.sigmoid(r_pre))

@@ -551,6 +551,10 @@ class Semiring(ABC):
         """The element standing for probability ``p`` in (0, 1] (default: ``p`` itself)."""
         return p
 
+    def stored_probability(self, p: float) -> float:
+        """The element of probability ``p`` (``from_probability``) in the storage form, as a float."""
+        return float(self.to_storage(self.from_probability(p)))
+
     def kernel_algebra(self) -> KernelAlgebra:
         """The kernel realisation of this semiring: its storage semiring's ``kernel``.
 

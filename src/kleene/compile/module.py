@@ -114,7 +114,7 @@ class _CachedParams(torch.autograd.Function):
 
 def _default_constant(semiring: Semiring) -> float:
     """Probability 0.5 as the semiring's element, in its storage form."""
-    return float(semiring.to_storage(semiring.from_probability(0.5)))
+    return semiring.stored_probability(0.5)
 
 
 class CompiledRecurrence(nn.Module):

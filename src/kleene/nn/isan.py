@@ -63,7 +63,9 @@ class ISANLayer(RationalLayer):
         on every backend; ``backend`` is checked and kept for the layers' common signature only.
     """
 
-    reads_both_ways = False  # type: ignore[assignment]
+    @property
+    def reads_both_ways(self) -> bool:
+        return False
 
     def __init__(
         self, input_size: int, hidden_size: int, *, semiring: str | Semiring | None = None, backend: str = "auto"
@@ -73,14 +75,12 @@ class ISANLayer(RationalLayer):
         self.storage, self.semiring = self.algebra.storage, self.algebra.name
         if backend != "auto" and backend not in backends():
             raise LayerError(f"ISANLayer: unknown backend {backend!r}; available: {', '.join(backends())} and 'auto'")
-        self.backend = backend
         self.input_size = input_size
         self.size = self.output_size = hidden_size
         self.matrix = nn.Linear(input_size, hidden_size * hidden_size)  # W_x = reshape(A v_x + a), row-major W[i, j]
         self.offset = nn.Linear(input_size, hidden_size)  # b_x
         d = hidden_size
-        algebra = self.algebra
-        diagonal, elsewhere = (float(algebra.to_storage(algebra.from_probability(p))) for p in (0.5, 0.01 / d))
+        diagonal, elsewhere = (self.algebra.stored_probability(p) for p in (0.5, 0.01 / d))
         with torch.no_grad():
             self.matrix.weight.mul_(0.1)
             self.matrix.bias.copy_(torch.where(torch.eye(d, dtype=torch.bool), diagonal, elsewhere).reshape(-1))

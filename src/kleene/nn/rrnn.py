@@ -57,7 +57,6 @@ __all__ = [
     "RationalStack",
     "StreamState",
     "chain_template",
-    "forget_and_input",
     "gate_in_storage",
     "gate_semiring",
     "probability_in_storage",
@@ -162,8 +161,8 @@ def rrnn_gated_template(kind: str, semiring: str | Semiring) -> Template:
     """RRNN(``kind``) whose weights are the gates themselves (``kleene.compile.functions``): the kernel reads the raw
     forget pre-activations ``zf`` (``zf1``, ``zf2``) and inputs ``wu`` (``wu1``, ``wu2``), in that slot order (the
     layout of one projection's output), and computes ``f = σ(zf)`` and ``u = (1 − σ(zf)) ⊗ wu`` (``wu`` where ⊕
-    selects) as elements of ``semiring`` -- ``log σ`` where its elements are log-weights -- as ``forget_and_input``
-    does in torch.
+    selects) as elements of ``semiring`` -- ``log σ`` where its elements are log-weights (``gate_in_storage``'s
+    map, computed in the kernel).
 
     Raises:
         LayerError: an unknown kind, or a semiring gates cannot enter (``gate_semiring``).
@@ -226,7 +225,7 @@ def gate_semiring(semiring: str | Semiring) -> Semiring:
     """
     algebra = layer_semiring(semiring)
     storage = algebra.storage
-    half = float(algebra.to_storage(algebra.from_probability(0.5)))
+    half = algebra.stored_probability(0.5)
     expected = math.log(0.5) if storage.log_weights else 0.5
     if not math.isclose(half, expected, rel_tol=1e-12):
         raise LayerError(
@@ -242,18 +241,6 @@ def gate_in_storage(storage: Semiring, pre_activation: Tensor) -> Tensor:
     if storage.log_weights:
         return nn.functional.logsigmoid(pre_activation)
     return torch.sigmoid(pre_activation)
-
-
-def forget_and_input(algebra: Semiring, forget_pre_activation: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-    """The forget gate f = σ(z) stored (``gate_in_storage``) and the input it admits, stored: ``(1 − f) ⊗ value``
-    where ⊕ sums (an interpolation; 1 − f is ``1 - f`` in the real storage, log σ(−z) in log storage), ``value`` as
-    it is where ⊕ selects (Rational Recurrences §5.2: max-plus has no 1 − f)."""
-    storage = algebra.storage
-    forget = gate_in_storage(storage, forget_pre_activation)
-    if algebra.best:
-        return forget, value
-    complement = nn.functional.logsigmoid(-forget_pre_activation) if storage.log_weights else 1 - forget
-    return forget, storage.times(complement, value)
 
 
 def probability_in_storage(storage: Semiring, p: Tensor) -> Tensor:

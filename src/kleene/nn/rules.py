@@ -264,7 +264,7 @@ class AutomatonLayer(nn.Module):
             parametrize.register_parametrization(self.recurrence, "constants", _MaskedConstants(present, zero))
         generator = torch.Generator().manual_seed(seed)
         if random_init:
-            half = float(semiring.to_storage(semiring.from_probability(0.5)))
+            half = semiring.stored_probability(0.5)
             self.arc_weight = nn.Parameter(torch.full((len(arcs),), half))
             scale = 1 / math.sqrt(embedding_dim)
             self.residual = nn.Parameter(torch.randn(len(arcs), embedding_dim, generator=generator) * scale)
@@ -357,7 +357,7 @@ class AutomatonLayer(nn.Module):
             expected = (len(self.tokens), self.embedding_dim)
             raise RuleError(f"embedding has shape {tuple(embedding.shape)}, expected {expected}")
         semiring, storage = self.algebra, self.storage
-        factor = torch.tensor(float(semiring.to_storage(semiring.from_probability(float(threshold)))))
+        factor = torch.tensor(semiring.stored_probability(float(threshold)))
         every = torch.arange(len(self.tokens))
         with torch.no_grad():
             values = self.arc_scores(every[None], embedding[None].to(self.arc_weight.dtype))[0].T  # (A, V)
@@ -702,7 +702,7 @@ class RegexClassifier(nn.Module):
                   batch_size: int) -> list[float]:
         vocabulary = Vocabulary(self.layer.tokens)
         semiring = self.layer.algebra
-        bar = float(semiring.to_storage(semiring.from_probability(float(threshold))))
+        bar = semiring.stored_probability(float(threshold))
         agree = torch.zeros(len(hard))
         was_training = self.training
         self.eval()

@@ -37,7 +37,7 @@ class SRULayer(RationalLayer):
     """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards).
 
     ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``rrnn_gated_template``: the
-    gates inside the kernel, as ``forget_and_input`` computes them); the highway mixes the stored values with real
+    gates inside the kernel); the highway mixes the stored values with real
     arithmetic.
     """
 
