@@ -174,14 +174,19 @@ def rrnn_semiring(kind: str = "F", semiring: str = "log") -> Recurrence:
     return rec
 
 
+def _named_in(base: str, semiring: str) -> tuple[str, str]:
+    """The name of a zoo recurrence stated in ``semiring`` and the words for its docstring: the real forms keep
+    the paper's names (``isan-2``), the others carry their semiring (``isan-2-log``, "in log")."""
+    return (base, "") if semiring == "real" else (f"{base}-{semiring}", f" in {semiring}")
+
+
 def rcnn(order: int = 2, constant_lambda: bool = False, semiring: str = "real") -> Recurrence:
     """n-gram RCNN (Lei et al. 2016; §4.2 Eq. 14, Appendix B): n + 1 states. In ``semiring`` (as ``kleene.nn``'s
     ``RCNNLayer(semiring=...)`` runs it): ``c_j = c_j ⊗ λ ⊕ c_{j−1} ⊗ u_j`` with ``c_0 = one``, λ and u_j elements."""
     _size("rcnn", "order", order)
     kind = "constant" if constant_lambda else "input-only"
-    doc = f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B)" + ("" if semiring == "real" else f" in {semiring}")
-    name = f"rcnn-{order}" + ("" if semiring == "real" else f"-{semiring}")
-    rec = Recurrence(name, semiring, dims="d", doc=doc)
+    name, where = _named_in(f"rcnn-{order}", semiring)
+    rec = Recurrence(name, semiring, dims="d", doc=f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B){where}")
     cs = rec.states(" ".join(f"c{j}" for j in range(1, order + 1)))
     lam = rec.constant("lam") if constant_lambda else rec.input("lam", meaning="σ(W_λ v_t + b_λ)_i as an element")
     us = [rec.input(f"u{j}", meaning=f"(u_t^({j}))_i") for j in range(1, order + 1)]
@@ -211,7 +216,7 @@ def isan(d: int = 2, semiring: str = "real") -> Recurrence:
         RecurrenceError: ``d`` is not an integer >= 1.
     """
     _size("isan", "d", d)
-    name, where = (f"isan-{d}", "") if semiring == "real" else (f"isan-{d}-{semiring}", f" in {semiring}")
+    name, where = _named_in(f"isan-{d}", semiring)
     rec = Recurrence(name, semiring, doc=f"ISAN of hidden size {d}{where} (Eq. 16, Appendix C)")
     cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)))
     for i in range(1, d + 1):
