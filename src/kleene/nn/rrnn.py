@@ -42,6 +42,7 @@ from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, co
 from kleene.data.checks import check_count, check_features, check_lengths, check_real
 from kleene.errors import KleeneError, LayerError
 from kleene.nn.embedding import check_token_batch, word_embedding
+from kleene.nn.projection import linear
 from kleene.nn.registry import register_model
 
 __all__ = [
@@ -424,13 +425,13 @@ class RRNNLayer(RationalLayer):
         b, t, _ = x.shape
         weight = torch.cat([self.forget.weight, self.update.weight], 0)
         bias = torch.cat([self.forget.bias, self.forget.bias.new_zeros(self.orders * self.dim)], 0)
-        return nn.functional.linear(x, weight, bias).view(b, t, 2 * self.orders, self.dim), None
+        return linear(x, weight, bias).view(b, t, 2 * self.orders, self.dim), None
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
         act = ACTIVATIONS[self.activation]
         if self.gate is None:
             return act(c)
-        return act(self.storage.times(gate_in_storage(self.storage, self.gate(x)), c))
+        return act(self.storage.times(gate_in_storage(self.storage, linear(x, self.gate.weight, self.gate.bias)), c))
 
 
 class RationalStack(nn.Module):

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from kleene.automata.semiring import Semiring
+from kleene.nn.projection import linear
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     RationalClassifier,
@@ -69,8 +70,8 @@ class SRULayer(RationalLayer):
         d = self.dim
         weight = torch.cat([self.gates.weight[:d], self.transform.weight], 0)
         bias = torch.cat([self.gates.bias[:d], self.gates.bias.new_zeros(d)], 0)
-        raw = nn.functional.linear(x, weight, bias).view(b, t, 2, d)
-        r = torch.sigmoid(nn.functional.linear(x, self.gates.weight[d:], self.gates.bias[d:]))
+        raw = linear(x, weight, bias).view(b, t, 2, d)
+        r = torch.sigmoid(linear(x, self.gates.weight[d:], self.gates.bias[d:]))
         return raw, r
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
