@@ -54,7 +54,7 @@ from typing import Any
 from kleene.automata.labels import EPSILON, Label, Sym, SymbolTable
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import Env, is_symbolic
-from kleene.automata.wfsa import WFSA, IdIndex, IdNames
+from kleene.automata.wfsa import WFSA, IdIndex, IdNames, WeightVector
 from kleene.errors import AlphabetError, FormatError, SemiringError, WeightError
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -610,20 +610,29 @@ def _read_att_native(
     wfsa._names, wfsa._index = names, IdIndex(names)
     wfsa._arcs = None
     wfsa.initial = {scanned.start: semiring.one}
-    final = wfsa.final
-    shared: dict[float, float] = {}  # one float object per distinct final weight
-    for q, w in zip(scanned.final_state.tolist(), final_weights.tolist()):  # the last final line of a state wins
-        if w == semiring.zero:
-            final.pop(q, None)
-        else:
-            final[q] = shared.setdefault(w, w)
+    wfsa.final = final = _final_vector(semiring, len(names), scanned.final_state, final_weights)
     store = sparse.ArcStore(
         semiring, len(names), scanned.indptr, scanned.src, scanned.dst, label, weights, scanned.arc_id, symbols,
         {x: k for k, x in enumerate(symbols)}, [], np.full(len(label), -1, dtype=np.int8),
-        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa._names,
+        wfsa.vector(wfsa.initial), final.vector, wfsa._names,
     )
     sparse.cache_store(wfsa, store)
     return wfsa
+
+
+def _final_vector(semiring: Semiring, n: int, states: Any, weights: Any) -> WeightVector:
+    """The final weights of ``n`` states from the final lines' states and (decoded) weights in file order, as a
+    ``WeightVector`` (no Python object per state): a state's last line wins; a zero weight makes it non-final."""
+    import numpy as np
+
+    if len(states) > 1 and len(np.unique(states)) < len(states):  # repeated states: keep each one's last line
+        _, first_from_end = np.unique(states[::-1], return_index=True)
+        last = len(states) - 1 - first_from_end
+        states, weights = states[last], weights[last]
+    vector = np.full(n, semiring.zero, dtype=np.float64)
+    vector[states] = weights
+    vector[vector == semiring.zero] = semiring.zero  # -0.0 in the real semiring: its zero
+    return WeightVector(vector, semiring.zero)
 
 
 def _decode_missing_one(semiring: Semiring, codec: _WeightCodec, numbers: Any) -> Any:
@@ -730,16 +739,11 @@ def _read_att_fast(
     wfsa._index = {n: k for k, n in enumerate(wfsa._names)}
     wfsa._arcs = None
     wfsa.initial = {int(np.searchsorted(ids, int(rows[0][0]))): semiring.one}
-    final_states = np.searchsorted(ids, ends[2 * m :]).tolist()
-    for q, w in zip(final_states, final_weights.tolist()):  # the last final line of a state wins
-        if semiring.is_zero(w):
-            wfsa.final.pop(q, None)
-        else:
-            wfsa.final[q] = w
     n = len(ids)
+    wfsa.final = final = _final_vector(semiring, n, np.searchsorted(ids, ends[2 * m :]), final_weights)
     store = sparse.make_store(
         semiring, n, src, dst, label, weights, np.arange(m), list(symbols), [], np.full(m, -1, dtype=np.int64),
-        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa._names,
+        wfsa.vector(wfsa.initial), final.vector, wfsa._names,
     )
     sparse.cache_store(wfsa, store)
     return wfsa
