@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from kleene.automata import att as att_module
-from kleene.automata import native
+from kleene.automata import minimize, native, trim
 from kleene.automata.att import read_att
 from kleene.automata.sparse import arc_store
-from kleene.automata.wfsa import WFSA, Weights, WeightVector
+from kleene.automata.wfsa import WFSA, IdIndex, IdNames, Weights, WeightVector
 
 INF = math.inf
 
@@ -218,3 +218,33 @@ def test_a_zero_final_weight_in_the_real_semiring_is_no_final_weight(bulk: str) 
     assert 3 not in a.final and 5 not in a.final
     store = arc_store(a)
     assert store is not None and math.copysign(1.0, store.final[3]) == 1.0  # -0: stored as the zero itself
+
+
+def test_state_names_of_dense_ids_hold_no_array() -> None:
+    names = IdNames(5)
+    assert names._ids is None and len(names) == 5 and list(names) == ["0", "1", "2", "3", "4"]
+    assert names[3] == "3" and names[-1] == "4" and names[np.int64(2)] == "2" and names[1:4] == ["1", "2", "3"]
+    assert np.array_equal(names.ids, np.arange(5))
+    with pytest.raises(IndexError):
+        names[5]
+    index = IdIndex(names)
+    assert len(index) == 5 and list(index) == list(names) and index["4"] == 4
+    for missing in ("5", "-1", "01", "x", "", 3):
+        assert missing not in index
+    sparse_ids = IdNames(np.array([2, 5, 9]))
+    assert list(sparse_ids) == ["2", "5", "9"] and IdIndex(sparse_ids)["9"] == 2 and "3" not in IdIndex(sparse_ids)
+
+
+def test_a_dense_id_read_names_states_by_their_ids(bulk: str) -> None:
+    text = _lexicon_text(np.random.default_rng(8))
+    a, b = read_att(text, "min-plus"), _general(text, "min-plus")
+    assert a.states == b.states == [str(k) for k in range(a.num_states)]
+    if bulk == "compiled":  # the numpy reader makes a list
+        assert isinstance(a._names, IdNames) and a._names._ids is None
+    q = a.num_states - 1
+    assert a.state(str(q)) == q and a.state_name(q) == str(q)
+    trimmed = trim(a)
+    assert trimmed.states == trim(b).states and trimmed.final == trim(b).final
+    small = minimize(a, "deterministic")
+    assert small.num_states == minimize(b, "deterministic").num_states
+    assert small.score_batch([[1, 2], [3, 3]]) == pytest.approx(a.score_batch([[1, 2], [3, 3]]), rel=1e-12)

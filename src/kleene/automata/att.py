@@ -605,16 +605,19 @@ def _read_att_native(
         return None
     if alphabet is None:  # the file's own symbols, as the general reader closes the alphabet: ints, then strings
         alphabet = SymbolTable(sorted(symbols, key=lambda s: (isinstance(s, str), s)))
-    wfsa = WFSA(semiring, alphabet, name)
     names = IdNames(scanned.ids)
+    final = _final_vector(semiring, len(names), scanned.final_state, final_weights)
+    start, indptr, src, dst, arc_id = scanned.start, scanned.indptr, scanned.src, scanned.dst, scanned.arc_id
+    del scanned, decoded, final_weights  # the final lines' arrays: freed before the arc store is made
+    wfsa = WFSA(semiring, alphabet, name)
     wfsa._names, wfsa._index = names, IdIndex(names)
     wfsa._arcs = None
-    wfsa.initial = {scanned.start: semiring.one}
-    wfsa.final = final = _final_vector(semiring, len(names), scanned.final_state, final_weights)
+    wfsa.initial = {start: semiring.one}
+    wfsa.final = final
+    no_predicates = np.broadcast_to(np.int8(-1), label.shape)  # a read-only view: no byte per arc
     store = sparse.ArcStore(
-        semiring, len(names), scanned.indptr, scanned.src, scanned.dst, label, weights, scanned.arc_id, symbols,
-        {x: k for k, x in enumerate(symbols)}, [], np.full(len(label), -1, dtype=np.int8),
-        wfsa.vector(wfsa.initial), final.vector, wfsa._names,
+        semiring, len(names), indptr, src, dst, label, weights, arc_id, symbols, {x: k for k, x in enumerate(symbols)},
+        [], no_predicates, wfsa.vector(wfsa.initial), final.vector, wfsa._names,
     )
     sparse.cache_store(wfsa, store)
     return wfsa

@@ -280,34 +280,49 @@ class LazyIndex(Mapping[str, int]):
 
 class IdNames(LazyNames):
     """State names that are the decimal text of a sorted array of distinct non-negative ints (the state ids of an
-    AT&T file), made on demand instead of one Python string per state."""
+    AT&T file), made on demand instead of one Python string per state. ``ids`` given as a count ``n`` stands for
+    the ids 0..n-1 without an array (``IdNames.ids`` then makes one on each use)."""
 
-    def __init__(self, ids: np.ndarray):
-        self.ids = ids
+    def __init__(self, ids: np.ndarray | int):
+        self._ids = None if isinstance(ids, int) else ids
+        self._count = ids if isinstance(ids, int) else len(ids)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The ids, ascending (a new ``arange`` when they are 0..n-1)."""
+        return np.arange(self._count, dtype=np.int64) if self._ids is None else self._ids
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self._count
 
     def __getitem__(self, index: Any) -> Any:
+        if self._ids is None:
+            picked = range(self._count)[index]
+            return [str(i) for i in picked] if isinstance(index, slice) else str(picked)
         if isinstance(index, slice):
-            return [str(i) for i in self.ids[index].tolist()]
-        return str(int(self.ids[index]))
+            return [str(i) for i in self._ids[index].tolist()]
+        return str(int(self._ids[index]))
 
     def __iter__(self) -> Iterator[str]:
-        return (str(i) for i in self.ids.tolist())
+        if self._ids is None:
+            return (str(i) for i in range(self._count))
+        return (str(i) for i in self._ids.tolist())
 
 
 class IdIndex(Mapping[str, int]):
     """The index of each name of an ``IdNames`` (a binary search, no dict)."""
 
     def __init__(self, names: IdNames):
-        self.ids = names.ids
+        self.names = names
 
     def _find(self, name: object) -> int:
         if not isinstance(name, str) or not name.isascii() or not name.isdigit() or str(int(name)) != name:
             return -1
-        k = int(np.searchsorted(self.ids, int(name)))
-        return k if k < len(self.ids) and int(self.ids[k]) == int(name) else -1
+        ids, value = self.names._ids, int(name)
+        if ids is None:
+            return value if value < self.names._count else -1
+        k = int(np.searchsorted(ids, value))
+        return k if k < len(ids) and int(ids[k]) == value else -1
 
     def __contains__(self, name: object) -> bool:
         return self._find(name) >= 0
@@ -319,10 +334,10 @@ class IdIndex(Mapping[str, int]):
         return k
 
     def __iter__(self) -> Iterator[str]:
-        return iter(IdNames(self.ids))
+        return iter(self.names)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.names)
 
 
 class WFSA:
