@@ -587,7 +587,9 @@ def _read_att_native(
                 symbols.append(lab.symbol)
     except AlphabetError:
         return None
-    np.take(lut, label, out=label)
+    for begin in range(0, len(label), 1 << 16):  # in place, by blocks: one take would copy label twice (int64 ids)
+        block = label[begin : begin + (1 << 16)]
+        np.take(lut, block, out=block, mode="clip")  # ids within lut: clip only spares numpy's buffered output
     weights = scanned.weight
     with np.errstate(invalid="ignore", over="ignore"):
         decoded = [_decode_missing_one(semiring, codec, w) for w in (weights, scanned.final_weight)]
@@ -608,7 +610,7 @@ def _read_att_native(
     names = IdNames(scanned.ids)
     final = _final_vector(semiring, len(names), scanned.final_state, final_weights)
     start, indptr, src, dst, arc_id = scanned.start, scanned.indptr, scanned.src, scanned.dst, scanned.arc_id
-    del scanned, decoded, final_weights  # the final lines' arrays: freed before the arc store is made
+    del scanned, decoded, final_weights, array  # the final lines' arrays: freed before the arc store is made
     wfsa = WFSA(semiring, alphabet, name)
     wfsa._names, wfsa._index = names, IdIndex(names)
     wfsa._arcs = None
