@@ -428,7 +428,9 @@ def read_att(
             ``semiring``; None reads numbers in ``semiring``'s own convention.
         name: the automaton's name.
 
-    States are named by their ids in the file and indexed in increasing id order.
+    States are named by their ids in the file and indexed in increasing id order. A large file read in bulk keeps
+    its arcs in the arc store (``WFSA.arcs`` is made on first use) and its final weights in a ``WeightVector`` (a
+    dict of the final states read from one vector, shared with the arc store; a plain dict after its first change).
 
     Raises:
         FormatError: a malformed line or inconsistent labels, naming the 1-based line number; a
