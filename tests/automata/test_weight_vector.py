@@ -1,6 +1,7 @@
 """Final weights held as a vector (``WeightVector``, what the bulk AT&T readers make): read as the dict of their
 non-zero entries, turned into a plain ``Weights`` in place by the first change, and the arc store cached on the
-automaton rebuilt after it; the readers' results equal the general reader's."""
+automaton rebuilt after it; the readers' results equal the general reader's. State names of ids 0..n-1 without an
+array (``IdNames`` of a count)."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def test_first_change_makes_a_plain_weights_in_place(
     assert w.version == 2
 
 
-def _lexicon_text(rng: np.random.Generator, words: int = 3000) -> str:
+def _lexicon_text(rng: np.random.Generator, words: int = 1800) -> str:
     """A character trie (as the benchmark's lexicon: one arc per state) with final costs; some final lines repeat
     a state (the last wins), some have no weight (one) and some the tropical zero (the state stops being final)."""
     children: list[dict[int, int]] = [{}]
@@ -113,7 +114,9 @@ def _lexicon_text(rng: np.random.Generator, words: int = 3000) -> str:
     finals += [f"{finals[k].split(chr(9))[0]}\t0.5" for k in range(5, len(finals), 13)]  # final again
     order = rng.permutation(len(arcs) + len(finals))
     lines = [arcs[0], *[(arcs + finals)[k] for k in order.tolist() if k != 0]]  # state 0 first: the start state
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    assert len(text) >= att_module._FAST_MIN_CHARS  # read in bulk
+    return text
 
 
 def _general(text: str, *args: Any, **kwargs: Any) -> WFSA:
@@ -139,7 +142,6 @@ def bulk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 @pytest.mark.parametrize("semiring, arc_type", [("min-plus", None), ("log", "log"), ("real", "log")])
 def test_bulk_readers_hold_final_weights_in_a_vector(bulk: str, semiring: str, arc_type: str | None) -> None:
     text = _lexicon_text(np.random.default_rng(5))
-    assert len(text) >= att_module._FAST_MIN_CHARS
     fast, general = read_att(text, semiring, arc_type=arc_type), _general(text, semiring, arc_type=arc_type)
     assert isinstance(fast.final, WeightVector) and type(general.final) is Weights
     assert fast._arcs is None  # read into the arc store

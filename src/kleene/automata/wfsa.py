@@ -102,7 +102,8 @@ class WeightVector(Weights):
 
     Caution:
         takes ``vector`` over: it is made read-only (the arc store may share it); values are read back as Python
-        numbers (``vector[q].item()``).
+        numbers (``vector[q].item()``). C code that reads a dict's own table instead of its methods (the ``json``
+        module's encoder) sees an empty dict: pass it ``dict(weights)``.
     """
 
     __slots__ = ()
