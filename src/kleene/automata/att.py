@@ -578,7 +578,14 @@ def _read_att_native(
         return None
     label = scanned.label
     top = int(label.max(initial=0))
-    values = np.flatnonzero(np.bincount(label, minlength=1)) if top <= 4 * len(label) + 1024 else np.unique(label)
+    block = 1 << 16  # label arrays are indexed by blocks: numpy would copy a whole one as int64 indices
+    if top <= 4 * len(label) + 1024:
+        seen = np.zeros(top + 1, dtype=bool)
+        for begin in range(0, len(label), block):
+            seen[label[begin : begin + block]] = True
+        values = np.flatnonzero(seen)
+    else:
+        values = np.unique(label)
     lut = np.full(int(values[-1]) + 1 if values.size else 1, sparse.EPSILON_ID, dtype=np.int32)
     symbols: list[Hashable] = []
     try:
@@ -589,9 +596,9 @@ def _read_att_native(
                 symbols.append(lab.symbol)
     except AlphabetError:
         return None
-    for begin in range(0, len(label), 1 << 16):  # in place, by blocks: one take would copy label twice (int64 ids)
-        block = label[begin : begin + (1 << 16)]
-        np.take(lut, block, out=block, mode="clip")  # ids within lut: clip only spares numpy's buffered output
+    for begin in range(0, len(label), block):  # in place: "clip" (the ids are within lut) spares a buffered output
+        part = label[begin : begin + block]
+        np.take(lut, part, out=part, mode="clip")
     weights = scanned.weight
     with np.errstate(invalid="ignore", over="ignore"):
         decoded = [_decode_missing_one(semiring, codec, w) for w in (weights, scanned.final_weight)]
