@@ -54,7 +54,7 @@ from typing import Any
 from kleene.automata.labels import EPSILON, Label, Sym, SymbolTable
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import Env, is_symbolic
-from kleene.automata.wfsa import WFSA, IdIndex, IdNames
+from kleene.automata.wfsa import WFSA, IdIndex, IdNames, WeightVector
 from kleene.errors import AlphabetError, FormatError, SemiringError, WeightError
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -428,7 +428,9 @@ def read_att(
             ``semiring``; None reads numbers in ``semiring``'s own convention.
         name: the automaton's name.
 
-    States are named by their ids in the file and indexed in increasing id order.
+    States are named by their ids in the file and indexed in increasing id order. A large file read in bulk keeps
+    its arcs in the arc store (``WFSA.arcs`` is made on first use) and its final weights in a ``WeightVector`` (a
+    dict of the final states read from one vector, shared with the arc store; a plain dict after its first change).
 
     Raises:
         FormatError: a malformed line or inconsistent labels, naming the 1-based line number; a
@@ -576,7 +578,14 @@ def _read_att_native(
         return None
     label = scanned.label
     top = int(label.max(initial=0))
-    values = np.flatnonzero(np.bincount(label, minlength=1)) if top <= 4 * len(label) + 1024 else np.unique(label)
+    block = 1 << 16  # label arrays are indexed by blocks: numpy would copy a whole one as int64 indices
+    if top <= 4 * len(label) + 1024:
+        seen = np.zeros(top + 1, dtype=bool)
+        for begin in range(0, len(label), block):
+            seen[label[begin : begin + block]] = True
+        values = np.flatnonzero(seen)
+    else:
+        values = np.unique(label)
     lut = np.full(int(values[-1]) + 1 if values.size else 1, sparse.EPSILON_ID, dtype=np.int32)
     symbols: list[Hashable] = []
     try:
@@ -587,7 +596,9 @@ def _read_att_native(
                 symbols.append(lab.symbol)
     except AlphabetError:
         return None
-    np.take(lut, label, out=label)
+    for begin in range(0, len(label), block):  # in place: "clip" (the ids are within lut) spares a buffered output
+        part = label[begin : begin + block]
+        np.take(lut, part, out=part, mode="clip")
     weights = scanned.weight
     with np.errstate(invalid="ignore", over="ignore"):
         decoded = [_decode_missing_one(semiring, codec, w) for w in (weights, scanned.final_weight)]
@@ -605,25 +616,37 @@ def _read_att_native(
         return None
     if alphabet is None:  # the file's own symbols, as the general reader closes the alphabet: ints, then strings
         alphabet = SymbolTable(sorted(symbols, key=lambda s: (isinstance(s, str), s)))
-    wfsa = WFSA(semiring, alphabet, name)
     names = IdNames(scanned.ids)
+    final = _final_vector(semiring, len(names), scanned.final_state, final_weights)
+    start, indptr, src, dst, arc_id = scanned.start, scanned.indptr, scanned.src, scanned.dst, scanned.arc_id
+    del scanned, decoded, final_weights, array  # the final lines' arrays: freed before the arc store is made
+    wfsa = WFSA(semiring, alphabet, name)
     wfsa._names, wfsa._index = names, IdIndex(names)
     wfsa._arcs = None
-    wfsa.initial = {scanned.start: semiring.one}
-    final = wfsa.final
-    shared: dict[float, float] = {}  # one float object per distinct final weight
-    for q, w in zip(scanned.final_state.tolist(), final_weights.tolist()):  # the last final line of a state wins
-        if w == semiring.zero:
-            final.pop(q, None)
-        else:
-            final[q] = shared.setdefault(w, w)
+    wfsa.initial = {start: semiring.one}
+    wfsa.final = final
+    no_predicates = np.broadcast_to(np.int8(-1), label.shape)  # a read-only view: no byte per arc
     store = sparse.ArcStore(
-        semiring, len(names), scanned.indptr, scanned.src, scanned.dst, label, weights, scanned.arc_id, symbols,
-        {x: k for k, x in enumerate(symbols)}, [], np.full(len(label), -1, dtype=np.int8),
-        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa._names,
+        semiring, len(names), indptr, src, dst, label, weights, arc_id, symbols, {x: k for k, x in enumerate(symbols)},
+        [], no_predicates, wfsa.vector(wfsa.initial), final.vector, wfsa._names,
     )
     sparse.cache_store(wfsa, store)
     return wfsa
+
+
+def _final_vector(semiring: Semiring, n: int, states: Any, weights: Any) -> WeightVector:
+    """The final weights of ``n`` states from the final lines' states and (decoded) weights in file order, as a
+    ``WeightVector`` (no Python object per state): a state's last line wins; a zero weight makes it non-final."""
+    import numpy as np
+
+    if len(states) > 1 and len(np.unique(states)) < len(states):  # repeated states: keep each one's last line
+        _, first_from_end = np.unique(states[::-1], return_index=True)
+        last = len(states) - 1 - first_from_end
+        states, weights = states[last], weights[last]
+    vector = np.full(n, semiring.zero, dtype=np.float64)
+    vector[states] = weights
+    vector[vector == semiring.zero] = semiring.zero  # -0.0 in the real semiring: its zero
+    return WeightVector(vector, semiring.zero)
 
 
 def _decode_missing_one(semiring: Semiring, codec: _WeightCodec, numbers: Any) -> Any:
@@ -730,16 +753,11 @@ def _read_att_fast(
     wfsa._index = {n: k for k, n in enumerate(wfsa._names)}
     wfsa._arcs = None
     wfsa.initial = {int(np.searchsorted(ids, int(rows[0][0]))): semiring.one}
-    final_states = np.searchsorted(ids, ends[2 * m :]).tolist()
-    for q, w in zip(final_states, final_weights.tolist()):  # the last final line of a state wins
-        if semiring.is_zero(w):
-            wfsa.final.pop(q, None)
-        else:
-            wfsa.final[q] = w
     n = len(ids)
+    wfsa.final = final = _final_vector(semiring, n, np.searchsorted(ids, ends[2 * m :]), final_weights)
     store = sparse.make_store(
         semiring, n, src, dst, label, weights, np.arange(m), list(symbols), [], np.full(m, -1, dtype=np.int64),
-        wfsa.vector(wfsa.initial), wfsa.vector(wfsa.final), wfsa._names,
+        wfsa.vector(wfsa.initial), final.vector, wfsa._names,
     )
     sparse.cache_store(wfsa, store)
     return wfsa

@@ -326,7 +326,7 @@ def _text_buffer(text: str) -> tuple[int, int]:
 class AttArrays:
     """An AT&T acceptor file as arrays (see ``scan_att``): arcs in CSR order over dense state indices."""
 
-    def __init__(self, ids: np.ndarray, start: int, indptr: np.ndarray, src: np.ndarray, dst: np.ndarray,
+    def __init__(self, ids: np.ndarray | int, start: int, indptr: np.ndarray, src: np.ndarray, dst: np.ndarray,
                  label: np.ndarray, weight: np.ndarray, arc_id: np.ndarray, final_state: np.ndarray,
                  final_weight: np.ndarray):
         self.ids, self.start, self.indptr = ids, start, indptr
@@ -337,9 +337,10 @@ class AttArrays:
 def scan_att(text: str, ambiguous4: bool) -> AttArrays | None:
     """The arrays of ``text`` when the compiled scanner reads all of it (see the module docstring), else None.
 
-    ``ids`` are the file's state ids ascending (state k is ``ids[k]``); ``label`` holds the file's label integers;
-    a NaN weight is a missing one. With ``ambiguous4``, a 4-field line whose weight is an integer equal to its
-    label makes the scan fail (the general reader decides between acceptor and transducer columns).
+    ``ids`` are the file's state ids ascending (state k is ``ids[k]``), or their count when they are 0..n-1;
+    ``label`` holds the file's label integers; a NaN weight is a missing one. With ``ambiguous4``, a 4-field line
+    whose weight is an integer equal to its label makes the scan fail (the general reader decides between acceptor
+    and transducer columns).
     """
     if not text.isascii():
         return None
@@ -362,7 +363,7 @@ def scan_att(text: str, ambiguous4: bool) -> AttArrays | None:
     lib.att_count(address, size, _ptr(count), _ptr(seen), largest)
     present = seen.view(bool)
     if present.all():  # state ids 0..largest: the raw pointer is the CSR pointer and the index the identity
-        ids = np.arange(largest + 1, dtype=np.int32)
+        ids: np.ndarray | int = largest + 1
         index: np.ndarray | None = None
         indptr = count
         start_index = start

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,13 +42,15 @@ class Arc:
 
 class Weights(dict[int, Any]):
     """Initial or final weights: a dict that counts its changes in ``version``, so that the sparse arc store cached
-    on an automaton knows when they changed without keeping a copy."""
+    on an automaton knows when they changed without keeping a copy. (The other two slots are ``WeightVector``'s.)"""
 
-    __slots__ = ("version",)
+    __slots__ = ("_vector", "_zero", "version")
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.version = 0
+        self._vector: np.ndarray | None = None
+        self._zero: Any = None
 
     def __setitem__(self, key: int, value: Any) -> None:
         super().__setitem__(key, value)
@@ -83,8 +85,165 @@ class Weights(dict[int, Any]):
         super().__ior__(other)
         return self
 
+    def copy(self) -> Weights:
+        """An independent copy (the same kind: a ``WeightVector`` shares its read-only vector)."""
+        return Weights(self)
+
     def __reduce__(self) -> Any:
         return (Weights, (dict(self),))
+
+
+class WeightVector(Weights):
+    """Initial or final weights held as a dense vector over the states (``vector[q]``; the semiring's ``zero`` means
+    "not a key") instead of one Python entry per state: what the bulk AT&T readers make, sharing the vector with the
+    arc store. It reads as the dict of its non-zero entries (in increasing state order); the first change (any
+    mutating method) turns it, in place, into a plain ``Weights`` holding those entries (same object, so the arc
+    store's cache key stays valid, and ``version`` counts the change as usual).
+
+    Caution:
+        takes ``vector`` over: it is made read-only (the arc store may share it); values are read back as Python
+        numbers (``vector[q].item()``). C code that reads a dict's own table instead of its methods (the ``json``
+        module's encoder) sees an empty dict: pass it ``dict(weights)``.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, vector: np.ndarray, zero: Any):
+        super().__init__()
+        vector.flags.writeable = False
+        self._vector, self._zero = vector, zero
+
+    @property
+    def vector(self) -> np.ndarray:
+        """The dense read-only vector (zero where a state has no weight)."""
+        assert self._vector is not None
+        return self._vector
+
+    def _states(self) -> np.ndarray:
+        return np.flatnonzero(self.vector != self._zero)
+
+    def _position(self, key: Any) -> int:
+        if isinstance(key, (int, np.integer)):
+            q = int(key)
+            if 0 <= q < len(self.vector) and self.vector[q] != self._zero:
+                return q
+        return -1
+
+    def _thaw(self) -> None:
+        states = self._states()
+        entries = zip(states.tolist(), self.vector[states].tolist())
+        self._vector = self._zero = None
+        self.__class__ = Weights  # type: ignore[assignment]
+        dict.update(self, entries)
+
+    # -- reading ----------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        q = self._position(key)
+        if q < 0:
+            raise KeyError(key)
+        return self.vector[q].item()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        q = self._position(key)
+        return default if q < 0 else self.vector[q].item()
+
+    def __contains__(self, key: object) -> bool:
+        return self._position(key) >= 0
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.vector != self._zero))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._states().tolist())
+
+    def __reversed__(self) -> Iterator[int]:
+        return iter(self._states()[::-1].tolist())
+
+    def keys(self) -> KeysView[int]:  # type: ignore[override]
+        return KeysView(self)
+
+    def values(self) -> ValuesView[Any]:  # type: ignore[override]
+        return _VectorValues(self)
+
+    def items(self) -> ItemsView[int, Any]:  # type: ignore[override]
+        return _VectorItems(self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, WeightVector):
+            return dict(self.items()) == dict(other.items())
+        if isinstance(other, dict):
+            return dict(self.items()) == other
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __or__(self, other: Any) -> Any:
+        return dict(self.items()) | other if isinstance(other, dict) else NotImplemented
+
+    def __ror__(self, other: Any) -> Any:
+        return other | dict(self.items()) if isinstance(other, dict) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def copy(self) -> WeightVector:
+        return WeightVector(self.vector, self._zero)
+
+    def __reduce__(self) -> Any:
+        return (WeightVector, (self.vector, self._zero))
+
+    # -- changing: first a plain Weights ----------------------------------------------------
+    def __setitem__(self, key: int, value: Any) -> None:
+        self._thaw()
+        self[key] = value
+
+    def __delitem__(self, key: int) -> None:
+        self._thaw()
+        del self[key]
+
+    def pop(self, *args: Any) -> Any:
+        self._thaw()
+        return self.pop(*args)
+
+    def popitem(self) -> tuple[int, Any]:
+        self._thaw()
+        return self.popitem()
+
+    def clear(self) -> None:
+        self._thaw()
+        self.clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._thaw()
+        self.update(*args, **kwargs)
+
+    def setdefault(self, key: int, default: Any = None) -> Any:
+        self._thaw()
+        return self.setdefault(key, default)
+
+    def __ior__(self, other: Any) -> Weights:  # type: ignore[override]
+        self._thaw()
+        return Weights.__ior__(self, other)
+
+
+class _VectorValues(ValuesView[Any]):
+    _mapping: WeightVector
+
+    def __iter__(self) -> Iterator[Any]:
+        vector = self._mapping.vector
+        return iter(vector[self._mapping._states()].tolist())
+
+
+class _VectorItems(ItemsView[int, Any]):
+    _mapping: WeightVector
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        states = self._mapping._states()
+        return zip(states.tolist(), self._mapping.vector[states].tolist())
 
 
 class LazyNames(Sequence[str]):
@@ -122,34 +281,49 @@ class LazyIndex(Mapping[str, int]):
 
 class IdNames(LazyNames):
     """State names that are the decimal text of a sorted array of distinct non-negative ints (the state ids of an
-    AT&T file), made on demand instead of one Python string per state."""
+    AT&T file), made on demand instead of one Python string per state. ``ids`` given as a count ``n`` stands for
+    the ids 0..n-1 without an array (``IdNames.ids`` then makes one on each use)."""
 
-    def __init__(self, ids: np.ndarray):
-        self.ids = ids
+    def __init__(self, ids: np.ndarray | int):
+        self._ids = None if isinstance(ids, int) else ids
+        self._count = ids if isinstance(ids, int) else len(ids)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The ids, ascending (a new ``arange`` when they are 0..n-1)."""
+        return np.arange(self._count, dtype=np.int64) if self._ids is None else self._ids
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self._count
 
     def __getitem__(self, index: Any) -> Any:
+        if self._ids is None:
+            picked = range(self._count)[index]
+            return [str(i) for i in picked] if isinstance(index, slice) else str(picked)
         if isinstance(index, slice):
-            return [str(i) for i in self.ids[index].tolist()]
-        return str(int(self.ids[index]))
+            return [str(i) for i in self._ids[index].tolist()]
+        return str(int(self._ids[index]))
 
     def __iter__(self) -> Iterator[str]:
-        return (str(i) for i in self.ids.tolist())
+        if self._ids is None:
+            return (str(i) for i in range(self._count))
+        return (str(i) for i in self._ids.tolist())
 
 
 class IdIndex(Mapping[str, int]):
     """The index of each name of an ``IdNames`` (a binary search, no dict)."""
 
     def __init__(self, names: IdNames):
-        self.ids = names.ids
+        self.names = names
 
     def _find(self, name: object) -> int:
         if not isinstance(name, str) or not name.isascii() or not name.isdigit() or str(int(name)) != name:
             return -1
-        k = int(np.searchsorted(self.ids, int(name)))
-        return k if k < len(self.ids) and int(self.ids[k]) == int(name) else -1
+        ids, value = self.names._ids, int(name)
+        if ids is None:
+            return value if value < self.names._count else -1
+        k = int(np.searchsorted(ids, value))
+        return k if k < len(ids) and int(ids[k]) == value else -1
 
     def __contains__(self, name: object) -> bool:
         return self._find(name) >= 0
@@ -161,10 +335,10 @@ class IdIndex(Mapping[str, int]):
         return k
 
     def __iter__(self) -> Iterator[str]:
-        return iter(IdNames(self.ids))
+        return iter(self.names)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.names)
 
 
 class WFSA:
@@ -199,7 +373,8 @@ class WFSA:
 
     @property
     def initial(self) -> Weights:
-        """The initial weights by state index (a dict; assigning any mapping stores a copy)."""
+        """The initial weights by state index (a dict, or a ``WeightVector`` read as one; assigning a mapping other
+        than a ``Weights`` stores a copy)."""
         return self._initial
 
     @initial.setter
@@ -209,7 +384,8 @@ class WFSA:
 
     @property
     def final(self) -> Weights:
-        """The final weights by state index (a dict; assigning any mapping stores a copy)."""
+        """The final weights by state index (a dict, or a ``WeightVector`` read as one; assigning a mapping other
+        than a ``Weights`` stores a copy)."""
         return self._final
 
     @final.setter
@@ -344,8 +520,8 @@ class WFSA:
         out._names = self._names if isinstance(self._names, LazyNames) else list(self._names)  # lazy ones: immutable
         out._index = self._index if isinstance(self._names, LazyNames) else dict(self._index)
         out.arcs = list(self.arcs)
-        out.initial = dict(self.initial)
-        out.final = dict(self.final)
+        out.initial = self.initial.copy()
+        out.final = self.final.copy()
         return out
 
     def __repr__(self) -> str:
@@ -493,8 +669,11 @@ class WFSA:
         return self.numeric(arc.weight, symbol, env, f"arc {arc_index}")
 
     def vector(self, which: dict[int, Weight], env: Env | None = None) -> np.ndarray:
-        """The initial or final weights as a dense semiring vector."""
+        """The initial or final weights as a dense semiring vector (a new array)."""
         out: np.ndarray = self.semiring.zeros((self.num_states,))
+        if isinstance(which, WeightVector):  # numeric weights in a vector already
+            out[: len(which.vector)] = which.vector
+            return out
         for q, w in which.items():
             out[q] = self.numeric(w, None, env, f"weight of state {self._names[q]}")
         return out
