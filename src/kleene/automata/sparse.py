@@ -892,42 +892,65 @@ def _star_times(
     return rows[order], cols[order], vals[order]
 
 
-def _merge_first_seen(semiring: Semiring, key: IntArray, vals: np.ndarray) -> tuple[IntArray, IntArray, np.ndarray]:
-    """Plus-merge the values of equal keys: (distinct keys in order of first occurrence, the position of each one's
-    first occurrence, their sums)."""
-    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    sums = semiring.segment_sum(vals, inverse.reshape(-1), len(distinct))
-    order = np.argsort(first, kind="stable")
-    return distinct[order], first[order], sums[order]
+def _plus_merge(semiring: Semiring, keys: list[IntArray], vals: np.ndarray) -> tuple[IntArray, np.ndarray]:
+    """Sort entries by the key columns ``keys`` (most significant first) and plus-merge equal keys: (the position of
+    each distinct key's first entry, in key order; the sums)."""
+    if not len(vals):
+        return np.zeros(0, dtype=np.int64), vals
+    key = keys[0]
+    for column in keys[1:]:
+        width = int(column.max()) + 1
+        if int(key.max()) >= (2**62) // width:  # would overflow: sort by the columns themselves
+            order = np.lexsort(keys[::-1])
+            change = np.zeros(len(vals) - 1, dtype=bool)
+            for k in keys:
+                ordered_key = k[order]
+                change |= ordered_key[1:] != ordered_key[:-1]
+            break
+        key = key * width + column
+    else:
+        order = np.argsort(key, kind="stable")  # the entries come in runs of ascending keys (timsort)
+        ordered_key = key[order]
+        change = ordered_key[1:] != ordered_key[:-1]
+    starts = np.flatnonzero(np.concatenate([[True], change]))
+    first = order[starts]
+    sums = vals[first]
+    if len(starts) < len(vals):  # add the repeats (few: one ufunc.at over them, not a pass over all entries)
+        repeats = np.flatnonzero(~change) + 1
+        semiring.scatter_plus(sums, np.cumsum(np.concatenate([[False], change]))[repeats], vals[order[repeats]])
+    return first, sums
 
 
 def remove_epsilon_store(wfsa: WFSA, store: ArcStore, closure: ClosureRows) -> WFSA:
     """``remove_epsilon`` in arrays (see ``kleene.automata.ops.remove_epsilon``) for a constant-weight automaton:
     each consuming arc ``p -x/w-> q`` becomes ``p -x/(w ⊗ C[q, r])-> r`` for the non-zeros of row q of the closure
-    C, parallel arcs with one label plus-merged, in the order of the arc list then of r; initial weights
-    ``lambda ⊗ C``. The result's arcs live in its arc store."""
+    C, parallel arcs with one label plus-merged; initial weights ``lambda ⊗ C``. The result's arcs are sorted by
+    source, destination and label, and live in its arc store."""
     from .ops import _copy_table
 
     s, n = store.semiring, store.num_states
-    consuming = np.flatnonzero(store.label != EPSILON_ID)
-    consuming = consuming[np.argsort(store.arc_id[consuming], kind="stable")]
+    consuming = np.flatnonzero(store.label != EPSILON_ID)  # by source (CSR order)
     owner, dst, reach = closure.expand(store.dst[consuming])
     arc = consuming[owner]
-    codes = np.where(store.label[arc] >= 0, store.label[arc], len(store.symbols) + store.predicate_of[arc])
-    kinds = len(store.symbols) + len(store.predicates)
-    src = store.src[arc]
-    key = (src * n + dst) * kinds + codes
-    _, first, weight = _merge_first_seen(s, key, s.times(store.weight[arc], reach))
+    codes = store.label[arc]  # symbol ids, then one code per predicate
+    if store.predicates:
+        codes = np.where(codes >= 0, codes, len(store.symbols) + store.predicate_of[arc])
+    first, weight = _plus_merge(s, [store.src[arc], dst, codes], s.times(store.weight[arc], reach))
+    live = weight != s.zero
+    first, weight = first[live], weight[live]
     picked = arc[first]
-    out = make_store(
-        s, n, src[first], dst[first], store.label[picked], weight, np.arange(len(first)), store.symbols,
-        store.predicates, store.predicate_of[picked], s.zeros((n,)), store.final.copy(), store.names,
+    src = store.src[picked]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    out = ArcStore(
+        s, n, indptr, src, dst[first], store.label[picked], weight, np.arange(len(first)), store.symbols,
+        store.symbol_ids, store.predicates, store.predicate_of[picked], s.zeros((n,)), store.final.copy(), store.names,
     )
-    out.arc_id = np.argsort(np.argsort(out.arc_id, kind="stable"), kind="stable")  # 0..m-1 after dropping zeros
     starts = [q for q, w in wfsa.initial.items() if not s.is_zero(w)]
     owner, cols, reach = closure.expand(np.asarray(starts, dtype=np.int64))
     lam: np.ndarray = np.asarray([wfsa.initial[q] for q in starts], dtype=s.numpy_dtype).reshape(len(starts))
-    states, _, totals = _merge_first_seen(s, cols, s.times(lam[owner], reach))
+    first, totals = _plus_merge(s, [cols], s.times(lam[owner], reach))
+    states = cols[first]
     live = totals != s.zero
     states, totals = states[live], totals[live]
     out.initial[states] = totals
