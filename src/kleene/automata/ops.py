@@ -391,8 +391,16 @@ def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> W
     With ``C = closure_matrix(E, cap)`` of the epsilon matrix ``E``, the initial
     weights become ``lambda ⊗ C`` and each consuming arc ``p -x/w-> q`` becomes
     arcs ``p -x/(w ⊗ C[q, r])-> r``; parallel arcs with the same label are
-    plus-merged. ``cap=k`` reproduces ``score(..., epsilon_cap=k)`` exactly
-    (at most k epsilons in a row at the start and after each symbol).
+    plus-merged (the order of the resulting arcs is unspecified). ``cap=k``
+    reproduces ``score(..., epsilon_cap=k)`` exactly (at most k epsilons in a row
+    at the start and after each symbol).
+
+    The exact closure (``cap=None``) is sparse (``sparse.epsilon_closure``: strongly
+    connected components of the epsilon arcs in reverse topological order, each
+    cyclic one's block star by ``closure_matrix``), and with constant weights the
+    arcs are built as arrays into an arc store: time and memory grow with the
+    closure's non-zeros and the arcs produced, not with Q². ``cap=k`` uses the
+    dense Q x Q matrices.
 
     Note:
         Scores are preserved, single best paths are not (the closure sums paths).
