@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kleene.automata import ANY, EPSILON, WFSA, DivergenceError, algorithms, get_semiring, remove_epsilon
+from kleene.automata import ANY, EPSILON, WFSA, DivergenceError, algorithms, get_semiring, ops, remove_epsilon
 from kleene.automata import sparse as sp
 
 from .oracle import brute_force_score
@@ -467,10 +467,15 @@ def dense_transcription(a: WFSA) -> tuple[dict[tuple[int, int, Any], Any], dict[
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-def test_remove_epsilon_equals_the_dense_transcription_and_keeps_scores(semiring: str) -> None:
+@pytest.mark.parametrize("closure", ["sparse", "dense"])
+def test_remove_epsilon_equals_the_dense_transcription_and_keeps_scores(
+    semiring: str, closure: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On random automata with epsilon cycles (divergent ones off every successful path allowed), remove_epsilon
     gives the arcs and initial weights of the docstring's formula on the dense closure, keeps the states' names,
-    and scores random strings as the input does."""
+    and scores random strings as the input does; with the sparse closure (forced for these small automata) and
+    the dense one."""
+    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
     checked = 0
     for seed in range(40):
         rng = np.random.default_rng(1000 + seed)
@@ -505,7 +510,10 @@ def test_remove_epsilon_equals_the_dense_transcription_and_keeps_scores(semiring
     assert checked >= 20
 
 
-def test_remove_epsilon_names_a_divergent_cycle_of_several_states() -> None:
+@pytest.mark.parametrize("closure", ["sparse", "dense"])
+def test_remove_epsilon_names_a_divergent_cycle_of_several_states(closure: str, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
     for semiring, w in (("real", 1.2), ("log", 0.1), ("max-plus", 0.1), ("min-plus", -0.1), ("max-times", 1.2)):
         a = WFSA(semiring, alphabet=ALPHABET)
         a.add_states("p", "q", "r", "t")
