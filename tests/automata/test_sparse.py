@@ -541,3 +541,27 @@ def test_remove_epsilon_of_a_large_automaton_is_sparse() -> None:
     assert elapsed < 10.0, elapsed
     for word in (["a"], ["a", "b"], ["c", "c", "a"]):
         assert math.isclose(a.score(word), plain.score(word), rel_tol=1e-9, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("closure", ["sparse", "dense"])
+def test_remove_epsilon_keeps_symbolic_arcs_over_either_closure(closure: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Symbolic consuming weights stay symbolic (the arcs are built one by one, over the closure's sparse rows);
+    a symbolic epsilon weight is evaluated in ``env``."""
+    import sympy
+
+    from kleene.automata import weight_functions
+
+    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
+    (mu,) = weight_functions("mu")
+    gamma = sympy.Symbol("gamma")
+    rng = np.random.default_rng(5)
+    a = epsilon_automaton(rng, "real", 12, 20, 15)
+    a.add_arc(3, 4, EPSILON, gamma)
+    a.add_arc(4, 3, "a", mu)
+    a.add_arc(5, 5, ANY, mu)
+    plain = remove_epsilon(a, env={"gamma": 0.1})
+    assert not plain.has_epsilons and any(arc.weight.has(mu) for arc in plain.arcs if hasattr(arc.weight, "has"))
+    env = {"gamma": 0.1, "mu": {"a": 0.5, "b": 0.2, "c": -0.3}}
+    for word in ([], ["a"], ["a", "b"], ["c", "a", "a"], ["b", "b", "c"]):
+        x, y = a.score(word, env=env), plain.score(word, env=env)
+        assert math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12), (word, x, y)
