@@ -7,12 +7,16 @@ Three automata, each written as AT&T text once and read by both:
 - ``eps-cycles``: a log-semiring automaton whose epsilon arcs form cycles (substochastic, so every sum converges).
 
 Operations: read AT&T; score 1000 strings (kleene ``score``; OpenFst: compose the string's acceptor, then the
-shortest distance); pathsum (kleene ``pathsum``; OpenFst ``shortestdistance(reverse=True)`` at the start state).
+shortest distance); pathsum (kleene ``pathsum``; OpenFst ``shortestdistance(reverse=True)`` at the start state);
+for the epsilon automaton, rmepsilon (kleene ``remove_epsilon``; OpenFst ``rmepsilon(connect=False)``); determinize
+(both with a state budget; log automata as their tropical image, since OpenFst's budget needs the path property)
+and minimize (of the deterministic part, each state's first arc per label, where the automaton is not
+deterministic) of the epsilon-free automaton; the 10 best paths.
 Times are wall-clock seconds of one run each (after a warm-up of the reader on a small file); kleene's peak
 Python memory while reading is measured with tracemalloc in a second, untimed read and shown as a multiple of the
 text size.
 
-    python benchmarks/automata_openfst.py --quick     # small sizes, < 1 min
+    python benchmarks/automata_openfst.py --quick     # small sizes, ~2 min
     python benchmarks/automata_openfst.py             # 100k states / 1M arcs, 50k words, 10k states
     python benchmarks/automata_openfst.py --only eps-cycles   # one automaton (the same one as in a full run)
 """

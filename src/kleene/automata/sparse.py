@@ -18,7 +18,10 @@ acyclic parts are one vectorised propagation per level). A cyclic component is s
 (Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
 
 Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
-graph, restricted to the states the frontier touches. Without useful epsilon arcs, ``forward_batch`` advances many
+graph, restricted to the states the frontier touches. ``epsilon_closure`` computes every row of the closure ``E*``
+(for ``remove_epsilon``): the components in reverse topological order, a level at a time, each row the sum of its
+successors' rows, cyclic components' rows multiplied by their block's star; ``remove_epsilon_store`` then builds
+the epsilon-free arcs as arrays. Without useful epsilon arcs, ``forward_batch`` advances many
 strings together (one vectorised step per position over all (string, state) pairs) and ``forward`` advances a small
 frontier in plain Python over per-state label tables.
 
