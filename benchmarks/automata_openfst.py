@@ -16,7 +16,7 @@ Times are wall-clock seconds of one run each (after a warm-up of the reader on a
 Python memory while reading is measured with tracemalloc in a second, untimed read and shown as a multiple of the
 text size.
 
-    python benchmarks/automata_openfst.py --quick     # small sizes, ~2 min
+    python benchmarks/automata_openfst.py --quick     # small sizes, < 1 min
     python benchmarks/automata_openfst.py             # 100k states / 1M arcs, 50k words, 10k states
     python benchmarks/automata_openfst.py --only eps-cycles   # one automaton (the same one as in a full run)
 """
