@@ -565,3 +565,22 @@ def test_remove_epsilon_keeps_symbolic_arcs_over_either_closure(closure: str, mo
     for word in ([], ["a"], ["a", "b"], ["c", "a", "a"], ["b", "b", "c"]):
         x, y = a.score(word, env=env), plain.score(word, env=env)
         assert math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12), (word, x, y)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_plus_merge_sorts_and_sums_equal_keys(big: bool) -> None:
+    """Both key encodings (one int64 key; the columns sorted as such when a combined key would overflow)."""
+    s = get_semiring("log")
+    rng = np.random.default_rng(11)
+    first_column = rng.integers(0, 4, 500) * (2**58 if big else 1)  # 3 * 2**58 * 5 overflows int64 keys
+    keys = [first_column, rng.integers(0, 5, 500), rng.integers(0, 3, 500)]
+    vals = rng.normal(size=500)
+    first, sums = sp._plus_merge(s, keys, vals)
+    expected: dict[tuple[int, ...], list[float]] = {}
+    for i, key in enumerate(zip(*(k.tolist() for k in keys))):
+        expected.setdefault(key, []).append(vals[i])
+    got = [tuple(int(k[i]) for k in keys) for i in first]
+    assert got == sorted(expected)
+    assert all(first[j] == min(i for i, key in enumerate(zip(*(k.tolist() for k in keys))) if key == got[j])
+               for j in range(len(got)))
+    assert np.allclose(sums, [np.logaddexp.reduce(expected[key]) for key in got], rtol=1e-13, atol=0.0)

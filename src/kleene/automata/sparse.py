@@ -897,30 +897,35 @@ def _star_times(
 
 def _plus_merge(semiring: Semiring, keys: list[IntArray], vals: np.ndarray) -> tuple[IntArray, np.ndarray]:
     """Sort entries by the key columns ``keys`` (most significant first) and plus-merge equal keys: (the position of
-    each distinct key's first entry, in key order; the sums)."""
+    each distinct key's first entry, in key order; the sums). Few temporaries: the entries can be millions."""
     if not len(vals):
         return np.zeros(0, dtype=np.int64), vals
-    key = keys[0]
+    key = keys[0].astype(np.int64, copy=True)
     for column in keys[1:]:
         width = int(column.max()) + 1
         if int(key.max()) >= (2**62) // width:  # would overflow: sort by the columns themselves
             order = np.lexsort(keys[::-1])
-            change = np.zeros(len(vals) - 1, dtype=bool)
+            change = np.zeros(len(vals), dtype=bool)
+            change[0] = True
             for k in keys:
                 ordered_key = k[order]
-                change |= ordered_key[1:] != ordered_key[:-1]
+                change[1:] |= ordered_key[1:] != ordered_key[:-1]
             break
-        key = key * width + column
+        key *= width
+        key += column
     else:
         order = np.argsort(key, kind="stable")  # the entries come in runs of ascending keys (timsort)
-        ordered_key = key[order]
-        change = ordered_key[1:] != ordered_key[:-1]
-    starts = np.flatnonzero(np.concatenate([[True], change]))
+        np.take(key, order, out=key)
+        change = np.empty(len(vals), dtype=bool)
+        change[0] = True
+        np.not_equal(key[1:], key[:-1], out=change[1:])
+    del key
+    starts = np.flatnonzero(change)
     first = order[starts]
     sums = vals[first]
     if len(starts) < len(vals):  # add the repeats (few: one ufunc.at over them, not a pass over all entries)
-        repeats = np.flatnonzero(~change) + 1
-        semiring.scatter_plus(sums, np.cumsum(np.concatenate([[False], change]))[repeats], vals[order[repeats]])
+        repeats = np.flatnonzero(~change)
+        semiring.scatter_plus(sums, np.cumsum(change)[repeats] - 1, vals[order[repeats]])
     return first, sums
 
 
@@ -933,21 +938,30 @@ def remove_epsilon_store(wfsa: WFSA, store: ArcStore, closure: ClosureRows) -> W
 
     s, n = store.semiring, store.num_states
     consuming = np.flatnonzero(store.label != EPSILON_ID)  # by source (CSR order)
-    owner, dst, reach = closure.expand(store.dst[consuming])
-    arc = consuming[owner]
-    codes = store.label[arc]  # symbol ids, then one code per predicate
+    targets = store.dst[consuming]
+    lengths = closure.length[targets]
+    positions = _spans(closure.start[targets], lengths)
+    dst = closure.cols[positions]
+    weight = s.times(np.repeat(store.weight[consuming], lengths), closure.vals[positions])
+    del positions
+    codes = store.label[consuming]  # symbol ids, then one code per predicate
     if store.predicates:
-        codes = np.where(codes >= 0, codes, len(store.symbols) + store.predicate_of[arc])
-    first, weight = _plus_merge(s, [store.src[arc], dst, codes], s.times(store.weight[arc], reach))
+        codes = np.where(codes >= 0, codes, len(store.symbols) + store.predicate_of[consuming])
+    codes = np.repeat(codes, lengths)
+    src = np.repeat(store.src[consuming], lengths)
+    first, weight = _plus_merge(s, [src, dst, codes], weight)
     live = weight != s.zero
-    first, weight = first[live], weight[live]
-    picked = arc[first]
-    src = store.src[picked]
+    if not live.all():
+        first, weight = first[live], weight[live]
+    src, dst, codes = src[first], dst[first], codes[first]
+    predicated = codes >= len(store.symbols)
+    label = np.where(predicated, PREDICATE_ID, codes)
+    predicate_of = np.where(predicated, codes - len(store.symbols), -1)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
     out = ArcStore(
-        s, n, indptr, src, dst[first], store.label[picked], weight, np.arange(len(first)), store.symbols,
-        store.symbol_ids, store.predicates, store.predicate_of[picked], s.zeros((n,)), store.final.copy(), store.names,
+        s, n, indptr, src, dst, label, weight, np.arange(len(first)), store.symbols, store.symbol_ids,
+        store.predicates, predicate_of, s.zeros((n,)), store.final.copy(), store.names,
     )
     starts = [q for q, w in wfsa.initial.items() if not s.is_zero(w)]
     owner, cols, reach = closure.expand(np.asarray(starts, dtype=np.int64))
