@@ -7,13 +7,18 @@ Three automata, each written as AT&T text once and read by both:
 - ``eps-cycles``: a log-semiring automaton whose epsilon arcs form cycles (substochastic, so every sum converges).
 
 Operations: read AT&T; score 1000 strings (kleene ``score``; OpenFst: compose the string's acceptor, then the
-shortest distance); pathsum (kleene ``pathsum``; OpenFst ``shortestdistance(reverse=True)`` at the start state).
+shortest distance); pathsum (kleene ``pathsum``; OpenFst ``shortestdistance(reverse=True)`` at the start state);
+for the epsilon automaton, rmepsilon (kleene ``remove_epsilon``; OpenFst ``rmepsilon(connect=False)``); determinize
+(both with a state budget; log automata as their tropical image, since OpenFst's budget needs the path property)
+and minimize (of the deterministic part, each state's first arc per label, where the automaton is not
+deterministic) of the epsilon-free automaton; the 10 best paths.
 Times are wall-clock seconds of one run each (after a warm-up of the reader on a small file); kleene's peak
 Python memory while reading is measured with tracemalloc in a second, untimed read and shown as a multiple of the
 text size.
 
     python benchmarks/automata_openfst.py --quick     # small sizes, < 1 min
     python benchmarks/automata_openfst.py             # 100k states / 1M arcs, 50k words, 10k states
+    python benchmarks/automata_openfst.py --only eps-cycles   # one automaton (the same one as in a full run)
 """
 
 from __future__ import annotations
@@ -33,7 +38,17 @@ import numpy as np
 import pynini
 import pywrapfst as fst
 
-from kleene.automata import SymbolTable, determinize, minimize, read_att, shortest_paths
+from kleene.automata import (
+    SymbolTable,
+    determinize,
+    minimize,
+    read_att,
+    remove_epsilon,
+    shortest_paths,
+    trim,
+    write_att,
+)
+from kleene.automata.sparse import arc_store
 from kleene.errors import BudgetExceededError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,46 +226,76 @@ def run(name: str, text: str, semiring: str, arc_type: str, table: SymbolTable, 
 #: The state budget of both determinizations of the random automaton (kleene's max_states, OpenFst's nstate): it
 #: lacks the twins property, so neither would finish without one.
 DETERMINIZE_BUDGET = 20_000
+#: The budget for the epsilon-free eps-cycles automaton: its subsets soon hold most of its states (~60 arcs each), so
+#: each costs ~Q x 60 arc visits on both sides (20k of them took 4 minutes at 2k states).
+EPSILON_DETERMINIZE_BUDGET = 200
+
+
+def compiled(text: str, arc_type: str) -> Any:
+    compiler = fst.Compiler(arc_type=arc_type, acceptor=True)
+    compiler.write(text)
+    return compiler.compile()
 
 
 def structure(name: str, automaton: Any, machine: Any, semiring: str, arc_type: str, text: str,
               table: SymbolTable, strings: list[list[Any]]) -> list[Any]:
-    """determinize, minimize and the 10 best paths, side by side (what ran is said in the row's name); the minimized
-    automaton must score ``strings`` as the automaton it came from."""
+    """rmepsilon, determinize, minimize and the 10 best paths, side by side (what ran is said in the row's name); the
+    epsilon-free and the minimized automata must score ``strings`` as the automata they came from."""
     rows: list[Any] = []
     budget = DETERMINIZE_BUDGET if "random" in name else 1_000_000  # the lexicon determinizes fully
-    if automaton.has_epsilons:  # kleene's remove_epsilon is a dense closure (Q x Q): not run at 10k states
-        o_rm, _ = timed(lambda: machine.copy().rmepsilon())
-        rows.append((name, "rmepsilon (kleene remove_epsilon: not run)", math.nan, o_rm, None))
-    else:
-        def kleene_determinize() -> str:
-            try:
-                return f"{determinize(automaton, max_states=budget).num_states} states"
-            except BudgetExceededError:
-                return f"budget of {budget} states hit"
+    original, original_machine = automaton, machine
+    if automaton.has_epsilons:
+        # both on the same states, unconnected (kleene's remove_epsilon keeps the states; OpenFst's connect=False)
+        k_rm, plain = timed(lambda: remove_epsilon(automaton))
+        o_rm, free = timed(lambda: machine.copy().rmepsilon(connect=False))
+        arcs = sum(free.num_arcs(q) for q in free.states())
+        what = f"{arc_store(plain).num_arcs} / OpenFst {arcs} arcs, {plain.num_states} states"
+        rows.append((name, f"rmepsilon ({what})", k_rm, o_rm, None))
+        before, after = automaton.score_batch(strings), plain.score_batch(strings)
+        drift = max((abs(a - b) / max(1.0, abs(a)) for a, b in zip(before, after) if a != b), default=0.0)
+        assert drift <= 1e-9, f"{name}: the epsilon-free automaton scores a string {drift} away"
+        print(f"  {name}: epsilon-free = input on {len(strings)} strings (max relative difference {drift:.1e})")
+        # determinize and minimize get kleene's epsilon-free automaton on both sides, as one AT&T text: its initial
+        # weights (the start state's closure) are written as epsilon arcs from a fresh start state, which OpenFst's
+        # rmepsilon folds into that start state (untimed)
+        single_start = compiled(write_att(trim(plain), table, arc_type=arc_type), arc_type).rmepsilon()
+        text = single_start.print(acceptor=True)
+        automaton = read_att(text, semiring, symbols=table, arc_type=arc_type)
+        machine = compiled(text, arc_type)
+        budget = EPSILON_DETERMINIZE_BUDGET
+    # determinize: OpenFst's state budget needs weights with the path property, so log automata are determinized as
+    # their tropical image (the same costs, min for plus) on both sides
+    det_semiring, det_type = ("min-plus", "standard") if arc_type == "log" else (semiring, arc_type)
+    det_input = automaton if det_type == arc_type else read_att(text, det_semiring, symbols=table, arc_type=det_type)
+    det_machine = machine if det_type == arc_type else compiled(text, det_type)
+    image = " of the tropical image" if det_type != arc_type else ""
 
-        k_det, what = timed(kleene_determinize)
-        o_det, theirs = timed(lambda: fst.determinize(machine, nstate=budget))
-        rows.append((name, f"determinize ({what}; OpenFst {theirs.num_states()})", k_det, o_det, None))
-    if not automaton.has_epsilons:
-        deterministic = automaton
-        det_machine = machine
-        what = ""
-        if "random" in name:  # not determinizable: minimize its deterministic part (first arc per state and label)
-            det_text = first_arc_per_label(text)
-            deterministic = read_att(det_text, semiring, symbols=table, arc_type=arc_type)
-            compiler = fst.Compiler(arc_type=arc_type, acceptor=True)
-            compiler.write(det_text)
-            det_machine = compiler.compile()
-            what = f", deterministic part: {deterministic.num_states} states"
-        k_min, small = timed(lambda: minimize(deterministic, "deterministic"))
-        o_min, theirs = timed(lambda: det_machine.copy().minimize())
-        rows.append((name, f"minimize ({small.num_states} / OpenFst {theirs.num_states()} states{what})", k_min,
-                     o_min, None))
-        before, after = deterministic.score_batch(strings), small.score_batch(strings)
-        drift = max((abs(a - b) for a, b in zip(before, after) if a != b), default=0.0)
-        assert drift <= 1e-9, f"{name}: the minimized automaton scores a string {drift} away"
-        print(f"  {name}: minimized = input on {len(strings)} strings (max difference {drift:.1e})")
+    def kleene_determinize() -> str:
+        try:
+            return f"{determinize(det_input, max_states=budget).num_states} states"
+        except BudgetExceededError:
+            return f"budget of {budget} states hit"
+
+    k_det, what = timed(kleene_determinize)
+    o_det, theirs = timed(lambda: fst.determinize(det_machine, nstate=budget))
+    rows.append((name, f"determinize{image} ({what}; OpenFst {theirs.num_states()})", k_det, o_det, None))
+    deterministic = automaton
+    min_machine = machine
+    what = ""
+    if "lexicon" not in name:  # not determinizable: minimize its deterministic part (first arc per state and label)
+        det_text = first_arc_per_label(text)
+        deterministic = read_att(det_text, semiring, symbols=table, arc_type=arc_type)
+        min_machine = compiled(det_text, arc_type)
+        what = f", deterministic part: {deterministic.num_states} states"
+    k_min, small = timed(lambda: minimize(deterministic, "deterministic"))
+    o_min, theirs = timed(lambda: min_machine.copy().minimize())
+    rows.append((name, f"minimize ({small.num_states} / OpenFst {theirs.num_states()} states{what})", k_min,
+                 o_min, None))
+    before, after = deterministic.score_batch(strings), small.score_batch(strings)
+    drift = max((abs(a - b) for a, b in zip(before, after) if a != b), default=0.0)
+    assert drift <= 1e-9, f"{name}: the minimized automaton scores a string {drift} away"
+    print(f"  {name}: minimized = input on {len(strings)} strings (max difference {drift:.1e})")
+    automaton, machine = original, original_machine
     k_paths, paths = timed(lambda: shortest_paths(automaton, 10, unique=False))
     tropical = machine if arc_type != "log" else None
 
@@ -270,7 +315,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", choices=["random", "lexicon", "eps-cycles"], action="append",
+                        help="run only this automaton (repeatable; the others' texts are still drawn, for the seed)")
     args = parser.parse_args()
+    chosen = set(args.only or ["random", "lexicon", "eps-cycles"])
     rng = np.random.default_rng(args.seed)
     big = not args.quick
     states, arcs = (100_000, 1_000_000) if big else (10_000, 100_000)
@@ -282,14 +330,19 @@ def main() -> None:
     read_att("0\t1\t1\t0.5\n1\n", "min-plus", symbols=numbers, arc_type="tropical")  # warm-up
     rows = []
     text = random_automaton(rng, states, arcs, 100)
-    rows += run("random", text, "min-plus", "standard", numbers, walks(text, 1000, 8, rng))
+    random_walks = walks(text, 1000, 8, rng)
+    if "random" in chosen:
+        rows += run("random", text, "min-plus", "standard", numbers, random_walks)
     words = words_from_corpora(word_count)
     text, alphabet = lexicon_trie(words, rng)
     letters = SymbolTable(alphabet)
-    rows += run(f"lexicon ({len(words)} words)", text, "min-plus", "standard", letters, walks(text, 1000, 12, rng))
+    lexicon_walks = walks(text, 1000, 12, rng)
+    if "lexicon" in chosen:
+        rows += run(f"lexicon ({len(words)} words)", text, "min-plus", "standard", letters, lexicon_walks)
     text = epsilon_cycles(rng, eps_states, 20)
     twenty = SymbolTable([str(i) for i in range(1, 21)])
-    rows += run("eps-cycles", text, "log", "log", twenty, walks(text, 1000, 8, rng))
+    if "eps-cycles" in chosen:
+        rows += run("eps-cycles", text, "log", "log", twenty, walks(text, 1000, 8, rng))
     print(f"\n{'automaton':<24} {'operation':<60} {'kleene s':>9} {'OpenFst s':>9} {'ratio':>7} {'mem/text':>9}")
     for name, op, ours, theirs, memory in rows:
         mem = f"{memory:.1f}x" if memory is not None else ""

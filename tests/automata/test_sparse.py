@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kleene.automata import ANY, EPSILON, WFSA, DivergenceError, algorithms, get_semiring
+from kleene.automata import ANY, EPSILON, WFSA, DivergenceError, algorithms, get_semiring, ops, remove_epsilon
 from kleene.automata import sparse as sp
 
 from .oracle import brute_force_score
@@ -345,3 +345,242 @@ def test_the_fast_att_reader_follows_the_general_readers_label_rule(monkeypatch:
     for symbols in ([1, 2, "a"], ["b", 1], [1, 1, 1, 1, 1], []):
         assert fast.score(symbols) == general.score(symbols)
     assert fast.pathsum() == pytest.approx(general.pathsum(), rel=1e-12)
+
+
+# -- epsilon removal: the sparse closure against the dense one --------------------------------------------------------
+
+
+def epsilon_automaton(rng: np.random.Generator, semiring: str, n: int, epsilons: int, consuming: int,
+                      diverge: bool = False) -> WFSA:
+    """A random automaton whose epsilon arcs (``epsilons`` of them, so many cycles) keep the closure convergent:
+    each state's epsilon weights sum to at most 0.9 in the real image (real: in absolute value, signs mixed),
+    idempotent ones make every cycle weigh less than one. ``diverge``: one epsilon self-loop whose star diverges."""
+    s = get_semiring(semiring)
+    a = WFSA(s, alphabet=ALPHABET)
+    for _ in range(n):
+        a.add_state()
+    src, dst = rng.integers(0, n, epsilons), rng.integers(0, n, epsilons)
+    share = rng.uniform(0.1, 1.0, epsilons)
+    share *= 0.9 / np.maximum(np.bincount(src, weights=share, minlength=n), 0.9)[src]
+    for p, q, u in zip(src.tolist(), dst.tolist(), share.tolist()):
+        weight = {"real": u * rng.choice([1.0, -1.0]), "log": math.log(u), "max-plus": math.log(u),
+                  "min-plus": -math.log(u), "max-times": u, "boolean": True}[semiring]
+        a.add_arc(p, q, EPSILON, weight)
+    if diverge:
+        q = int(rng.integers(0, n))
+        a.add_arc(q, q, EPSILON, {"real": 1.5, "log": 0.5, "max-plus": 0.5, "min-plus": -0.5,
+                                  "max-times": 1.5, "boolean": True}[semiring])
+    labels = [*ALPHABET, ANY]
+    for _ in range(consuming):
+        u = float(rng.uniform(0.1, 2.0))
+        weight = {"real": u * rng.choice([1.0, -1.0]), "log": math.log(u), "max-plus": math.log(u),
+                  "min-plus": -math.log(u), "max-times": u, "boolean": True}[semiring]
+        a.add_arc(int(rng.integers(0, n)), int(rng.integers(0, n)), labels[int(rng.integers(0, 4))], weight)
+    for q in rng.choice(n, min(n, 2), replace=False).tolist():
+        a.set_initial(q, 0.5 if semiring == "real" else s.one)
+    for q in rng.choice(n, max(1, n // 3), replace=False).tolist():
+        a.set_final(q, 0.25 if semiring == "real" else s.one)
+    return a
+
+
+def sparse_closure_as_dense(a: WFSA) -> np.ndarray:
+    s = a.semiring
+    e = a.epsilon_matrix()
+    src, dst = np.nonzero(e != s.zero)
+    rows = sp.epsilon_closure(s, a.num_states, src, dst, e[src, dst], a.states)
+    out: np.ndarray = s.zeros((a.num_states, a.num_states))
+    owner, cols, vals = rows.expand(np.arange(a.num_states))
+    out[owner, cols] = vals
+    for q in range(a.num_states):  # each row's columns ascend, without repeats
+        c = rows.cols[rows.start[q] : rows.start[q] + rows.length[q]]
+        assert np.all(np.diff(c) > 0)
+    return out
+
+
+def agree(x: Any, y: Any, semiring: str, scale: float) -> bool:
+    """Equal up to round-off: exact for boolean; the closures here have ||(I - E)^-1|| <= 10 (real image), so a
+    float64 result differs by a few ulps times 10 per accumulated term: 1e-11 relative to the largest entry."""
+    if semiring == "boolean":
+        return bool(x) == bool(y)
+    x, y = float(x), float(y)
+    if math.isinf(x) or math.isinf(y):
+        return x == y
+    return abs(x - y) <= 1e-11 * max(1.0, scale)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_sparse_epsilon_closure_equals_closure_matrix(semiring: str) -> None:
+    """On many random epsilon graphs (1-40 states, up to 3 epsilon arcs per state: components of every size, a
+    divergent loop in one case of five), the sparse closure is the dense ``closure_matrix`` star, or both raise."""
+    s = get_semiring(semiring)
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(1, 41))
+        a = epsilon_automaton(rng, semiring, n, int(rng.integers(0, 3 * n + 1)), 0, diverge=seed % 5 == 4)
+        expected = dense(algorithms.closure_matrix, a.epsilon_matrix(), s, None, a.states)
+        if isinstance(expected, DivergenceError):
+            with pytest.raises(DivergenceError, match="cycle"):
+                sparse_closure_as_dense(a)
+            continue
+        got = sparse_closure_as_dense(a)
+        values = np.asarray(expected, dtype=float)
+        scale = float(np.max(np.abs(np.where(np.isfinite(values), values, 0.0))))
+        mismatch = [(i, j) for i in range(n) for j in range(n) if not agree(got[i, j], expected[i, j], semiring, scale)]
+        assert not mismatch, (seed, mismatch[:3], got[mismatch[0]], expected[mismatch[0]])
+
+
+@pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "boolean"])
+def test_sparse_epsilon_closure_of_a_component_larger_than_a_dense_block(semiring: str) -> None:
+    """A 270-state epsilon cycle with chords (one component above ``DENSE_BLOCK``: per-row solves)."""
+    s = get_semiring(semiring)
+    rng = np.random.default_rng(7)
+    a = epsilon_automaton(rng, semiring, 270, 130, 0)
+    for q in range(270):
+        a.add_arc(q, (q + 1) % 270, EPSILON, {"real": 0.05, "log": math.log(0.05), "max-plus": math.log(0.05),
+                                             "boolean": True}[semiring])
+    assert sp.DENSE_BLOCK < 270
+    expected = algorithms.closure_matrix(a.epsilon_matrix(), s, None, a.states)
+    got = sparse_closure_as_dense(a)
+    if semiring == "boolean":
+        assert np.array_equal(got, expected)
+    else:
+        finite = np.isfinite(expected)
+        assert np.array_equal(finite, np.isfinite(got))
+        assert np.allclose(got[finite], expected[finite], rtol=1e-10, atol=1e-12 if semiring == "real" else 1e-10)
+
+
+def dense_transcription(a: WFSA) -> tuple[dict[tuple[int, int, Any], Any], dict[int, Any]]:
+    """``remove_epsilon``'s docstring read literally on the dense closure C = closure_matrix(E): arcs
+    ``p -x/(w ⊗ C[q, r])-> r`` plus-merged per (p, r, label), initial weights ``lambda ⊗ C``."""
+    s = a.semiring
+    c = algorithms._closure_where_useful(a, a.epsilon_matrix(), None, lambda: algorithms.useful_mask(a))
+    arcs: dict[tuple[int, int, Any], Any] = {}
+    for arc in a.arcs:
+        if arc.label.consumes:
+            for r in range(a.num_states):
+                w = s.times(arc.weight, c[arc.dst, r])
+                key = (arc.src, r, arc.label)
+                arcs[key] = s.plus(arcs.get(key, s.zero), w)
+    initial = {r: s.sum(np.array([s.times(lam, c[p, r]) for p, lam in a.initial.items()]), axis=0)
+               for r in range(a.num_states)}
+    return ({k: w for k, w in arcs.items() if w != s.zero}, {r: w for r, w in initial.items() if w != s.zero})
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.parametrize("closure", ["sparse", "dense"])
+def test_remove_epsilon_equals_the_dense_transcription_and_keeps_scores(
+    semiring: str, closure: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On random automata with epsilon cycles (divergent ones off every successful path allowed), remove_epsilon
+    gives the arcs and initial weights of the docstring's formula on the dense closure, keeps the states' names,
+    and scores random strings as the input does; with the sparse closure (forced for these small automata) and
+    the dense one."""
+    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
+    checked = 0
+    for seed in range(40):
+        rng = np.random.default_rng(1000 + seed)
+        n = int(rng.integers(1, 31))
+        a = epsilon_automaton(rng, semiring, n, int(rng.integers(1, 2 * n + 1)), int(rng.integers(1, 3 * n + 1)),
+                              diverge=seed % 4 == 3)
+        try:
+            arcs, initial = dense_transcription(a)
+        except DivergenceError:
+            with pytest.raises(DivergenceError, match="cycle"):
+                remove_epsilon(a)
+            continue
+        plain = remove_epsilon(a)
+        checked += 1
+        assert not plain.has_epsilons and plain.states == a.states and plain.final == a.final
+        got = {(arc.src, arc.dst, arc.label): arc.weight for arc in plain.arcs}
+        assert len(got) == len(plain.arcs) and got.keys() == arcs.keys()
+        assert plain.initial.keys() == initial.keys()
+        values = [*arcs.values(), *initial.values()]
+        scale = max([abs(float(v)) for v in values if math.isfinite(float(v))], default=1.0)
+        for key, w in arcs.items():
+            assert agree(got[key], w, semiring, scale), (seed, key, got[key], w)
+        for q, w in initial.items():
+            assert agree(plain.initial[q], w, semiring, scale), (seed, q, plain.initial[q], w)
+        for _ in range(5):
+            word = [ALPHABET[i] for i in rng.integers(0, 3, int(rng.integers(0, 4)))]
+            x, y = a.score(word), plain.score(word)
+            if semiring == "boolean":
+                assert x == y
+            else:
+                assert math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9 * max(1.0, scale)), (seed, word, x, y)
+    assert checked >= 20
+
+
+@pytest.mark.parametrize("closure", ["sparse", "dense"])
+def test_remove_epsilon_names_a_divergent_cycle_of_several_states(closure: str, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
+    for semiring, w in (("real", 1.2), ("log", 0.1), ("max-plus", 0.1), ("min-plus", -0.1), ("max-times", 1.2)):
+        a = WFSA(semiring, alphabet=ALPHABET)
+        a.add_states("p", "q", "r", "t")
+        a.set_initial("p")
+        a.set_final("t")
+        a.add_arc("p", "q", EPSILON, w)
+        a.add_arc("q", "r", EPSILON, w)
+        a.add_arc("r", "p", EPSILON, w)
+        a.add_arc("r", "t", "a", w)
+        with pytest.raises(DivergenceError, match=r"cycle (p -> q -> r -> p|q -> r -> p -> q|r -> p -> q -> r)"):
+            remove_epsilon(a)
+        a.set_final("t", get_semiring(semiring).zero)  # no successful path: the cycle is off them all
+        a.final = {}
+        assert remove_epsilon(a).num_states == 4
+
+
+def test_remove_epsilon_of_a_large_automaton_is_sparse() -> None:
+    """20k states with epsilon chains and loops: a dense closure would be a 20k x 20k matrix (3.2 GB)."""
+    rng = np.random.default_rng(3)
+    a = epsilon_automaton(rng, "log", 20_000, 20_000, 20_000)
+    start = time.perf_counter()
+    plain = remove_epsilon(a)
+    elapsed = time.perf_counter() - start
+    assert not plain.has_epsilons
+    assert elapsed < 10.0, elapsed
+    for word in (["a"], ["a", "b"], ["c", "c", "a"]):
+        assert math.isclose(a.score(word), plain.score(word), rel_tol=1e-9, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("closure", ["sparse", "dense"])
+def test_remove_epsilon_keeps_symbolic_arcs_over_either_closure(closure: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Symbolic consuming weights stay symbolic (the arcs are built one by one, over the closure's sparse rows);
+    a symbolic epsilon weight is evaluated in ``env``."""
+    import sympy
+
+    from kleene.automata import weight_functions
+
+    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
+    (mu,) = weight_functions("mu")
+    gamma = sympy.Symbol("gamma")
+    rng = np.random.default_rng(5)
+    a = epsilon_automaton(rng, "real", 12, 20, 15)
+    a.add_arc(3, 4, EPSILON, gamma)
+    a.add_arc(4, 3, "a", mu)
+    a.add_arc(5, 5, ANY, mu)
+    plain = remove_epsilon(a, env={"gamma": 0.1})
+    assert not plain.has_epsilons and any(arc.weight.has(mu) for arc in plain.arcs if hasattr(arc.weight, "has"))
+    env = {"gamma": 0.1, "mu": {"a": 0.5, "b": 0.2, "c": -0.3}}
+    for word in ([], ["a"], ["a", "b"], ["c", "a", "a"], ["b", "b", "c"]):
+        x, y = a.score(word, env=env), plain.score(word, env=env)
+        assert math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12), (word, x, y)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_plus_merge_sorts_and_sums_equal_keys(big: bool) -> None:
+    """Both key encodings (one int64 key; the columns sorted as such when a combined key would overflow)."""
+    s = get_semiring("log")
+    rng = np.random.default_rng(11)
+    first_column = rng.integers(0, 4, 500) * (2**58 if big else 1)  # 3 * 2**58 * 5 overflows int64 keys
+    keys = [first_column, rng.integers(0, 5, 500), rng.integers(0, 3, 500)]
+    vals = rng.normal(size=500)
+    first, sums = sp._plus_merge(s, keys, vals)
+    expected: dict[tuple[int, ...], list[float]] = {}
+    for i, key in enumerate(zip(*(k.tolist() for k in keys))):
+        expected.setdefault(key, []).append(vals[i])
+    got = [tuple(int(k[i]) for k in keys) for i in first]
+    assert got == sorted(expected)
+    assert all(first[j] == min(i for i, key in enumerate(zip(*(k.tolist() for k in keys))) if key == got[j])
+               for j in range(len(got)))
+    assert np.allclose(sums, [np.logaddexp.reduce(expected[key]) for key in got], rtol=1e-13, atol=0.0)

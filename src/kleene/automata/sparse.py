@@ -18,7 +18,10 @@ acyclic parts are one vectorised propagation per level). A cyclic component is s
 (Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
 
 Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
-graph, restricted to the states the frontier touches. Without useful epsilon arcs, ``forward_batch`` advances many
+graph, restricted to the states the frontier touches. ``epsilon_closure`` computes every row of the closure ``E*``
+(for ``remove_epsilon``): the components in reverse topological order, a level at a time, each row the sum of its
+successors' rows, cyclic components' rows multiplied by their block's star; ``remove_epsilon_store`` then builds
+the epsilon-free arcs as arrays. Without useful epsilon arcs, ``forward_batch`` advances many
 strings together (one vectorised step per position over all (string, state) pairs) and ``forward`` advances a small
 frontier in plain Python over per-state label tables.
 
@@ -61,7 +64,11 @@ IntArray = np.ndarray
 def _gather(indptr: IntArray, rows: IntArray) -> IntArray:
     """The concatenated ranges ``[indptr[r], indptr[r+1])`` for ``r`` in ``rows`` (positions, in row order)."""
     starts = indptr[rows]
-    lengths = indptr[rows + 1] - starts
+    return _spans(starts, indptr[rows + 1] - starts)
+
+
+def _spans(starts: IntArray, lengths: IntArray) -> IntArray:
+    """The concatenated ranges ``[starts[i], starts[i] + lengths[i])``, in order."""
     total = int(lengths.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
@@ -554,8 +561,8 @@ class _Component:
         self.weight = graph.weight[arcs]
         self.size = len(states)
         self._dense: Any = None
-        if s.log_domain or s.is_field:
-            self._prepare_linear()
+        self._linear = s.log_domain or s.is_field
+        self._prepared = False
 
     # -- names for errors
     def _cycle(self) -> str:
@@ -686,24 +693,287 @@ class _Component:
 
     def solve(self, vector: np.ndarray) -> None:
         """In place on the global ``vector``: its entries on this component become ``b ⊗ A_CC*``."""
-        s = self.semiring
-        b = vector[self.states]
-        if s.log_domain or s.is_field:
-            vector[self.states] = self._solve_linear(b)
-        elif not s.idempotent:
-            raise SemiringError(f"the {s.name} semiring has no cycle solver (neither linear nor idempotent)")
-        elif self.size <= DENSE_BLOCK:
-            if self._dense is None:
-                from .algorithms import closure_matrix
+        vector[self.states] = self._local(vector[self.states])
 
-                block = s.zeros((self.size, self.size))
-                flat = s.segment_sum(self.weight, self.src * self.size + self.dst, self.size * self.size)
-                block[:] = flat.reshape(self.size, self.size)
-                names = [self.graph.store.names[q] for q in self.states]
-                self._dense = closure_matrix(block, s, None, names)
-            vector[self.states] = s.sum(s.times(b[:, None], self._dense), axis=0)
-        else:
-            vector[self.states] = self._relax(b)
+    def _local(self, b: np.ndarray) -> np.ndarray:
+        """``b ⊗ A_CC*`` for a vector ``b`` over this component's states (in local numbering)."""
+        s = self.semiring
+        if self._linear:
+            if not self._prepared:
+                self._prepare_linear()
+                self._prepared = True
+            return self._solve_linear(b)
+        if not s.idempotent:
+            raise SemiringError(f"the {s.name} semiring has no cycle solver (neither linear nor idempotent)")
+        if self.size <= DENSE_BLOCK:
+            out: np.ndarray = s.sum(s.times(b[:, None], self.dense_star()), axis=0)
+            return out
+        return self._relax(b)
+
+    def dense_star(self) -> np.ndarray:
+        """``A_CC*`` as a dense (size, size) matrix, by ``closure_matrix`` on the block (computed once).
+
+        Raises:
+            DivergenceError: the star diverges (naming a cycle).
+        """
+        if self._dense is None:
+            from .algorithms import closure_matrix
+
+            s = self.semiring
+            block = s.zeros((self.size, self.size))
+            flat = s.segment_sum(self.weight, self.src * self.size + self.dst, self.size * self.size)
+            block[:] = flat.reshape(self.size, self.size)
+            names = [self.graph.store.names[q] for q in self.states]
+            self._dense = closure_matrix(block, s, None, names)
+        star: np.ndarray = self._dense
+        return star
+
+    def star_rows(self, rows: IntArray) -> np.ndarray:
+        """Rows ``rows`` (local numbering) of ``A_CC*``, dense (len(rows), size): from the dense star up to
+        ``DENSE_BLOCK`` states, else one solve per row (``b = e_q``).
+
+        Raises:
+            DivergenceError: the star diverges (naming a cycle).
+        """
+        s = self.semiring
+        if self.size <= DENSE_BLOCK:
+            out: np.ndarray = self.dense_star()[rows]
+            return out
+        out = s.zeros((len(rows), self.size))
+        for i, q in enumerate(rows.tolist()):
+            unit = s.zeros((self.size,))
+            unit[q] = s.one
+            out[i] = self._local(unit)
+        return out
+
+
+#: Cyclic components' closure rows are formed in chunks of at most this many (row, entry) products.
+_CHUNK = 1 << 21
+
+
+@dataclass
+class ClosureRows:
+    """The rows of a closure matrix, sparse: row q holds the columns ``cols[start[q] : start[q] + length[q]]``
+    (ascending) with the values ``vals[...]`` (none zero)."""
+
+    start: IntArray
+    length: IntArray
+    cols: IntArray
+    vals: np.ndarray
+
+    @property
+    def nnz(self) -> int:
+        return int(self.length.sum())
+
+    def expand(self, rows: IntArray) -> tuple[IntArray, IntArray, np.ndarray]:
+        """The entries of rows ``rows`` (repeats allowed), in order: (index into ``rows``, column, value)."""
+        lengths = self.length[rows]
+        positions = _spans(self.start[rows], lengths)
+        owner = np.repeat(np.arange(len(rows)), lengths)
+        return owner, self.cols[positions], self.vals[positions]
+
+    def row(self, q: int) -> tuple[list[int], list[Any]]:
+        lo, hi = int(self.start[q]), int(self.start[q] + self.length[q])
+        return self.cols[lo:hi].tolist(), self.vals[lo:hi].tolist()
+
+
+class _RowBuffer:
+    """Closure rows appended a block at a time (capacity doubling), readable while they grow."""
+
+    def __init__(self, semiring: Semiring, n: int):
+        self.semiring = semiring
+        self.start = np.zeros(n, dtype=np.int64)
+        self.length = np.zeros(n, dtype=np.int64)
+        self.cols = np.zeros(max(16, n), dtype=np.int64)
+        self.vals = semiring.zeros((max(16, n),))
+        self.size = 0
+
+    def append(self, rows: IntArray, cols: IntArray, vals: np.ndarray) -> None:
+        """Add the entries (rows, cols, vals), sorted by row, of rows not added before."""
+        end = self.size + len(rows)
+        if end > len(self.cols):
+            grown = max(end, 2 * len(self.cols))
+            self.cols = np.concatenate([self.cols[: self.size], np.zeros(grown - self.size, dtype=np.int64)])
+            self.vals = np.concatenate([self.vals[: self.size], self.semiring.zeros((grown - self.size,))])
+        self.cols[self.size : end] = cols
+        self.vals[self.size : end] = vals
+        present, first, counts = np.unique(rows, return_index=True, return_counts=True)
+        self.start[present] = self.size + first
+        self.length[present] = counts
+        self.size = end
+
+    def rows(self) -> ClosureRows:
+        return ClosureRows(self.start, self.length, self.cols[: self.size], self.vals[: self.size])
+
+
+def epsilon_closure(
+    semiring: Semiring, n: int, src: IntArray, dst: IntArray, weight: np.ndarray, names: Sequence[str]
+) -> ClosureRows:
+    """The rows of ``E*`` for the n x n matrix E of the arcs ``src -> dst`` (parallel arcs add), in time and memory
+    proportional to its non-zeros (for components of bounded size).
+
+    The graph's strongly connected components are visited in reverse topological order of the condensation, a
+    level at a time: a state's row is ``e_q ⊕ ⊕_{q -w-> t leaving its component} w ⊗ row(t)`` (vectorised over the
+    level), then a cyclic component's rows are multiplied by the star of its block (``closure_matrix`` up to
+    ``DENSE_BLOCK`` states, else one sparse solve or relaxation per row, as in ``shortest_distance``).
+
+    Raises:
+        DivergenceError: a component whose star diverges (naming a cycle of it, by ``names``).
+    """
+    s = semiring
+    m = len(src)
+    store = make_store(
+        s, n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64), np.full(m, EPSILON_ID),
+        np.asarray(weight, dtype=s.numpy_dtype), np.arange(m), [], [], np.full(m, -1), s.zeros((n,)),
+        s.zeros((n,)), names,
+    )
+    graph = _Graph(store, np.arange(store.num_arcs))
+    comp, count = graph.comp, len(graph.cyclic)
+    cross = np.flatnonzero(graph.cross)
+    level = _levels(comp[graph.dst[cross]], comp[graph.src[cross]], count)[comp]  # sinks first
+    order = np.argsort(level, kind="stable")
+    bounds = np.flatnonzero(np.diff(level[order])) + 1
+    buffer = _RowBuffer(s, n)
+    for group in np.split(order, bounds):
+        rows, cols, vals = group, group, s.ones((len(group),))
+        arcs = _gather(graph.indptr, group)
+        arcs = arcs[graph.cross[arcs]]
+        if arcs.size:
+            owner, succ_cols, succ_vals = buffer.rows().expand(graph.dst[arcs])
+            rows = np.concatenate([group, graph.src[arcs][owner]])
+            cols = np.concatenate([group, succ_cols])
+            vals = np.concatenate([vals, s.times(graph.weight[arcs][owner], succ_vals)])
+        key, inverse = np.unique(rows * n + cols, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if len(key) < len(rows):
+            vals = s.segment_sum(vals, inverse, len(key))
+        else:  # no duplicates: only the order changes
+            ordered = np.empty_like(vals)
+            ordered[inverse] = vals
+            vals = ordered
+        rows, cols = key // n, key % n
+        cyclic = graph.cyclic[comp[rows]]
+        if cyclic.any():
+            rows, cols, vals = _star_times(graph, rows, cols, vals, cyclic, n)
+        live = vals != s.zero
+        buffer.append(rows[live], cols[live], vals[live])
+    return buffer.rows()
+
+
+def _star_times(
+    graph: _Graph, rows: IntArray, cols: IntArray, vals: np.ndarray, cyclic: np.ndarray, n: int
+) -> tuple[IntArray, IntArray, np.ndarray]:
+    """The entries (rows, cols, vals) of one level with each cyclic component's rows P_C replaced by
+    ``A_CC* ⊗ P_C`` (entries sorted by row then column)."""
+    s = graph.semiring
+    keep = ~cyclic
+    out_rows, out_cols, out_vals = [rows[keep]], [cols[keep]], [vals[keep]]
+    picked = np.flatnonzero(cyclic)
+    picked = picked[np.argsort(graph.comp[rows[picked]], kind="stable")]
+    comps = graph.comp[rows[picked]]
+    for part in np.split(picked, np.flatnonzero(np.diff(comps)) + 1):
+        c = int(graph.comp[rows[part[0]]])
+        solver = graph.solver(c)
+        members = solver.states  # ascending
+        local = np.searchsorted(members, rows[part])
+        columns, where = np.unique(cols[part], return_inverse=True)
+        where = where.reshape(-1)
+        width, entries = len(columns), len(part)
+        step = max(1, min(_CHUNK // max(1, entries), _CHUNK // max(1, width)))
+        for lo in range(0, solver.size, step):
+            chosen = np.arange(lo, min(solver.size, lo + step))
+            star = solver.star_rows(chosen)  # (chunk, size)
+            products = s.times(star[:, local], vals[part][None, :])  # (chunk, entries)
+            cells = (np.arange(len(chosen))[:, None] * width + where[None, :]).reshape(-1)
+            block = s.segment_sum(products.reshape(-1), cells, len(chosen) * width).reshape(len(chosen), width)
+            i, j = np.nonzero(block != s.zero)
+            out_rows.append(members[chosen[i]])
+            out_cols.append(columns[j])
+            out_vals.append(block[i, j])
+    rows, cols, vals = np.concatenate(out_rows), np.concatenate(out_cols), np.concatenate(out_vals)
+    order = np.argsort(rows * n + cols, kind="stable")
+    return rows[order], cols[order], vals[order]
+
+
+def _plus_merge(semiring: Semiring, keys: list[IntArray], vals: np.ndarray) -> tuple[IntArray, np.ndarray]:
+    """Sort entries by the key columns ``keys`` (most significant first) and plus-merge equal keys: (the position of
+    each distinct key's first entry, in key order; the sums). Few temporaries: the entries can be millions."""
+    if not len(vals):
+        return np.zeros(0, dtype=np.int64), vals
+    key = keys[0].astype(np.int64, copy=True)
+    for column in keys[1:]:
+        width = int(column.max()) + 1
+        if int(key.max()) >= (2**62) // width:  # would overflow: sort by the columns themselves
+            order = np.lexsort(keys[::-1])
+            change = np.zeros(len(vals), dtype=bool)
+            change[0] = True
+            for k in keys:
+                ordered_key = k[order]
+                change[1:] |= ordered_key[1:] != ordered_key[:-1]
+            break
+        key *= width
+        key += column
+    else:
+        order = np.argsort(key, kind="stable")  # the entries come in runs of ascending keys (timsort)
+        np.take(key, order, out=key)
+        change = np.empty(len(vals), dtype=bool)
+        change[0] = True
+        np.not_equal(key[1:], key[:-1], out=change[1:])
+    del key
+    starts = np.flatnonzero(change)
+    first = order[starts]
+    sums = vals[first]
+    if len(starts) < len(vals):  # add the repeats (few: one ufunc.at over them, not a pass over all entries)
+        repeats = np.flatnonzero(~change)
+        semiring.scatter_plus(sums, np.cumsum(change)[repeats] - 1, vals[order[repeats]])
+    return first, sums
+
+
+def remove_epsilon_store(wfsa: WFSA, store: ArcStore, closure: ClosureRows) -> WFSA:
+    """``remove_epsilon`` in arrays (see ``kleene.automata.ops.remove_epsilon``) for a constant-weight automaton:
+    each consuming arc ``p -x/w-> q`` becomes ``p -x/(w ⊗ C[q, r])-> r`` for the non-zeros of row q of the closure
+    C, parallel arcs with one label plus-merged; initial weights ``lambda ⊗ C``. The result's arcs are sorted by
+    source, destination and label, and live in its arc store."""
+    from .ops import _copy_table
+
+    s, n = store.semiring, store.num_states
+    consuming = np.flatnonzero(store.label != EPSILON_ID)  # by source (CSR order)
+    targets = store.dst[consuming]
+    lengths = closure.length[targets]
+    positions = _spans(closure.start[targets], lengths)
+    dst = closure.cols[positions]
+    weight = s.times(np.repeat(store.weight[consuming], lengths), closure.vals[positions])
+    del positions
+    codes = store.label[consuming]  # symbol ids, then one code per predicate
+    if store.predicates:
+        codes = np.where(codes >= 0, codes, len(store.symbols) + store.predicate_of[consuming])
+    codes = np.repeat(codes, lengths)
+    src = np.repeat(store.src[consuming], lengths)
+    first, weight = _plus_merge(s, [src, dst, codes], weight)
+    live = weight != s.zero
+    if not live.all():
+        first, weight = first[live], weight[live]
+    src, dst, codes = src[first], dst[first], codes[first]
+    predicated = codes >= len(store.symbols)
+    label = np.where(predicated, PREDICATE_ID, codes)
+    predicate_of = np.where(predicated, codes - len(store.symbols), -1)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    out = ArcStore(
+        s, n, indptr, src, dst, label, weight, np.arange(len(first)), store.symbols, store.symbol_ids,
+        store.predicates, predicate_of, s.zeros((n,)), store.final.copy(), store.names,
+    )
+    starts = [q for q, w in wfsa.initial.items() if not s.is_zero(w)]
+    owner, cols, reach = closure.expand(np.asarray(starts, dtype=np.int64))
+    lam: np.ndarray = np.asarray([wfsa.initial[q] for q in starts], dtype=s.numpy_dtype).reshape(len(starts))
+    first, totals = _plus_merge(s, [cols], s.times(lam[owner], reach))
+    states = cols[first]
+    live = totals != s.zero
+    states, totals = states[live], totals[live]
+    out.initial[states] = totals
+    initial = dict(zip(states.tolist(), totals.tolist()))
+    final = dict(wfsa.final.items())
+    return store_backed(s, _copy_table(wfsa.alphabet), wfsa.name, wfsa._names, out, initial, final)
 
 
 def _spectral_radius(matrix: csr_matrix) -> float:
