@@ -1,4 +1,4 @@
-"""``kleene bench [--quick] [--json PATH]``: generated kernels against plain PyTorch (``kleene.bench``)."""
+"""``kleene bench [--quick] [--json PATH] [--section layers|builds]``: generated kernels against plain PyTorch."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--quick", action="store_true", help="only (32, 256, 512) and B at (1, 4096, 512): < 1 min")
     parser.add_argument("--json", type=Path, default=None, help="also write the records as JSON to PATH")
     parser.add_argument("--backend", default="cpp", help="backend to time (default: %(default)s)")
+    parser.add_argument(
+        "--section",
+        choices=["layers", "builds"],
+        default=None,
+        help="only the layer rows (each registry layer against its projection GEMM and nn.LSTM/nn.GRU) or only the "
+        "registry's kernel build times (first build in a fresh cache, cached load); default: the recurrence and "
+        "layer tables",
+    )
     parser.add_argument("--threads", type=int, default=None, help="threads for torch and the kernels (default: all)")
     parser.set_defaults(handler=run)
 
@@ -24,5 +32,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     from kleene.bench import run as run_bench
 
-    run_bench(quick=args.quick, json_path=args.json, backend=args.backend, threads=args.threads)
+    run_bench(quick=args.quick, json_path=args.json, backend=args.backend, threads=args.threads, section=args.section)
     return 0
