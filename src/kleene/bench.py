@@ -417,8 +417,8 @@ LayerCase = tuple[str, Callable[..., nn.Module], Callable[[Any, Tensor], list[Te
 
 
 def _qrnn_gemm(layer: Any, x: Tensor) -> list[Tensor]:
-    """A QRNN layer's masked convolution alone, on the input it convolves (x after its K-1 zero steps)."""
-    return [layer.convolution(layer.previous_inputs(x, None).transpose(1, 2))]
+    """A QRNN layer's masked convolution alone (``QRNNLayer.convolve``, one GEMM), on x after its K-1 zero steps."""
+    return [layer.convolve(layer.previous_inputs(x, None))]
 
 
 def layer_cases() -> list[LayerCase]:

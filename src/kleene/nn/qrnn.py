@@ -181,16 +181,24 @@ class QRNNLayer(RationalLayer):
         Raises:
             LayerError: ``prev_x`` of the wrong shape, or a context for a layer built without ``context_size``.
         """
-        joined = self.previous_inputs(x, prev_x)
-        if x.shape[1] == 0:  # an empty sequence (or chunk): no step, and a convolution needs K inputs
-            pre = x.new_zeros((x.shape[0], 0, self.convolution.out_channels))
-        else:
-            pre = self.convolution(joined.transpose(1, 2)).transpose(1, 2)
+        pre = self.convolve(self.previous_inputs(x, prev_x))
         if context is not None:
             if self.context is None:
                 raise LayerError("this QRNN layer was built without context_size; it cannot take a context")
             pre = pre + self.context(context)[:, None, :]
         return pre.unflatten(2, (len(self.gates), self.hidden_size))
+
+    def convolve(self, joined: Tensor) -> Tensor:
+        """The masked convolution (``self.convolution``'s weights) of ``joined`` (B, K-1+T, input): (B, T, channels),
+        as one GEMM over the window's inputs side by side (oldest first). Its output is the kernel's slot layout;
+        ``nn.Conv1d`` on the transposed input and a transposed output was 10-30% slower here (oneDNN, 1 thread)
+        and leaves a transposed result the kernel must copy."""
+        k, steps = self.window, joined.shape[1] - self.window + 1
+        weight = self.convolution.weight  # (channels, input, K)
+        if k == 1:
+            return nn.functional.linear(joined, weight[:, :, 0], self.convolution.bias)
+        window = torch.cat([joined[:, j : j + steps] for j in range(k)], 2)  # (B, T, K·input), x_{t-K+1} .. x_t
+        return nn.functional.linear(window, weight.transpose(1, 2).reshape(weight.shape[0], -1), self.convolution.bias)
 
     def forget_scale(self, like: Tensor) -> Tensor | None:
         """The factor k of each forget gate's complement, ``f = 1 − k (1 − σ(af))`` (``like``'s shape): zoneout's
@@ -206,11 +214,11 @@ class QRNNLayer(RationalLayer):
             LayerError: ``prev_x`` is not (B, K-1, input).
         """
         expected = (x.shape[0], self.window - 1, x.shape[2])
-        if prev_x is None:
-            prev_x = x.new_zeros(expected)
-        elif tuple(prev_x.shape) != expected:
+        if prev_x is not None and tuple(prev_x.shape) != expected:
             raise LayerError(f"prev_x must have shape (B, window-1, input) = {expected}; got {tuple(prev_x.shape)}")
-        return torch.cat([prev_x.to(x.dtype), x], 1)
+        if self.window == 1:
+            return x
+        return torch.cat([x.new_zeros(expected) if prev_x is None else prev_x.to(x.dtype), x], 1)
 
     def run(
         self,
