@@ -71,3 +71,10 @@ def test_unknown_section() -> None:
 
     with pytest.raises(ArgumentError, match="bench section 'x'"):
         bench.run(section="x")
+
+
+def test_cpu_time_needs_one_thread() -> None:
+    from kleene.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="needs threads=1, not 2"):
+        bench.run(cpu_time=True, threads=2)

@@ -25,6 +25,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "registry's kernel build times (first build in a fresh cache, cached load); default: the recurrence and "
         "layer tables",
     )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time with the process's CPU time, not wall time (with --threads 1: on a machine loaded past its cores)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="threads for torch and the kernels (default: all)")
     parser.set_defaults(handler=run)
 
@@ -32,5 +37,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     from kleene.bench import run as run_bench
 
-    run_bench(quick=args.quick, json_path=args.json, backend=args.backend, threads=args.threads, section=args.section)
+    options = {"backend": args.backend, "threads": args.threads, "section": args.section, "cpu_time": args.cpu_time}
+    run_bench(quick=args.quick, json_path=args.json, **options)
     return 0
