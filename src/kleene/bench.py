@@ -16,7 +16,9 @@ after the other:
 - ``backward``: what the kernel's forward saved for its backward (``stored states`` or ``checkpoints``,
   ``kleene.compile.runtime.cpu.backward_strategy``);
 - ``lstm_ms``/``gru_ms``: ``nn.LSTM``/``nn.GRU``, hidden size d, on (B, T, d) inputs;
-- ``gemm_ms`` (layer rows): the layer's own projection ``Linear(d, 4d)`` alone;
+- ``gemm_ms`` (layer rows, ``layer_vs_gemm``): the layer's own projection alone (its GEMMs, or QRNN's masked
+  convolution), on the layer's weights; layer rows cover every recurrent layer of the registry (``layer_cases``),
+  ``lstm_ms``/``gru_ms`` there are of the layer's input and hidden sizes, timed right after the layer;
 - ``sru_ms`` (SRU rows): ``sru.SRUCell`` of the ``sru`` package, where it imports.
 
 Forward passes run under ``no_grad``; forward+backward passes take ``torch.autograd.grad`` of the

@@ -10,9 +10,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "bench",
         help="benchmark generated recurrence kernels against plain PyTorch, LSTM/GRU and the bandwidth floor",
-        description="Time the generated kernels of automata B, C, F and a SoPa bank, an RRNN(F) layer and an SRU "
-        "layer against plain PyTorch loops, nn.LSTM/nn.GRU, the sru package and a memory-bandwidth floor; "
-        "print a table (see BENCHMARKS.md).",
+        description="Time the generated kernels of automata B, C, F and a SoPa bank, every registry layer (RRNN "
+        "B/C/F, SRU, QRNN, RCNN, ISAN: against its own projection GEMM) and SRU's recurrence against plain PyTorch "
+        "loops, nn.LSTM/nn.GRU, the sru package and a memory-bandwidth floor; print a table (see BENCHMARKS.md).",
     )
     parser.add_argument("--quick", action="store_true", help="only (32, 256, 512) and B at (1, 4096, 512): < 1 min")
     parser.add_argument("--json", type=Path, default=None, help="also write the records as JSON to PATH")

@@ -8,6 +8,10 @@ q1 -f-> q1) over the real semiring, one copy per channel:
 * fo-pooling:  ``c_t = f_t ⊙ c_{t-1} + (1 - f_t) ⊙ z_t``, ``h_t = o_t ⊙ c_t``
 * ifo-pooling: ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ z_t``, ``h_t = o_t ⊙ c_t``
 
+The gates run inside the compiled kernel (``qrnn_gated_template``: tanh, σ and zoneout's mask are weight functions of
+the convolution's raw outputs), so a layer is one GEMM (``QRNNLayer.convolve``) and one fused recurrence; only the
+output gate o ⊗ c is applied after it.
+
 Convention: f here is the paper's forget gate (the weight on the *previous* state). pytorch-qrnn's
 ``ForgetMult`` computes ``h_t = f_t ⊙ x_t + (1 - f_t) ⊙ h_{t-1}``: it swaps f and 1 - f, so a weight taken from
 pytorch-qrnn must have its forget gate negated (σ(-a) = 1 - σ(a)) to run here with the same result.
