@@ -172,8 +172,10 @@ class QRNNLayer(RationalLayer):
         # second kernel reads the forget gates' complement scale (zoneout's mask, the original's evaluation scale)
         self.recurrence = compile_layer(qrnn_gated_template(pooling, self.algebra), self.algebra, hidden_size, False,
                                         backend)  # fmt: skip
-        scaled = qrnn_gated_template(pooling, self.algebra, scaled=True)
-        self.scaled_recurrence = compile_layer(scaled, self.algebra, hidden_size, False, backend) if zoneout else None
+        self.scaled_recurrence = None
+        if zoneout:
+            scaled = qrnn_gated_template(pooling, self.algebra, scaled=True)
+            self.scaled_recurrence = compile_layer(scaled, self.algebra, hidden_size, False, backend)
 
     def pre_activations(self, x: Tensor, context: Tensor | None = None, prev_x: Tensor | None = None) -> Tensor:
         """The convolution's raw outputs (B, T, gates, hidden), gates in ``POOLINGS[pooling]`` order (step t sees
