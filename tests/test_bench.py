@@ -36,3 +36,45 @@ def test_rows_show_the_dram_floor_and_the_backward() -> None:
     assert len(bench.HEADER.split()) == len(row.split()) + 2  # "kernel ms" and "dram ms" are two words each
     layer = {**record, "dram_floor_ms": None, "backward": None, "floor_ms": None}
     assert bench.format_row(layer).split()[5:8] == ["-", "-", "-"]
+
+
+def test_every_layer_row_runs_against_its_own_projection(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each registry layer's row at a tiny shape (torch backend: no compiler needed): the layer and the projection
+    closure run on the layer's own weights, forward and forward+backward, and the row shows layer/GEMM."""
+    records = bench.layer_records((2, 3, 8), [bench.FORWARD, bench.BOTH], "torch", 0.0, rnns="")
+    labels = [label for label, _, _ in bench.layer_cases()]
+    assert [r["automaton"] for r in records] == [f"layer {label}" for label in labels for _ in range(2)]
+    assert {"QRNN f K1", "QRNN ifo K2", "ISAN", "SRU", "RRNN(F)", "RCNN"} <= set(labels)
+    for record in records:
+        assert record["kernel_ms"] > 0 and record["gemm_ms"] > 0
+        hidden = bench.ISAN_HIDDEN if record["automaton"] == "layer ISAN" else 8
+        assert record["shape"] == [2, 3, hidden] and record["input_size"] == 8
+    row = capsys.readouterr().out.splitlines()[0]
+    assert row.startswith("layer RRNN(B)") and f"{records[0]['kernel_ms'] / records[0]['gemm_ms']:.2f}" in row
+
+
+def test_model_build_seconds_counts_the_kernels_share() -> None:
+    from kleene.compile.runtime.cpu import compiler
+
+    try:
+        compiler()
+    except Exception as exc:  # noqa: BLE001 - the reason is shown in the skip message
+        pytest.skip(f"no C++ compiler: {exc}")
+    total, kernels = bench.model_build_seconds("rrnn-b")
+    assert 0 < kernels < total
+    total, kernels = bench.model_build_seconds("cnn")  # no kernel
+    assert total > 0 and kernels == 0
+
+
+def test_unknown_section() -> None:
+    from kleene.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="bench section 'x'"):
+        bench.run(section="x")
+
+
+def test_cpu_time_needs_one_thread() -> None:
+    from kleene.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="needs threads=1, not 2"):
+        bench.run(cpu_time=True, threads=2)

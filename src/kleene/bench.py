@@ -16,7 +16,9 @@ after the other:
 - ``backward``: what the kernel's forward saved for its backward (``stored states`` or ``checkpoints``,
   ``kleene.compile.runtime.cpu.backward_strategy``);
 - ``lstm_ms``/``gru_ms``: ``nn.LSTM``/``nn.GRU``, hidden size d, on (B, T, d) inputs;
-- ``gemm_ms`` (layer rows): the layer's own projection ``Linear(d, 4d)`` alone;
+- ``gemm_ms`` (layer rows, ``layer_vs_gemm``): the layer's own projection alone (its GEMMs, or QRNN's masked
+  convolution), on the layer's weights; layer rows cover every recurrent layer of the registry (``layer_cases``),
+  ``lstm_ms``/``gru_ms`` there are of the layer's input and hidden sizes, timed right after the layer;
 - ``sru_ms`` (SRU rows): ``sru.SRUCell`` of the ``sru`` package, where it imports.
 
 Forward passes run under ``no_grad``; forward+backward passes take ``torch.autograd.grad`` of the
@@ -53,7 +55,7 @@ from kleene.automata.examples import paper_automaton_b, paper_automaton_c, paper
 from kleene.compile.module import CompiledRecurrence, compile
 from kleene.compile.runtime.cpu import SAVE_STATES, backward_strategy
 from kleene.compile.template import Template
-from kleene.nn.rrnn import rrnn_gated_template
+from kleene.errors import ArgumentError
 from kleene.nn.sopa import PatternGroup, SoftPatterns, raw_constants
 
 Tensor = torch.Tensor
@@ -62,6 +64,7 @@ Record = dict[str, Any]
 SHAPES = [(32, 256, 512), (1, 4096, 512), (64, 64, 256)]
 AUTOMATA = ["B", "C", "F", "SoPa"]
 FORWARD, BOTH = "forward", "forward+backward"
+SECTIONS = (None, "layers", "builds")
 
 # glibc mallopt parameters
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
@@ -79,16 +82,22 @@ def tune_malloc() -> bool:
     return all(libc.mallopt(option, value) == 1 for option, value in settings)
 
 
+#: The clock ``time_ms`` reads: wall time, or the process's CPU time (``run(cpu_time=True)``, one thread only: on a
+#: machine whose load average exceeds its cores a descheduled thread's wall time measures the neighbours).
+CLOCK: Callable[[], float] = time.perf_counter
+
+
 def time_ms(fn: Callable[[], Any], budget_s: float, max_reps: int = 30, min_reps: int = 3) -> float:
-    """Minimum wall time of ``fn`` in ms over ``min_reps`` or more calls (after a warm-up) within about ``budget_s``."""
+    """Minimum time (``CLOCK``) of ``fn`` in ms over ``min_reps`` or more calls (after a warm-up) within about
+    ``budget_s`` of that clock."""
     fn()
     best = math.inf
-    deadline = time.perf_counter() + budget_s
+    deadline = CLOCK() + budget_s
     reps = 0
-    while reps < min_reps or (reps < max_reps and time.perf_counter() < deadline):
-        start = time.perf_counter()
+    while reps < min_reps or (reps < max_reps and CLOCK() < deadline):
+        start = CLOCK()
         fn()
-        best = min(best, (time.perf_counter() - start) * 1000)
+        best = min(best, (CLOCK() - start) * 1000)
         reps += 1
     return best
 
@@ -333,12 +342,15 @@ def _no_grad(fn: Callable[[], Any]) -> Callable[[], None]:
     return run
 
 
-def _rnn_times(shape: tuple[int, int, int], pass_name: str, budget: float, with_gru: bool) -> dict[str, float]:
+def _rnn_times(
+    shape: tuple[int, int, int], pass_name: str, budget: float, with_gru: bool, hidden: int | None = None
+) -> dict[str, float]:
+    """nn.LSTM (and nn.GRU) of input size d and ``hidden`` (default d) on (B, T, d) inputs."""
     b, t, d = shape
     x = torch.randn(b, t, d, generator=torch.Generator().manual_seed(3))
     times = {}
     for key, cls in (("lstm_ms", nn.LSTM), ("gru_ms", nn.GRU))[: 2 if with_gru else 1]:
-        rnn = cls(d, d, batch_first=True)
+        rnn = cls(d, d if hidden is None else hidden, batch_first=True)
         if pass_name == FORWARD:
             fn = _no_grad(_outputs(rnn, x))
         else:
@@ -408,48 +420,114 @@ def recurrence_records(
     return records
 
 
-class RationalLayer(nn.Module):
-    """An RRNN(F) layer (rational-recurrences appendix, eq. 26a-g): one projection GEMM whose output is the
-    kernel's slots; the sigmoid forget gates ``f`` and inputs ``u = (1 - f) ⊙ W_u v`` run inside automaton F's
-    kernel (``rrnn_gated_template``: weight functions of the raw slots)."""
-
-    def __init__(self, d: int, backend: str):
-        super().__init__()
-        self.projection = nn.Linear(d, 4 * d)
-        self.recurrence = compile(rrnn_gated_template("F", "real"), "real", d, backend)
-
-    def forward(self, x: Tensor) -> Tensor:
-        b, t, d = x.shape
-        return self.recurrence(self.projection(x).view(b, t, 4, d))[0]  # slots zf1, zf2, wu1, wu2
+#: A layer row: (label, build(input_size, hidden_size, backend) -> layer, gemm(layer, x) -> the projection output)
+LayerCase = tuple[str, Callable[..., nn.Module], Callable[[Any, Tensor], list[Tensor]]]
 
 
-def layer_records(shape: tuple[int, int, int], passes: list[str], backend: str, budget: float) -> list[Record]:
-    """The RRNN(F) layer against its own projection GEMM and nn.LSTM."""
-    b, t, d = shape
-    layer = RationalLayer(d, backend)
-    x = torch.randn(b, t, d, generator=torch.Generator().manual_seed(1))
+def _qrnn_gemm(layer: Any, x: Tensor) -> list[Tensor]:
+    """A QRNN layer's masked convolution alone (``QRNNLayer.convolve``, one GEMM), on x after its K-1 zero steps."""
+    return [layer.convolve(layer.previous_inputs(x, None))]
+
+
+def layer_cases() -> list[LayerCase]:
+    """The registry's recurrent layers, each with the projection it runs (its GEMMs or convolution): RRNN B/C/F,
+    SRU, QRNN (f/fo/ifo, windows 1 and 2), RCNN (bigram) and ISAN. SoPa's bank has its own rows (its projection is
+    the embedding's)."""
+    from kleene.nn.isan import ISANLayer
+    from kleene.nn.qrnn import QRNNLayer
+    from kleene.nn.rcnn import RCNNLayer
+    from kleene.nn.rrnn import RRNNLayer
+    from kleene.nn.sru import SRULayer
+
+    cases: list[LayerCase] = [
+        (f"RRNN({kind})", partial(RRNNLayer, kind=kind), lambda layer, x: [layer.slots(x)[0]]) for kind in "BCF"
+    ]
+    cases.append(
+        ("SRU", SRULayer, lambda layer, x: [nn.functional.linear(x, layer.transform.weight), layer.gates(x)])
+    )
+    for pooling in ("f", "fo", "ifo"):
+        for window in (1, 2):
+            build = partial(QRNNLayer, pooling=pooling, window=window)
+            cases.append((f"QRNN {pooling} K{window}", build, _qrnn_gemm))
+    cases.append(("RCNN", RCNNLayer, lambda layer, x: [layer.inputs(x), layer.decay(x)]))
+    cases.append(("ISAN", ISANLayer, lambda layer, x: [layer.matrix(x), layer.offset(x)]))
+    return cases
+
+
+#: ISAN's hidden size in the layer rows: its projection has d² + d outputs (hidden 512 would be a 1.1 TFLOP GEMM)
+ISAN_HIDDEN = 32
+
+
+def layer_vs_gemm(
+    label: str,
+    layer: nn.Module,
+    gemm: Callable[[Tensor], list[Tensor]],
+    x: Tensor,
+    passes: list[str],
+    budget: float,
+    rnn_times: Callable[[str], dict[str, float]],
+) -> list[Record]:
+    """Records of ``layer(x, lengths)`` against ``gemm(x)`` (its own projection, timed alone, the same weights)
+    and ``rnn_times(pass)`` (nn.LSTM/nn.GRU of the same input and hidden sizes), forward and forward+backward
+    (gradients of the input and every parameter the call reads)."""
+    b, t, _ = x.shape
+    lengths = torch.full((b,), t, dtype=torch.long)
+
+    def run_layer(v: Tensor) -> list[Tensor]:
+        return [layer(v, lengths)[0]]
+
     records = []
     for pass_name in passes:
         if pass_name == FORWARD:
-            kernel = _no_grad(_outputs(layer, x))
-            gemm = _no_grad(_outputs(layer.projection, x))
+            kernel = _no_grad(partial(run_layer, x))
+            projection = _no_grad(partial(gemm, x))
         else:
             xs = x.clone().requires_grad_()
-            kernel = _grad_of_sum(_outputs(layer, xs), [xs, *layer.parameters()])
-            gemm = _grad_of_sum(_outputs(layer.projection, xs), [xs, *layer.projection.parameters()])
+            kernel = _grad_of_sum(partial(run_layer, xs), [xs, *layer.parameters()])
+            projection = _grad_of_sum(partial(gemm, xs), [xs, *layer.parameters()])
         record: Record = {
-            "automaton": "layer RRNN(F)",
-            "shape": [b, t, d],
+            "automaton": f"layer {label}",
+            "shape": [b, t, int(getattr(layer, "output_size", 0))],
+            "input_size": int(x.shape[2]),
             "pass": pass_name,
-            "backend": layer.recurrence.backend,
+            "backend": getattr(getattr(layer, "recurrence", None), "backend", "torch"),
             "kernel_ms": time_ms(kernel, budget, max_reps=8, min_reps=2),
-            "gemm_ms": time_ms(gemm, budget, max_reps=8, min_reps=2),
+            "gemm_ms": time_ms(projection, budget, max_reps=8, min_reps=2),
             "naive_ms": None,
             "floor_ms": None,
-            **_rnn_times(shape, pass_name, budget, with_gru=False),
+            **rnn_times(pass_name),
         }
         records.append(record)
         print(format_row(record), flush=True)
+    return records
+
+
+def layer_records(
+    shape: tuple[int, int, int],
+    passes: list[str],
+    backend: str,
+    budget: float,
+    only: Sequence[str] | None = None,
+    rnns: str = "lstm+gru",
+) -> list[Record]:
+    """Every ``layer_cases`` layer (``only``: those labels) at ``shape`` = (B, T, hidden = input size; ISAN:
+    hidden ``ISAN_HIDDEN``) against its projection GEMM and nn.LSTM/nn.GRU (``rnns``) of the same sizes."""
+    b, t, d = shape
+    x = torch.randn(b, t, d, generator=torch.Generator().manual_seed(1))
+
+    def rnn_times(hidden: int, pass_name: str) -> dict[str, float]:  # timed again for each row: side by side
+        return _rnn_times((b, t, d), pass_name, budget, "gru" in rnns, hidden) if rnns else {}
+
+    records = []
+    for label, build, gemm in layer_cases():
+        if only is not None and label not in only:
+            continue
+        hidden = ISAN_HIDDEN if label == "ISAN" else d
+        torch.manual_seed(0)
+        layer = build(d, hidden, backend=backend)
+        records += layer_vs_gemm(
+            label, layer, partial(gemm, layer), x, passes, budget, partial(rnn_times, hidden)
+        )
     return records
 
 
@@ -533,7 +611,7 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
 # The table
 # --------------------------------------------------------------------------------------------
 HEADER = (
-    f"{'automaton':14} {'shape':12} {'pass':16} {'kernel ms':>9} {'naive/k':>7} {'k/floor':>7} "
+    f"{'automaton':18} {'shape':12} {'pass':16} {'kernel ms':>9} {'naive/k':>7} {'k/floor':>7} "
     f"{'dram ms':>7} {'k/dram':>7} {'lstm/k':>7} {'gru/k':>7} {'k/gemm':>7} {'sru/k':>7}  backward"
 )
 
@@ -555,7 +633,7 @@ def format_row(r: Record) -> str:
         _ratio(r["kernel_ms"], r.get("gemm_ms")),
         _ratio(r.get("sru_ms"), r["kernel_ms"]),
     ]
-    row = f"{r['automaton']:14} {shape:12} {r['pass']:16} {r['kernel_ms']:9.2f} " + " ".join(f"{x:>7}" for x in ratios)
+    row = f"{r['automaton']:18} {shape:12} {r['pass']:16} {r['kernel_ms']:9.2f} " + " ".join(f"{x:>7}" for x in ratios)
     return row + (f"  {r['backward']}" if r.get("backward") else "")
 
 
@@ -593,13 +671,116 @@ def build_seconds() -> tuple[float, float]:
     return first, cached
 
 
+#: Vocabulary and classes of the models whose kernels ``registry_build_records`` builds (the sizes of the other
+#: arguments are each builder's defaults).
+BUILD_VOCAB, BUILD_CLASSES = 1000, 2
+
+
+def model_build_seconds(name: str) -> tuple[float, float]:
+    """(seconds to build registry model ``name`` at its defaults and run one forward on a (2, 5) batch, the part of
+    them spent making its kernels ready: ``load_kernel``'s source generation, compilation or cache lookup and
+    loading). Torch and kleene are imported before the clock starts. Classifiers get ``BUILD_CLASSES`` classes,
+    language models (builders without ``num_classes``) none.
+
+    Raises:
+        ModelConfigError: the model cannot be built from a vocabulary alone (``regex`` needs rules).
+    """
+    import inspect
+
+    from kleene.compile.runtime import cpu
+    from kleene.nn.registry import build_model, model_builder
+
+    loading = 0.0
+    load_kernel = cpu.load_kernel
+
+    def timed_load(plan: Any) -> Any:
+        nonlocal loading
+        start = time.perf_counter()
+        try:
+            return load_kernel(plan)
+        finally:
+            loading += time.perf_counter() - start
+
+    cpu.load_kernel = timed_load  # type: ignore[assignment]  # cpu's own callers look the name up at call time
+    try:
+        parameters = inspect.signature(model_builder(name)).parameters
+        classes = {"num_classes": BUILD_CLASSES} if "num_classes" in parameters else {}
+        start = time.perf_counter()
+        model = build_model(name, vocab_size=BUILD_VOCAB, **classes)
+        tokens = torch.randint(1, BUILD_VOCAB, (2, 5), generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            model(tokens, torch.tensor([5, 3]))
+        return time.perf_counter() - start, loading
+    finally:
+        cpu.load_kernel = load_kernel  # type: ignore[assignment]
+
+
+def registry_build_records(names: Sequence[str] | None = None) -> list[Record]:
+    """First build and cached load of every registry model (``names``: those) at its defaults, each in a fresh
+    ``$KLEENE_CACHE`` and a fresh process (``model_build_seconds``: the whole build and first forward, and the
+    kernels' share; the second process reuses the cache the first filled). A model that cannot be built at its
+    defaults gets the error instead of times."""
+    import os
+    import subprocess
+    import tempfile
+
+    from kleene.nn.registry import registered_models
+
+    records = []
+    print(f"{'model':14} {'first build s':>13} {'(kernels)':>9} {'cached load s':>13} {'(kernels)':>9} "
+          f"{'kernels':>7}", flush=True)  # fmt: skip
+    for name in names or registered_models():
+        record: Record = {"model": name}
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "KLEENE_CACHE": cache}
+            code = f"from kleene.bench import model_build_seconds; print(*model_build_seconds({name!r}))"
+            for key in ("first_build", "cached_load"):
+                done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+                if done.returncode != 0:
+                    record["error"] = (done.stderr.strip().splitlines() or ["?"])[-1]
+                    break
+                total, kernels = (float(v) for v in done.stdout.split()[-2:])
+                record[f"{key}_s"], record[f"{key}_kernels_s"] = total, kernels
+            record["kernels"] = len(list(Path(cache).glob("kernels/*.so")))
+        records.append(record)
+        if "error" in record:
+            print(f"{name:14} {record['error']}", flush=True)
+        else:
+            keys = ("first_build_s", "first_build_kernels_s", "cached_load_s", "cached_load_kernels_s")
+            times = [record[k] for k in keys]
+            print(f"{name:14} {times[0]:13.2f} {times[1]:9.2f} {times[2]:13.3f} {times[3]:9.3f} {record['kernels']:7}",
+                  flush=True)  # fmt: skip
+    return records
+
+
 def run(
-    quick: bool = False, json_path: Path | None = None, backend: str = "cpp", threads: int | None = None
+    quick: bool = False,
+    json_path: Path | None = None,
+    backend: str = "cpp",
+    threads: int | None = None,
+    section: str | None = None,
+    cpu_time: bool = False,
 ) -> list[Record]:
     """Run the benchmark (``quick``: the (32, 256, 512) rows and B at (1, 4096, 512)); print the table.
 
     ``threads``: torch's (and so the kernels') thread count; default: torch's default (the core count).
+    ``section``: None (everything but the registry's build times), ``"layers"`` (only the layer rows) or
+    ``"builds"`` (only ``registry_build_records``).
+
+    ``cpu_time``: time with the process's CPU time instead of wall time (``CLOCK``; needs ``threads=1``).
+
+    Raises:
+        ArgumentError: an unknown ``section``, or ``cpu_time`` without ``threads=1``.
     """
+    global CLOCK
+    if section not in SECTIONS:
+        raise ArgumentError(f"bench section {section!r} is not one of {SECTIONS}")
+    if cpu_time and threads != 1:
+        raise ArgumentError(f"cpu_time measures one thread's CPU time; it needs threads=1, not {threads}")
+    CLOCK = time.process_time if cpu_time else time.perf_counter
+    if section == "builds":
+        print(f"# {cpu_model()}, torch {torch.__version__}; each model in a fresh cache and process", flush=True)
+        return _saved(registry_build_records(), json_path)
     tuned = tune_malloc()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -618,23 +799,31 @@ def run(
     )
     print(
         f"# torch {torch.__version__}, {torch.get_num_threads()} threads, malloc tuned: {tuned}; {build}; "
-        "times are minima over repetitions",
+        f"times ({'process CPU' if cpu_time else 'wall'}) are minima over repetitions",
         flush=True,
     )
     print(HEADER, flush=True)
     both = [FORWARD, BOTH]
     big, long, small = SHAPES
     records: list[Record] = []
-    records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru", bandwidth)
-    records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru", bandwidth)
-    records += layer_records(big, both, backend, budget)
-    if not quick:
+    if section == "layers":
+        records += layer_records(big, both, backend, budget, rnns="lstm" if quick else "lstm+gru")
+    else:
+        records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru", bandwidth)
+        records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru", bandwidth)
+        records += layer_records(big, both, backend, budget, rnns="lstm" if quick else "lstm+gru")
+    if not quick and section is None:
         records += recurrence_records(long, ["C", "F", "SoPa"], [BOTH], backend, budget, "", bandwidth)
         records += recurrence_records(long, AUTOMATA, [FORWARD], backend, budget, "lstm+gru", bandwidth)
         records += recurrence_records(small, AUTOMATA, both, backend, budget, "lstm+gru", bandwidth)
         records += sru_records(big, both, backend, budget)
     elapsed = time.perf_counter() - started
     print(f"# {len(records)} records in {elapsed:.1f} s", flush=True)
+    return _saved(records, json_path)
+
+
+def _saved(records: list[Record], json_path: Path | None) -> list[Record]:
+    """``records``, also written as JSON to ``json_path`` (if given)."""
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")

@@ -234,6 +234,7 @@ def test_generated_source_spells_the_load_and_its_derivative() -> None:
         ("real", 1 - sigmoid(f), lambda z: torch.sigmoid(-z)),
         ("log", sympy.log(sigmoid(f)), torch.nn.functional.logsigmoid),
         ("max-times", sigmoid(f), torch.nn.functional.logsigmoid),
+        ("real", sympy.tanh(f), torch.tanh),
     ],
 )
 def test_gate_values_to_a_few_ulp(semiring: str, gate: sympy.Expr, expected: object, dtype: torch.dtype) -> None:

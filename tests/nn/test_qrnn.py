@@ -27,12 +27,15 @@ def pre_activations(layer: QRNNLayer, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(out)
 
 
-def notes_equations(layer: QRNNLayer, x: torch.Tensor) -> torch.Tensor:
+def notes_equations(layer: QRNNLayer, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """The notes' pooling of one sequence x (T, n); ``keep`` (T, H): zoneout's mask (f = 1 where it is 0)."""
     n = layer.hidden_size
     pre = pre_activations(layer, x)
     gates = dict(zip(layer.gates, pre.split(n, -1)))
     z = torch.tanh(gates["z"])
     f = torch.sigmoid(gates["f"])
+    if keep is not None:
+        f = torch.where(keep == 1, f, torch.ones_like(f))
     c = torch.zeros(n, dtype=x.dtype)
     out = []
     for t in range(x.shape[0]):
@@ -73,18 +76,27 @@ def test_pytorch_qrnn_convention_is_the_swap_of_f() -> None:
     torch.testing.assert_close(ours[0], torch.stack(theirs))
 
 
-def test_zoneout_sets_forget_gates_to_one() -> None:
+@pytest.mark.parametrize("pooling", ["fo", "ifo"])
+def test_zoneout_sets_forget_gates_to_one(pooling: str) -> None:
+    """In training the layer draws a keep mask (``forget_scale``; replayed here from the same seed) and pools with
+    f = 1 where it is 0: the notes' equations with those gates set to one. In evaluation no gate is dropped."""
     torch.manual_seed(0)
-    layer = QRNNLayer(4, 50, zoneout=0.4)
-    x = torch.randn(8, 10, 4)
-    layer.eval()
-    plain = layer.gate_values(x)["f"]
+    layer = QRNNLayer(4, 50, zoneout=0.4, pooling=pooling).double()
+    x = torch.randn(2, 10, 4, dtype=torch.float64)
+    lengths = torch.tensor([10, 10])
     layer.train()
-    zoned = layer.gate_values(x)["f"]
-    kept = torch.isclose(zoned, plain)
-    ones = zoned == 1
-    assert torch.all(kept | ones)
-    assert 0.3 < float(ones.float().mean()) < 0.5
+    torch.manual_seed(3)
+    with torch.no_grad():
+        h, _ = layer(x, lengths)
+    torch.manual_seed(3)
+    keep = layer.forget_scale(torch.empty(2, 10, 50, dtype=torch.float64))
+    assert keep is not None and 0.5 < float(keep.mean()) < 0.7
+    with torch.no_grad():
+        for b in range(2):
+            torch.testing.assert_close(h[b], notes_equations(layer, x[b], keep[b]))
+        layer.eval()
+        assert layer.forget_scale(keep) is None
+        torch.testing.assert_close(layer(x, lengths)[0][0], notes_equations(layer, x[0]))
 
 
 def test_dense_stacking_concatenates_inputs() -> None:

@@ -36,13 +36,11 @@ Tensor = torch.Tensor
 class QRNNReferenceLayer(QRNNLayer):
     """A kleene ``QRNNLayer`` whose evaluation applies zoneout as pytorch-qrnn does: ``F ← F (1 − p)``."""
 
-    def gate_values(
-        self, x: Tensor, context: Tensor | None = None, prev_x: Tensor | None = None
-    ) -> dict[str, Tensor]:
-        values = super().gate_values(x, context, prev_x)
+    def forget_scale(self, like: Tensor) -> Tensor | None:
+        """Zoneout's mask in training; the original's evaluation scale ``1 − p`` of F = 1 − f in evaluation."""
         if not self.training and self.zoneout > 0:
-            values["f"] = 1 - (1 - self.zoneout) * (1 - values["f"])
-        return values
+            return torch.full_like(like, 1 - self.zoneout)
+        return super().forget_scale(like)
 
 
 class PytorchQRNN(nn.Module):
