@@ -20,12 +20,12 @@ from functools import partial
 from typing import Any
 
 import torch
-from torch import nn
 
 from kleene.automata.semiring import Semiring
 from kleene.compile import Template
 from kleene.compile.module import backends
 from kleene.errors import LayerError
+from kleene.nn import projection
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     RationalClassifier,
@@ -77,8 +77,9 @@ class ISANLayer(RationalLayer):
             raise LayerError(f"ISANLayer: unknown backend {backend!r}; available: {', '.join(backends())} and 'auto'")
         self.input_size = input_size
         self.size = self.output_size = hidden_size
-        self.matrix = nn.Linear(input_size, hidden_size * hidden_size)  # W_x = reshape(A v_x + a), row-major W[i, j]
-        self.offset = nn.Linear(input_size, hidden_size)  # b_x
+        # W_x = reshape(A v_x + a), row-major W[i, j]
+        self.matrix = projection.Linear(input_size, hidden_size * hidden_size)
+        self.offset = projection.Linear(input_size, hidden_size)  # b_x
         d = hidden_size
         diagonal, elsewhere = (self.algebra.stored_probability(p) for p in (0.5, 0.01 / d))
         with torch.no_grad():

@@ -18,11 +18,12 @@ import os
 from typing import Any
 
 import torch
+from torch import nn
 from torch.nn import functional
 
 Tensor = torch.Tensor
 
-__all__ = ["linear", "packed_gemm_available"]
+__all__ = ["Linear", "linear", "packed_gemm_available"]
 
 
 def packed_gemm_available() -> bool:
@@ -82,3 +83,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return functional.linear(x, weight, bias)
     out = _PackedLinear.apply(x.reshape(rows, x.shape[-1]).contiguous(), weight.contiguous(), bias)
     return out.view(*x.shape[:-1], weight.shape[0])
+
+
+class Linear(nn.Linear):
+    """``torch.nn.Linear`` (same parameters, same state dict) whose forward is ``linear``: the GEMM path above."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)

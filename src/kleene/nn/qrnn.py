@@ -38,6 +38,7 @@ from torch import nn
 from kleene.automata.semiring import Semiring
 from kleene.automata.weights import sigmoid
 from kleene.compile import Factor, Template, TemplateArc
+from kleene.nn import projection
 from kleene.nn.embedding import check_token_batch
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
@@ -167,7 +168,8 @@ class QRNNLayer(RationalLayer):
         self.hidden_size = self.output_size = hidden_size
         self.convolution = nn.Conv1d(input_size, len(self.gates) * hidden_size, window)
         # encoder-decoder: V^l h̃_T^l added to every gate's pre-activation
-        self.context = nn.Linear(context_size, len(self.gates) * hidden_size, bias=False) if context_size else None
+        channels = len(self.gates) * hidden_size
+        self.context = projection.Linear(context_size, channels, bias=False) if context_size else None
         # the gates run inside the kernel: its slots are the convolution's raw outputs (qrnn_gated_template); a
         # second kernel reads the forget gates' complement scale (zoneout's mask, the original's evaluation scale)
         self.recurrence = compile_layer(qrnn_gated_template(pooling, self.algebra), self.algebra, hidden_size, False,
@@ -202,9 +204,9 @@ class QRNNLayer(RationalLayer):
         k, steps = self.window, joined.shape[1] - self.window + 1
         weight = self.convolution.weight  # (channels, input, K)
         if k == 1:
-            return nn.functional.linear(joined, weight[:, :, 0], self.convolution.bias)
+            return projection.linear(joined, weight[:, :, 0], self.convolution.bias)
         window = torch.cat([joined[:, j : j + steps] for j in range(k)], 2)  # (B, T, K·input), x_{t-K+1} .. x_t
-        return nn.functional.linear(window, weight.transpose(1, 2).reshape(weight.shape[0], -1), self.convolution.bias)
+        return projection.linear(window, weight.transpose(1, 2).reshape(weight.shape[0], -1), self.convolution.bias)
 
     def forget_scale(self, like: Tensor) -> Tensor | None:
         """The factor k of each forget gate's complement, ``f = 1 − k (1 − σ(af))`` (``like``'s shape): zoneout's

@@ -19,6 +19,7 @@ from torch import nn
 
 from kleene.automata.semiring import Semiring
 from kleene.compile import Template
+from kleene.nn import projection
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     LayerError,
@@ -79,8 +80,8 @@ class RCNNLayer(RationalLayer):
         dim = hidden_size * (2 if bidirectional else 1)
         self.input_size = input_size
         self.dim, self.order, self.output_size = dim, order, dim
-        self.inputs = nn.Linear(input_size, order * dim, bias=False)  # W_1 .. W_n
-        self.decay = nn.Linear(input_size, dim) if adaptive_decay else None
+        self.inputs = projection.Linear(input_size, order * dim, bias=False)  # W_1 .. W_n
+        self.decay = projection.Linear(input_size, dim) if adaptive_decay else None
         self.bias = nn.Parameter(torch.zeros(dim))
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
 

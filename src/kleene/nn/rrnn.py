@@ -41,8 +41,8 @@ from kleene.automata.wfsa import WFSA
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
 from kleene.data.checks import check_count, check_features, check_lengths, check_real
 from kleene.errors import KleeneError, LayerError
+from kleene.nn import projection
 from kleene.nn.embedding import check_token_batch, word_embedding
-from kleene.nn.projection import linear
 from kleene.nn.registry import register_model
 
 __all__ = [
@@ -408,9 +408,9 @@ class RRNNLayer(RationalLayer):
         dim = hidden_size * (2 if bidirectional else 1)
         self.dim = self.output_size = dim
         # per order j: W_f^(j) v + b_f^(j) and W_u^(j) v (no bias, as Appendix D); then W_o v + b_o
-        self.forget = nn.Linear(input_size, self.orders * dim)
-        self.update = nn.Linear(input_size, self.orders * dim, bias=False)
-        self.gate = nn.Linear(input_size, dim) if output_gate else None
+        self.forget = projection.Linear(input_size, self.orders * dim)
+        self.update = projection.Linear(input_size, self.orders * dim, bias=False)
+        self.gate = projection.Linear(input_size, dim) if output_gate else None
         # one projection's output (forget pre-activations, then inputs) is the kernel's slots: the gates run inside
         template = rrnn_gated_template(kind, self.algebra)
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
@@ -425,13 +425,13 @@ class RRNNLayer(RationalLayer):
         b, t, _ = x.shape
         weight = torch.cat([self.forget.weight, self.update.weight], 0)
         bias = torch.cat([self.forget.bias, self.forget.bias.new_zeros(self.orders * self.dim)], 0)
-        return linear(x, weight, bias).view(b, t, 2 * self.orders, self.dim), None
+        return projection.linear(x, weight, bias).view(b, t, 2 * self.orders, self.dim), None
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
         act = ACTIVATIONS[self.activation]
         if self.gate is None:
             return act(c)
-        return act(self.storage.times(gate_in_storage(self.storage, linear(x, self.gate.weight, self.gate.bias)), c))
+        return act(self.storage.times(gate_in_storage(self.storage, self.gate(x)), c))
 
 
 class RationalStack(nn.Module):

@@ -14,10 +14,9 @@ from functools import partial
 from typing import Any
 
 import torch
-from torch import nn
 
 from kleene.automata.semiring import Semiring
-from kleene.nn.projection import linear
+from kleene.nn import projection
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     RationalClassifier,
@@ -57,9 +56,9 @@ class SRULayer(RationalLayer):
         dim = hidden_size * (2 if bidirectional else 1)
         self.input_size = input_size
         self.dim = self.output_size = dim
-        self.transform = nn.Linear(input_size, dim, bias=False)  # W
-        self.gates = nn.Linear(input_size, 2 * dim)  # W_f, W_r with biases
-        self.highway = None if input_size == dim else nn.Linear(input_size, dim, bias=False)
+        self.transform = projection.Linear(input_size, dim, bias=False)  # W
+        self.gates = projection.Linear(input_size, 2 * dim)  # W_f, W_r with biases
+        self.highway = None if input_size == dim else projection.Linear(input_size, dim, bias=False)
         # the forget gate and the interpolation run inside the kernel: its slots are W_f x + b_f and W x
         template = rrnn_gated_template("B", self.algebra)
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
@@ -70,8 +69,8 @@ class SRULayer(RationalLayer):
         d = self.dim
         weight = torch.cat([self.gates.weight[:d], self.transform.weight], 0)
         bias = torch.cat([self.gates.bias[:d], self.gates.bias.new_zeros(d)], 0)
-        raw = linear(x, weight, bias).view(b, t, 2, d)
-        r = torch.sigmoid(linear(x, self.gates.weight[d:], self.gates.bias[d:]))
+        raw = projection.linear(x, weight, bias).view(b, t, 2, d)
+        r = torch.sigmoid(projection.linear(x, self.gates.weight[d:], self.gates.bias[d:]))
         return raw, r
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from kleene.errors import OriginalCodeError
+from kleene.nn import projection
 from kleene.nn.original.state import wfsa_state
 from kleene.nn.rrnn import full_lengths
 from kleene.nn.sru import SRULayer
@@ -88,7 +89,7 @@ class SRUReferenceLayer(SRULayer):
         if layer_norm not in ("none", "before", "after"):
             raise OriginalCodeError(f"layer_norm must be none, before or after, got {layer_norm!r}")
         self.activation, self.skip, self.layer_norm_mode = activation, skip, layer_norm
-        self.highway = nn.Linear(input_size, self.dim, bias=False) if skip == "projection" else None
+        self.highway = projection.Linear(input_size, self.dim, bias=False) if skip == "projection" else None
         self.scale: Tensor
         self.register_buffer("scale", torch.tensor(float(scale)))
         sizes = {"none": None, "before": input_size, "after": self.dim}
