@@ -56,6 +56,7 @@ from kleene.compile.module import CompiledRecurrence, compile
 from kleene.compile.runtime.cpu import SAVE_STATES, backward_strategy
 from kleene.compile.template import Template
 from kleene.errors import ArgumentError
+from kleene.nn.rrnn import rrnn_gated_template
 from kleene.nn.sopa import PatternGroup, SoftPatterns, raw_constants
 
 Tensor = torch.Tensor
@@ -532,21 +533,18 @@ def layer_records(
 
 
 class SRURecurrence(nn.Module):
-    """SRU's recurrence as analysed in 2017, from a precomputed projection ``u`` (B, T, 3, d) of ``x``:
-    ``f = σ(u_f + b_f)``, ``c_t = f ⊙ c_{t-1} + (1 - f) ⊙ u_x̃`` (automaton B's kernel), highway output
-    ``h = r ⊙ tanh(c) + (1 - r) ⊙ x`` with ``r = σ(u_r + b_r)``."""
+    """SRU's recurrence as analysed in 2017, from the projection in the layout ``SRULayer``'s GEMM writes: raw slots
+    (B, T, 2, d) = (W_f x + b_f, W x) and r's pre-activation (B, T, d) = W_r x + b_r. The gate ``f = σ(·)`` and
+    ``c_t = f ⊙ c_{t-1} + (1 - f) ⊙ W x`` run inside the kernel (``rrnn_gated_template("B")``, as in the layer);
+    the highway ``h = r ⊙ tanh(c) + (1 - r) ⊙ x`` with ``r = σ(·)`` in torch."""
 
     def __init__(self, d: int, backend: str):
         super().__init__()
-        self.bias = nn.Parameter(torch.zeros(2, d))
-        self.recurrence = compile(paper_templates()["B"], "real", d, backend)
+        self.recurrence = compile(rrnn_gated_template("B", "real"), "real", d, backend)
 
-    def forward(self, u: Tensor, x: Tensor) -> Tensor:
-        x_tilde, f_pre, r_pre = u.unbind(2)
-        f = torch.sigmoid(f_pre + self.bias[0])
-        slots = torch.stack((torch.addcmul(x_tilde, f, x_tilde, value=-1.0), f), 2)
-        c = self.recurrence(slots)[0]
-        return torch.lerp(x, torch.tanh(c), torch.sigmoid(r_pre + self.bias[1]))
+    def forward(self, raw: Tensor, r_pre: Tensor, x: Tensor) -> Tensor:
+        c = self.recurrence(raw)[0]
+        return torch.lerp(x, torch.tanh(c), torch.sigmoid(r_pre))
 
 
 def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, budget: float) -> list[Record]:
@@ -567,7 +565,7 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
     ours = SRURecurrence(d, backend)
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(b, t, d, generator=gen)
-    u = torch.randn(b, t, 3, d, generator=gen)
+    raw, r_pre = torch.randn(b, t, 2, d, generator=gen), torch.randn(b, t, d, generator=gen)
     x_time_major = x.transpose(0, 1).contiguous()
     c0 = torch.zeros(b, d)
     with torch.no_grad():
@@ -576,21 +574,21 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
     records = []
     for pass_name in passes:
         if pass_name == FORWARD:
-            kernel = _no_grad(partial(ours, u, x))
+            kernel = _no_grad(partial(ours, raw, r_pre, x))
             theirs = _no_grad(
                 partial(elementwise_recurrence_inference, u_theirs, x_time_major, v_theirs, cell.bias, c0, *args)
             )
         else:
-            us, xs = u.clone().requires_grad_(), x.clone().requires_grad_()
+            leaves = [v.clone().requires_grad_() for v in (raw, r_pre, x)]
             ut, xt = u_theirs.clone().requires_grad_(), x_time_major.clone().requires_grad_()
 
-            def our_outputs(us: Tensor = us, xs: Tensor = xs) -> list[Tensor]:
-                return [ours(us, xs)]
+            def our_outputs(leaves: list[Tensor] = leaves) -> list[Tensor]:
+                return [ours(*leaves)]
 
             def their_outputs(ut: Tensor = ut, xt: Tensor = xt) -> list[Tensor]:
                 return [elementwise_recurrence_naive(ut, xt, v_theirs, cell.bias, c0, *args)[0]]
 
-            kernel = _grad_of_sum(our_outputs, [us, xs, *ours.parameters()])
+            kernel = _grad_of_sum(our_outputs, leaves)
             theirs = _grad_of_sum(their_outputs, [ut, xt, cell.bias])
         record: Record = {
             "automaton": "SRU recurrence",
