@@ -25,7 +25,7 @@ from kleene.nn.rrnn import (
     LayerError,
     RationalClassifier,
     RationalLanguageModel,
-    RationalLayer,
+    SlotLayer,
     chain_template,
     compile_layer,
     gate_in_storage,
@@ -55,7 +55,7 @@ def rcnn_template(order: int, adaptive_decay: bool) -> Template:
     )
 
 
-class RCNNLayer(RationalLayer):
+class RCNNLayer(SlotLayer):
     """One ``order``-gram RCNN layer of ``hidden_size`` units per direction.
 
     ``semiring`` (default real; any ``gate_semiring``): the chain runs in it, the decay λ = σ(·) entering as an

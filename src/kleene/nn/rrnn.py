@@ -23,6 +23,7 @@ hidden-to-hidden matrix to drop).
 
 from __future__ import annotations
 
+import abc
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -56,6 +57,7 @@ __all__ = [
     "RationalLanguageModel",
     "RationalLayer",
     "RationalStack",
+    "SlotLayer",
     "StreamState",
     "chain_template",
     "gate_in_storage",
@@ -302,10 +304,10 @@ class StreamState(NamedTuple):
 
 
 class RationalLayer(nn.Module):
-    """One rational recurrent layer: ``forward(x (B, T, in), lengths) -> (h (B, T, out), final state)``.
-
-    Subclasses set ``self.recurrence`` (a compiled template) and implement ``slots(x) -> (B, T, S, D)``
-    and ``output(c, x, gates) -> h``. Padded positions of the output are zero. Subclasses set ``input_size``.
+    """One layer of a ``RationalStack``: ``forward(x (B, T, in), lengths, h0=None) -> (h (B, T, out), final
+    state)``, padded positions of ``h`` zero. Subclasses set ``input_size``, ``output_size`` and (unless they
+    override ``reads_both_ways``) ``self.recurrence``, and implement ``forward``; ``SlotLayer`` implements it for
+    layers that are one compiled recurrence between an input map and an output map.
     """
 
     recurrence: CompiledRecurrence
@@ -329,20 +331,6 @@ class RationalLayer(nn.Module):
         """Whether half the dimensions read each sequence right to left (a bidirectional layer)."""
         return bool(self.recurrence.plan.options.bidirectional)
 
-    def slots(self, x: Tensor) -> tuple[Tensor, Any]:
-        raise NotImplementedError
-
-    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
-        raise NotImplementedError
-
-    def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        lengths = self.check(x, lengths)
-        slots, extra = self.slots(x)
-        c, final = self.recurrence(slots, lengths, h0)
-        h = self.output(c, x, extra)
-        valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
-        return torch.where(valid, h, torch.zeros_like(h)), final
-
     def stream(self, x: Tensor, state: Any = None, lengths: Tensor | None = None) -> tuple[Tensor, StreamState]:
         """``x`` as the continuation of a sequence whose previous chunk left ``state`` (None: a new sequence):
         consecutive chunks give the outputs of the whole sequence. ``lengths`` as in ``forward`` (default: T);
@@ -361,7 +349,29 @@ class RationalLayer(nn.Module):
         return h, StreamState(final)
 
 
-class RRNNLayer(RationalLayer):
+class SlotLayer(RationalLayer, abc.ABC):
+    """A rational layer that is one compiled recurrence (``self.recurrence``) between two maps: ``slots(x)`` gives
+    the kernel's slots (B, T, S, D) and whatever the output needs, ``output(c, x, extra)`` the layer's output from
+    the recurrence's states c (B, T, D)."""
+
+    @abc.abstractmethod
+    def slots(self, x: Tensor) -> tuple[Tensor, Any]:
+        """The kernel's slots of ``x`` (B, T, input) and the ``extra`` that ``output`` reads."""
+
+    @abc.abstractmethod
+    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
+        """The layer's output (B, T, out) from the recurrence's states ``c`` and the input ``x``."""
+
+    def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        lengths = self.check(x, lengths)
+        slots, extra = self.slots(x)
+        c, final = self.recurrence(slots, lengths, h0)
+        h = self.output(c, x, extra)
+        valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
+        return torch.where(valid, h, torch.zeros_like(h)), final
+
+
+class RRNNLayer(SlotLayer):
     """RRNN(B), RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction, in any ``gate_semiring``.
 
     The gates map into the semiring through its storage form (``gate_in_storage``): ``f = σ(W_f v + b_f)`` as an

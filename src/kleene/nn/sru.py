@@ -21,7 +21,7 @@ from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
     RationalClassifier,
     RationalLanguageModel,
-    RationalLayer,
+    SlotLayer,
     compile_layer,
     gate_semiring,
     rrnn_gated_template,
@@ -33,7 +33,7 @@ __all__ = ["SRUClassifier", "SRULanguageModel", "SRULayer"]
 Tensor = torch.Tensor
 
 
-class SRULayer(RationalLayer):
+class SRULayer(SlotLayer):
     """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards).
 
     ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``rrnn_gated_template``: the

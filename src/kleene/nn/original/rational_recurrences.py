@@ -40,7 +40,7 @@ from torch.nn.utils import parametrize
 from kleene.compile import compile
 from kleene.errors import OriginalCodeError
 from kleene.nn.original.state import wfsa_state
-from kleene.nn.rrnn import ACTIVATIONS, RationalLayer, rrnn_template
+from kleene.nn.rrnn import ACTIVATIONS, SlotLayer, rrnn_template
 
 __all__ = [
     "ORIGINAL_SEMIRINGS",
@@ -112,7 +112,7 @@ class OriginalLayerNorm(nn.Module):
         return self.gamma * (x - mean) / (std + self.eps) + self.beta
 
 
-class RRNNReferenceLayer(RationalLayer):
+class RRNNReferenceLayer(SlotLayer):
     """One ``RRNNCell`` of rational-recurrences (unidirectional) in reference mode; ``hidden_size`` units.
 
     ``semiring``: a key of ``ORIGINAL_SEMIRINGS``; ``activation``: tanh, relu or none. Parameters: ``forget``
