@@ -411,7 +411,7 @@ class PatternGroup(nn.Module):
             return self.slots(main, loop)
         main, loop = self.transitions(table[None])
         rows = self.slots(main, loop)[0]  # (U, S, count)
-        flat = rows.reshape(rows.shape[0], -1)
+        flat = rows.reshape(rows.shape[0], rows.shape[1] * rows.shape[2])  # (U, S * count); U = 0: empty batch
         return nn.functional.embedding(index, flat).view(*index.shape, *rows.shape[1:])
 
     def score(self, slots: Tensor, lengths: Tensor, *, constants: Tensor | None = None, floor: bool = True) -> Tensor:
