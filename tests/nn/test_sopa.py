@@ -412,6 +412,78 @@ def test_gradcheck_float64(semiring: str) -> None:
     assert torch.autograd.gradcheck(lambda v: bank(v, lengths), (vectors,))
 
 
+DISTINCT_CASES = [
+    ("paper", "max-times", None, 0.0),
+    ("paper", "real", "global", 0.0),
+    ("paper", "log", None, 0.0),
+    ("reference", "max-plus", None, 0.0),
+    ("reference", "max-times", "per-state", 0.0),
+    ("reference", "real", None, 0.0),
+    ("paper", "max-times", None, 0.3),
+]
+
+
+@pytest.mark.parametrize(("mode", "semiring", "shared", "word_dropout"), DISTINCT_CASES)
+def test_distinct_vectors_give_the_per_position_scores_and_gradients(
+    mode: str, semiring: str, shared: str | None, word_dropout: float
+) -> None:
+    """The classifier encodes each distinct word once and gathers (``distinct_vectors``); the scores and every
+    parameter's gradient must be those of encoding the boundary-padded vectors of ``embed`` position by position."""
+    torch.manual_seed(3)
+    model = SoPaClassifier(
+        25,
+        3,
+        embedding_dim=5,
+        patterns="2-2_4-2_3-1",
+        semiring=semiring,
+        mode=mode,  # type: ignore[arg-type]
+        shared_self_loops=shared,  # type: ignore[arg-type]
+        dropout=0.0,
+        word_dropout=word_dropout,
+    ).double()
+    lengths = torch.tensor([6, 2, 0, 4, 1])
+    tokens = torch.randint(1, 25, (5, 6))
+    tokens[1, 0] = tokens[3, 2] = tokens[0, 4]  # repeated words share a row of the table
+    tokens[torch.arange(6)[None, :] >= lengths[:, None]] = 0
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and not n.startswith("mlp.")]
+    parameters = [p for _, p in named]
+    torch.manual_seed(4)  # the same word dropout in both runs
+    got = model.pattern_scores(tokens, lengths)
+    got_grads = torch.autograd.grad(got.sum(), parameters)
+    torch.manual_seed(4)
+    vectors, padded = model.embed(tokens, lengths)
+    want = storage_to_float(model.patterns(vectors, padded), model.patterns.algebra)
+    want_grads = torch.autograd.grad(want.sum(), parameters)
+    if not word_dropout:
+        table, index, _ = model.distinct_vectors(tokens, lengths)
+        assert table.shape[0] == len(set(tokens[tokens != 0].tolist())) + 3  # the words, START, END, padding
+        torch.testing.assert_close(table[index][index != 0], vectors[index != 0], rtol=0, atol=0)
+    # the same float64 operations on the same numbers, gradients summed in another order: rounding only
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for (name, _), a, b in zip(named, got_grads, want_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10, msg=name)
+
+
+def test_distinct_vectors_keep_per_position_transition_dropout() -> None:
+    """Reference mode drops transition scores per position, as the authors do: a word repeated in a document
+    gets independent masks, so the table path must encode per position then."""
+    torch.manual_seed(5)
+    bank = SoftPatterns(4, "3-2", semiring="max-plus", mode="reference").double()
+    table = torch.randn(3, 4, dtype=torch.float64)
+    index = torch.tensor([[0, 1, 1, 2, 1, 0]])
+    lengths = torch.tensor([6])
+    dropout = torch.nn.Dropout(0.5)
+    torch.manual_seed(6)
+    got = bank(table, lengths, dropout, index)
+    torch.manual_seed(6)
+    want = bank(table[index], lengths, dropout)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    with pytest.raises(SoPaError, match="index holds rows"):
+        bank(table, lengths, None, index + 1)
+    with pytest.raises(SoPaError, match="integer"):
+        bank(table, lengths, None, index.double())
+
+
 @pytest.mark.parametrize(
     ("mode", "shared"), [("paper", None), ("reference", None), ("reference", "per-state"), ("paper", "global")]
 )

@@ -387,9 +387,32 @@ class PatternGroup(nn.Module):
         constants = self.recurrence.constants if constants is None else constants  # (L-1, count) storage form
         return self.storage.product(constants, axis=0)
 
-    def forward(self, inputs: Tensor, lengths: Tensor, dropout: nn.Module | None = None) -> Tensor:
-        main, loop = self.transitions(inputs, dropout)
-        return self.score(self.slots(main, loop), lengths)
+    def forward(
+        self, inputs: Tensor, lengths: Tensor, dropout: nn.Module | None = None, index: Tensor | None = None
+    ) -> Tensor:
+        """Document scores (B, count) in storage form of word vectors ``inputs`` (B, T, E), or, with ``index``
+        (B, T), of the vectors ``inputs[index]`` (``inputs`` (U, E): each distinct vector once; see ``table_slots``).
+        """
+        if index is None:
+            main, loop = self.transitions(inputs, dropout)
+            return self.score(self.slots(main, loop), lengths)
+        return self.score(self.table_slots(inputs, index, dropout), lengths)
+
+    def table_slots(self, table: Tensor, index: Tensor, dropout: nn.Module | None = None) -> Tensor:
+        """The template's slots (B, T, S, count) of the vectors ``table[index]``: the same values as
+        ``slots(*transitions(table[index], dropout))``, with the transitions of each distinct vector in ``table``
+        (U, E) encoded once and then gathered (a document's words repeat, its boundary vectors too).
+
+        Caution: an active ``dropout`` (training, p > 0) acts per position (the authors drop each transition score
+        of each step), so then the vectors are gathered first and encoded per position.
+        """
+        if dropout is not None and dropout.training and getattr(dropout, "p", 1.0) > 0:
+            main, loop = self.transitions(table[index], dropout)
+            return self.slots(main, loop)
+        main, loop = self.transitions(table[None])
+        rows = self.slots(main, loop)[0]  # (U, S, count)
+        flat = rows.reshape(rows.shape[0], rows.shape[1] * rows.shape[2])  # (U, S * count); U = 0: empty batch
+        return nn.functional.embedding(index, flat).view(*index.shape, *rows.shape[1:])
 
     def score(self, slots: Tensor, lengths: Tensor, *, constants: Tensor | None = None, floor: bool = True) -> Tensor:
         """Document scores (B, count) in storage form from the template's slots (B, T, S, count) (eq. 8).
@@ -582,6 +605,15 @@ def _encoded_float(value: float, semiring: Semiring, encoder: str) -> float:
     return float(encode_to_storage(torch.tensor(value, dtype=torch.float64), semiring, encoder))
 
 
+def _check_index(table: Tensor, index: Tensor) -> None:
+    if table.dim() != 2:
+        raise SoPaError(f"with an index, inputs must be a (U, E) table of vectors, got shape {tuple(table.shape)}")
+    if index.dim() != 2 or index.dtype not in (torch.int32, torch.int64):
+        raise SoPaError(f"index must be an integer (B, T) tensor, got {index.dtype} of shape {tuple(index.shape)}")
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= table.shape[0]):
+        raise SoPaError(f"index holds rows {int(index.min())}..{int(index.max())}; the table has {table.shape[0]}")
+
+
 def _unit_rows(*shape: int) -> Tensor:
     rows = torch.randn(*shape)
     return rows / rows.norm(dim=-1, keepdim=True)
@@ -681,8 +713,22 @@ class SoftPatterns(nn.Module):
     def num_patterns(self) -> int:
         return sum(self.spec.values())
 
-    def forward(self, inputs: Tensor, lengths: Tensor, transition_dropout: nn.Module | None = None) -> Tensor:
-        return torch.cat([group(inputs, lengths, transition_dropout) for group in self.groups], 1)
+    def forward(
+        self,
+        inputs: Tensor,
+        lengths: Tensor,
+        transition_dropout: nn.Module | None = None,
+        index: Tensor | None = None,
+    ) -> Tensor:
+        """Document scores (B, P) in storage form of word vectors ``inputs`` (B, T, E), or with ``index`` (B, T) of
+        ``inputs[index]`` (``inputs`` (U, E) holding each distinct vector once: encoded once per vector).
+
+        Raises:
+            SoPaError: an ``index`` that is not an integer (B, T) tensor of rows of ``inputs``.
+        """
+        if index is not None:
+            _check_index(inputs, index)
+        return torch.cat([group(inputs, lengths, transition_dropout, index) for group in self.groups], 1)
 
 
 class MLP(nn.Module):
@@ -770,11 +816,16 @@ class SoPaClassifier(nn.Module):
         self.register_buffer("start_vector", start_end[0].clone())
         self.register_buffer("end_vector", start_end[1].clone())
 
-    def embed(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """Word vectors with boundary padding (B, T + 2p, E) and the padded lengths."""
+    def _dropped_words(self, tokens: Tensor) -> Tensor:
+        """Word dropout: tokens replaced by ``unk_id`` with probability ``word_dropout`` while training."""
         if self.training and self.word_dropout > 0:
             drop = torch.rand(tokens.shape, device=tokens.device) < self.word_dropout
             tokens = torch.where(drop & (tokens != 0), torch.full_like(tokens, self.unk_id), tokens)
+        return tokens
+
+    def embed(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Word vectors with boundary padding (B, T + 2p, E) and the padded lengths."""
+        tokens = self._dropped_words(tokens)
         vectors = self.embedding(tokens)
         p = self.boundary
         if p == 0:
@@ -787,16 +838,43 @@ class SoPaClassifier(nn.Module):
         padded = torch.where((position >= ends) & (position < ends + p), self.end_vector, padded)
         return padded, lengths + 2 * p
 
+    def distinct_vectors(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``embed`` as (table, index, padded lengths): ``table[index]`` (B, T + 2p, E) are the boundary-padded word
+        vectors of ``embed`` at every position a document reads, ``table`` (U, E) holds each distinct vector once
+        (the words of the batch, START and END).
+
+        Caution: positions past a padded length hold the padding row's vector, where ``embed`` may hold zeros; no
+        score reads them.
+        """
+        tokens = self._dropped_words(tokens)
+        p, words = self.boundary, self.embedding.num_embeddings
+        batch, steps = tokens.shape
+        ids = nn.functional.pad(tokens, (p, p))
+        if p:
+            position = torch.arange(steps + 2 * p, device=tokens.device)[None, :]
+            ends = lengths[:, None] + p
+            ids = torch.where(position < p, words, ids)  # START: id V, END: id V + 1
+            ids = torch.where((position >= ends) & (position < ends + p), words + 1, ids)
+        distinct, index = torch.unique(ids, return_inverse=True)
+        table = self.embedding(distinct.clamp(max=words - 1))
+        if p:
+            table = torch.where((distinct == words)[:, None], self.start_vector.to(table.dtype), table)
+            table = torch.where((distinct == words + 1)[:, None], self.end_vector.to(table.dtype), table)
+        return table, index.view(batch, steps + 2 * p), lengths + 2 * p
+
     def pattern_scores(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """Document scores (B, P) as numbers (max-times: probabilities).
+
+        The transitions of each distinct word of the batch are encoded once (``distinct_vectors``,
+        ``SoftPatterns.forward`` with an index); the scores are those of ``patterns(*embed(tokens, lengths))``.
 
         Raises:
             LayerError: tokens or lengths that do not fit (see ``kleene.nn.embedding.check_token_batch``).
         """
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
-        vectors, padded_lengths = self.embed(tokens, lengths)
+        table, index, padded_lengths = self.distinct_vectors(tokens, lengths)
         transition_dropout = self.dropout if self.patterns.mode == "reference" else None
-        scores = self.patterns(vectors, padded_lengths, transition_dropout)
+        scores = self.patterns(table, padded_lengths, transition_dropout, index)
         return storage_to_float(scores, self.patterns.algebra)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
