@@ -208,7 +208,8 @@ template <typename T> {qualifier} T kleene_sigmoid(T x) {{
 }}
 template <typename T> {qualifier} T kleene_logsigmoid(T x) {{
   return (x < T(0) ? x : T(0)) - kleene_log1p_unit(kleene_exp_neg(-{math_ns}fabs(x)));
-}}// tanh in arithmetic (the CPU lane loops vectorize; std::tanh would keep them scalar): its odd Taylor series to x^25
+}}
+// tanh in arithmetic (the CPU lane loops vectorize; std::tanh would keep them scalar): its odd Taylor series to x^25
 // below |x| = 1/4 (the next term is under 1e-19 of x), else ±(1 − e)/(1 + e) with e = exp(−2|x|) <= e^(−1/2),
 // where 1 − e >= 0.39 loses at most a few ulp; NaN gives NaN, ±inf gives ±1
 template <typename T> {qualifier} T kleene_tanh(T x) {{
