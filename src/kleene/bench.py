@@ -443,9 +443,7 @@ def layer_cases() -> list[LayerCase]:
     cases: list[LayerCase] = [
         (f"RRNN({kind})", partial(RRNNLayer, kind=kind), lambda layer, x: [layer.slots(x)[0]]) for kind in "BCF"
     ]
-    cases.append(
-        ("SRU", SRULayer, lambda layer, x: [layer.transform(x), layer.gates(x)])
-    )
+    cases.append(("SRU", SRULayer, lambda layer, x: [layer.transform(x), layer.gates(x)]))
     for pooling in ("f", "fo", "ifo"):
         for window in (1, 2):
             build = partial(QRNNLayer, pooling=pooling, window=window)
