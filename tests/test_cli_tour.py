@@ -227,6 +227,13 @@ def test_tour_shows_the_algebra(tour: tuple[TourContext, str]) -> None:
     assert best[2] in {("a fine film", -1.0), ("a great film", -1.0)}  # a tie
     assert algebra["reduced"] == (4, 3, True)  # automaton F has Hankel rank 3
     assert "to_regex gives it back" in output
+    # at scale: the sparse epsilon removal keeps every string's score and the total mass (log weights of size ~1-20,
+    # a closure whose sums converge geometrically at rate <= 0.9: float64 agreement to 1e-9 is loose)
+    scale = context.results["algebra_scale"]
+    assert scale["states"] == 5000 and scale["epsilons_left"] is False
+    assert scale["gap"] < 1e-9
+    assert abs(scale["pathsums"][0] - scale["pathsums"][1]) < 1e-9
+    assert "remove_epsilon (sparse closure)" in output
 
 
 @needs_dot

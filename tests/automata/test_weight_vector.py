@@ -153,6 +153,8 @@ def test_bulk_readers_hold_final_weights_in_a_vector(bulk: str, semiring: str, a
     assert store is not None and store.final is fast.final.vector  # shared, not copied
     assert np.array_equal(fast.vector(fast.final), general.vector(general.final))
     assert fast.initial == general.initial and fast.states == general.states
+    assert fast.num_arcs == general.num_arcs == len(general.arcs) and fast._arcs is None  # counted, not listed
+    assert fast.num_arcs == len(fast.arcs)
     strings = [[1, 2], [3], [1, 1, 4], []]
     assert fast.score_batch(strings) == pytest.approx(general.score_batch(strings), rel=1e-12)
     assert fast.pathsum() == pytest.approx(general.pathsum(), rel=1e-12)

@@ -489,6 +489,18 @@ class WFSA:
         return len(self._names)
 
     @property
+    def num_arcs(self) -> int:
+        """The number of arcs, epsilon arcs included (``len(a.arcs)`` without making the arc list of an automaton
+        whose arcs are held in the arc store only)."""
+        if self._arcs is None:
+            from .sparse import arc_store
+
+            store = arc_store(self)
+            assert store is not None
+            return store.num_arcs
+        return len(self._arcs)
+
+    @property
     def states(self) -> list[str]:
         """State names, in index order."""
         return list(self._names)
