@@ -761,10 +761,6 @@ class ClosureRows:
     cols: IntArray
     vals: np.ndarray
 
-    @property
-    def nnz(self) -> int:
-        return int(self.length.sum())
-
     def expand(self, rows: IntArray) -> tuple[IntArray, IntArray, np.ndarray]:
         """The entries of rows ``rows`` (repeats allowed), in order: (index into ``rows``, column, value)."""
         lengths = self.length[rows]

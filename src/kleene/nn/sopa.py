@@ -830,13 +830,19 @@ class SoPaClassifier(nn.Module):
         p = self.boundary
         if p == 0:
             return vectors, lengths
-        t = vectors.shape[1]
-        position = torch.arange(t + 2 * p, device=tokens.device)[None, :, None]
-        ends = lengths[:, None, None] + p
+        start, end = self._boundaries(lengths, vectors.shape[1])
         padded = nn.functional.pad(vectors, (0, 0, p, p))
-        padded = torch.where(position < p, self.start_vector, padded)
-        padded = torch.where((position >= ends) & (position < ends + p), self.end_vector, padded)
+        padded = torch.where(start[:, :, None], self.start_vector, padded)
+        padded = torch.where(end[:, :, None], self.end_vector, padded)
         return padded, lengths + 2 * p
+
+    def _boundaries(self, lengths: Tensor, steps: int) -> tuple[Tensor, Tensor]:
+        """Where a document of ``lengths`` padded to ``steps`` + 2p positions reads START (its first p positions)
+        and END (the p positions after its words): two (B, steps + 2p) masks."""
+        p = self.boundary
+        position = torch.arange(steps + 2 * p, device=lengths.device)[None, :]
+        ends = lengths[:, None] + p
+        return position < p, (position >= ends) & (position < ends + p)
 
     def distinct_vectors(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``embed`` as (table, index, padded lengths): ``table[index]`` (B, T + 2p, E) are the boundary-padded word
@@ -851,10 +857,9 @@ class SoPaClassifier(nn.Module):
         batch, steps = tokens.shape
         ids = nn.functional.pad(tokens, (p, p))
         if p:
-            position = torch.arange(steps + 2 * p, device=tokens.device)[None, :]
-            ends = lengths[:, None] + p
-            ids = torch.where(position < p, words, ids)  # START: id V, END: id V + 1
-            ids = torch.where((position >= ends) & (position < ends + p), words + 1, ids)
+            start, end = self._boundaries(lengths, steps)
+            ids = torch.where(start, words, ids)  # START: id V, END: id V + 1
+            ids = torch.where(end, words + 1, ids)
         distinct, index = torch.unique(ids, return_inverse=True)
         table = self.embedding(distinct.clamp(max=words - 1))
         if p:
