@@ -15,6 +15,7 @@ Caution:
 from __future__ import annotations
 
 import os
+from functools import cache
 from typing import Any
 
 import torch
@@ -26,15 +27,22 @@ Tensor = torch.Tensor
 __all__ = ["Linear", "linear", "packed_gemm_available"]
 
 
-def packed_gemm_available() -> bool:
-    """Whether torch offers oneDNN's reordered-weight linear here (and ``KLEENE_PLAIN_GEMM`` does not refuse it)."""
+@cache
+def _torch_has_packed_gemm() -> bool:
+    """Whether this torch build has oneDNN and its reordered-weight linear ops (probed once per process)."""
     mkldnn = torch.ops.mkldnn
     return (
-        os.environ.get("KLEENE_PLAIN_GEMM", "") in ("", "0")
-        and torch.backends.mkldnn.is_available()
+        torch.backends.mkldnn.is_available()
         and hasattr(mkldnn, "_reorder_linear_weight")
         and hasattr(mkldnn, "_linear_pointwise")
     )
+
+
+def packed_gemm_available() -> bool:
+    """Whether torch offers oneDNN's reordered-weight linear here (and ``KLEENE_PLAIN_GEMM`` does not refuse it).
+
+    The environment is read at each call (one dictionary lookup), so the switch may change while a process runs."""
+    return os.environ.get("KLEENE_PLAIN_GEMM", "") in ("", "0") and _torch_has_packed_gemm()
 
 
 def _packed(x2: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
