@@ -1,0 +1,222 @@
+"""The chunked (time-parallel) scan: a plan run as chunks of steps, combined by a short semiring scan.
+
+The recurrence of ``kleene.compile.template`` is linear in the semiring in its state: one step maps ``z`` to
+``z ⊗ A_t`` (``A_t`` the Q×Q matrix of moves then closure), or, when the plan restarts, to ``(z ⊕ start) ⊗ A_t``,
+which is affine (``z ⊗ A_t ⊕ start ⊗ A_t``). So a run over ``chunk`` steps is ``z ↦ z ⊗ M_c ⊕ a_c`` with
+
+* ``M_c`` (the *transfer matrix*, Q×Q per lane): row q is the state after the chunk run *without restart* from the
+  basis vector ``e_q`` (semiring one at q, zero elsewhere);
+* ``a_c`` (the chunk's own contribution): the state after the chunk run *with* the plan's restart from the zero
+  vector (zero when the plan does not restart).
+
+``ChunkedRunner`` cuts every sequence into chunks of ``chunk`` steps and
+
+1. runs the first chunk from the true initial state, and every other chunk from the Q basis vectors (and from zero
+   when restarting) -- all chunks at once, as independent sequences of one kernel call per plan;
+2. scans the chunks' initial states ``z_{c+1} = z_c ⊗ M_c ⊕ a_c`` in torch with the storage semiring's own
+   operations (N - 2 small steps);
+3. runs every chunk again from its true initial state, producing the outputs ("steps", "sum" or "last") and the
+   final state.
+
+Work is (Q + 2)× the sequential run's (Q + 1 without restart), and everything is differentiable: autograd goes
+through the kernel calls (their own backward) and the torch scan. Reverse lanes (``bidirectional``) are read
+forwards over each sequence's reversed valid steps, so every chunk runs left to right. Padding chunks (past a
+sequence's length) have length 0: their transfer is the identity, and the last chunk's final state and "last"
+output are those of the whole sequence. Nothing depends on the semiring beyond its storage operations and the
+kernel backend's runner, so any plan and any backend runs chunked.
+
+It pays only where the sequential kernel leaves threads idle: ``chunked_speedup`` is the cost model
+``choose_scan`` (``scan="auto"`` in ``kleene.compile.module``) uses, from the available threads, the lanes
+B·D, Q and T (see BENCHMARKS.md, "Chunked scan", for the measurements behind it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+
+from kleene.compile.reference import reverse_valid
+from kleene.compile.template import Plan
+from kleene.errors import CompileError
+
+Tensor = torch.Tensor
+#: A runner: ``(plan, slots, params, lengths, h0) -> (output, final state)`` (``kleene.compile.module.Runner``).
+RunnerFn = Callable[[Plan, Tensor, Tensor, Tensor, "Tensor | None"], tuple[Tensor, Tensor]]
+Scan = Literal["auto", "sequential", "chunked"]
+SCANS: tuple[str, ...] = ("auto", "sequential", "chunked")
+
+#: Lanes one task of a generated kernel advances together at the least (the C++ kernels' lane blocks are 16-lane
+#: multiples): lanes within a block are SIMD, not thread, parallelism.
+LANE_BLOCK = 16
+#: The fewest steps a chunk of the automatic choice holds (below it the scan's per-chunk cost dominates).
+MIN_CHUNK = 64
+#: The predicted speedup (``chunked_speedup``) the automatic choice asks for before it runs chunked: the margin
+#: covers what the model leaves out (the copies of the slots, the torch scan, the extra kernel calls).
+MIN_SPEEDUP = 1.5
+
+
+def _plan_with(plan: Plan, **options: object) -> Plan:
+    """``plan`` with some options changed (the parameter table's layout does not depend on them)."""
+    return replace(plan, options=replace(plan.options, **options))
+
+
+def default_chunks(batch: int, steps: int, dim: int, threads: int) -> int:
+    """How many chunks the automatic choice cuts a sequence into: enough (lane block) tasks for every thread twice
+    over, at least 2, and chunks of at least ``MIN_CHUNK`` steps where the sequence allows."""
+    blocks = batch * math.ceil(dim / LANE_BLOCK)
+    want = max(2, math.ceil(2 * threads / max(1, blocks)))
+    return max(1, min(want, steps // MIN_CHUNK))
+
+
+def chunked_speedup(plan: Plan, batch: int, steps: int, dim: int, threads: int, chunks: int | None = None) -> float:
+    """The predicted time of the sequential kernel over the chunked scan's (> 1: chunked is faster).
+
+    Model: a kernel's time is its work over its parallelism; the parallel tasks are (sequence, ``LANE_BLOCK``
+    lanes) pairs, so the sequential run uses ``min(threads, B·⌈D/16⌉)`` threads and the chunked one
+    ``min(threads, B·N·⌈D/16⌉)`` for N chunks, doing ``Q + 1`` (``Q + 2`` with restart) times the work
+    (Q basis runs, the rerun, and the affine run of a restarting plan).
+    """
+    chunks = default_chunks(batch, steps, dim, threads) if chunks is None else chunks
+    if batch == 0 or steps == 0 or dim == 0 or chunks < 2:
+        return 0.0
+    blocks = batch * math.ceil(dim / LANE_BLOCK)
+    sequential = min(threads, blocks)
+    chunked = min(threads, blocks * chunks)
+    work = plan.num_states + 1 + int(plan.options.restart)
+    return chunked / sequential / work
+
+
+def choose_scan(plan: Plan, batch: int, steps: int, dim: int, threads: int) -> Literal["sequential", "chunked"]:
+    """``"chunked"`` where ``chunked_speedup`` predicts at least ``MIN_SPEEDUP``, else ``"sequential"``."""
+    if chunked_speedup(plan, batch, steps, dim, threads) >= MIN_SPEEDUP:
+        return "chunked"
+    return "sequential"
+
+
+def check_scan(scan: object) -> str:
+    """``scan`` itself if it is one of ``SCANS``.
+
+    Raises:
+        CompileError: any other value.
+    """
+    if not isinstance(scan, str) or scan not in SCANS:
+        raise CompileError(f"scan must be one of {', '.join(map(repr, SCANS))}; got {scan!r}")
+    return scan
+
+
+def initial_state(plan: Plan, params: Tensor, batch: int, like: Tensor) -> Tensor:
+    """The state z_0 (B, Q, D) a plan starts from without ``h0``: zero if it restarts, else the start vector."""
+    s = plan.storage
+    zero = s.zeros((batch, like.shape[-1]), like=like)
+    columns = [zero if plan.options.restart or p is None else params[p].expand(batch, -1) for p in plan.start]
+    return torch.stack(columns, 1)
+
+
+@dataclass
+class ChunkedRunner:
+    """A runner (see ``kleene.compile.module``) running ``plan`` as a chunked scan with ``factory``'s kernels.
+
+    ``chunk``: steps per chunk (``None``: ``⌈T / default_chunks(...)⌉`` on each call). Caution: ``plan`` is the
+    plan the runner is called with; the kernels it builds are for the same template and semiring with
+    ``bidirectional`` off (the runner reverses the reverse lanes itself) and, for the transfer matrices,
+    ``restart`` off.
+    """
+
+    plan: Plan
+    factory: Callable[[Plan], RunnerFn]
+    chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.chunk is not None and (
+            isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or self.chunk < 1
+        ):
+            raise CompileError(f"chunk must be None or a number of steps >= 1, not {self.chunk!r}")
+        factory = self.factory
+        plan = self.plan
+        self._rerun_plan = _plan_with(plan, bidirectional=False)
+        self._head_plan = _plan_with(plan, bidirectional=False, output="last")
+        self._basis_plan = _plan_with(plan, bidirectional=False, restart=False, output="last")
+        self._rerun = factory(self._rerun_plan)
+        self._head = factory(self._head_plan)
+        self._basis = factory(self._basis_plan) if plan.options.restart else self._head
+
+    def chunk_length(self, batch: int, steps: int, dim: int) -> int:
+        if self.chunk is not None:
+            return self.chunk
+        chunks = default_chunks(batch, steps, dim, torch.get_num_threads())
+        return max(1, math.ceil(steps / max(1, chunks)))
+
+    def __call__(
+        self, plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """(output, final state) as the plan's sequential run gives them (``lengths`` already checked)."""
+        b, t, _, d = slots.shape
+        half = d // 2 if plan.options.bidirectional else d
+        if half < d:  # reverse lanes read their valid steps backwards: reverse them once, run forwards
+            slots = torch.cat([slots[..., :half], reverse_valid(slots[..., half:], lengths)], -1)
+        length = self.chunk_length(b, t, d)
+        n = math.ceil(t / length) if t else 0
+        if n <= 1:
+            out, final = self._rerun(self._rerun_plan, slots, params, lengths, h0)
+        else:
+            out, final = self._chunked(plan, slots, params, lengths, h0, length, n)
+        if half < d and plan.options.output == "steps":
+            out = torch.cat([out[..., :half], reverse_valid(out[..., half:], lengths)], -1)
+        return out, final
+
+    def _chunked(
+        self, plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, length: int, n: int
+    ) -> tuple[Tensor, Tensor]:
+        b, t, s_num, d = slots.shape
+        q = plan.num_states
+        s = plan.storage
+        if n * length != t:
+            slots = torch.cat([slots, slots.new_zeros((b, n * length - t, s_num, d))], 1)
+        chunks = slots.view(b, n, length, s_num, d)
+        starts = torch.arange(n, device=lengths.device) * length
+        sizes = (lengths[:, None] - starts[None, :]).clamp(0, length)  # (B, N) valid steps per chunk
+        z0 = initial_state(plan, params, b, slots) if h0 is None else h0
+        # 1. the first chunk from z0 (and, restarting, the others from zero: their contributions a_c)
+        if plan.options.restart:  # (the last chunk's contribution is never needed)
+            k = n - 1
+            head_h0 = torch.cat([z0[:, None], s.zeros((b, k - 1, q, d), like=slots)], 1).reshape(b * k, q, d)
+            head_slots = chunks[:, :k].reshape(b * k, length, s_num, d)
+            _, head = self._head(self._head_plan, head_slots, params, sizes[:, :k].reshape(-1), head_h0)
+            head = head.view(b, k, q, d)
+            first, affine = head[:, 0], head[:, 1:]
+        else:
+            _, first = self._head(self._head_plan, chunks[:, 0], params, sizes[:, 0].contiguous(), z0)
+            affine = None
+        # ... and chunks 1..N-2 from the basis vectors: their transfer matrices (the last chunk's is never needed)
+        m = n - 2
+        if m > 0:
+            basis_slots = (
+                chunks[:, 1 : n - 1, None].expand(b, m, q, length, s_num, d).reshape(b * m * q, length, s_num, d)
+            )
+            basis_sizes = sizes[:, 1 : n - 1, None].expand(b, m, q).reshape(-1)
+            eye = s.identity(q, like=slots)[None, None, :, :, None].expand(b, m, q, q, d).reshape(b * m * q, q, d)
+            _, transfer = self._basis(self._basis_plan, basis_slots, params, basis_sizes, eye)
+            transfer = transfer.view(b, m, q, q, d)  # [b, c, from, to, d]
+        # 2. the scan of the chunks' initial states
+        states = [z0, first]
+        for c in range(m):
+            z = s.sum(s.times(states[-1][:, :, None, :], transfer[:, c]), axis=1)
+            if affine is not None:
+                z = s.plus(z, affine[:, c])
+            states.append(z)
+        inits = torch.stack(states, 1).reshape(b * n, q, d)
+        # 3. every chunk again from its true initial state
+        out, final = self._rerun(
+            self._rerun_plan, chunks.reshape(b * n, length, s_num, d), params, sizes.reshape(-1), inits
+        )
+        final = final.view(b, n, q, d)[:, -1]
+        output = plan.options.output
+        if output == "steps":
+            return out.view(b, n * length, d)[:, :t], final
+        if output == "sum":
+            return s.sum(out.view(b, n, d), axis=1), final
+        return out.view(b, n, d)[:, -1], final
