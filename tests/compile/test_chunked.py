@@ -1,0 +1,148 @@
+"""The chunked scan (kleene.compile.chunked) against the sequential kernel and the torch reference, in float64."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from kleene.compile import compile
+from kleene.compile.chunked import ChunkedRunner, check_scan, choose_scan, chunked_speedup, default_chunks
+from kleene.compile.module import _BACKENDS
+from kleene.compile.reference import run_reference, static_params
+from kleene.compile.runtime.cpu import compiler
+from kleene.errors import CompileError
+
+from .oracle import SEMIRINGS, random_slots, random_template, set_constants
+
+try:
+    compiler()
+    HAVE_CPP = True
+except Exception:  # noqa: BLE001 - without a compiler the chunked scan is still checked on the torch backend
+    HAVE_CPP = False
+
+BACKENDS = ("torch", "cpp") if HAVE_CPP else ("torch",)
+
+
+def _masked(y: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isfinite(y), y, torch.zeros_like(y))
+
+
+def _results(runner, plan, slots, constants, lengths, h0, seed):  # type: ignore[no-untyped-def]
+    """(output, final state, grad slots, grad constants, grad h0) of one runner on fresh leaves."""
+    x = slots.detach().clone().requires_grad_()
+    c = constants.detach().clone().requires_grad_()
+    h = None if h0 is None else h0.detach().clone().requires_grad_()
+    params = static_params(plan, c, x.new_empty((1, x.shape[-1])))
+    out, final = runner(plan, x, params, lengths, h)
+    gen = torch.Generator().manual_seed(seed)
+    loss = (_masked(out) * torch.randn(out.shape, generator=gen, dtype=out.dtype)).sum()
+    loss = loss + (_masked(final) * torch.randn(final.shape, generator=gen, dtype=out.dtype)).sum()
+    leaves = [x, c] + ([h] if h is not None else [])
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True, materialize_grads=True)
+    return (out.detach(), final.detach(), *grads)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
+    # float64 sums/products of O(T) terms in (0, 1]: agreement to ~1e-12 relative; zeros (-inf) must coincide
+    assert torch.equal(torch.isfinite(a), torch.isfinite(b)), what
+    torch.testing.assert_close(_masked(a), _masked(b), rtol=1e-10, atol=1e-12, msg=what)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.parametrize("seed", range(4))
+def test_chunked_agrees_with_sequential_and_reference(semiring: str, seed: int) -> None:
+    rng = random.Random(700 + seed)
+    gen = torch.Generator().manual_seed(seed)
+    template = random_template(rng, semiring)
+    options = {
+        "restart": seed % 2 == 1,
+        "bidirectional": seed in (1, 2),
+        "output": ("steps", "sum", "last", "steps")[seed],
+        "epsilon_cap": rng.choice([None, 1]),
+    }
+    module = compile(template, semiring, 4, "torch", **options).double()  # type: ignore[arg-type]
+    set_constants(module, gen)
+    plan = module.plan
+    slots = random_slots(semiring, (4, 10, len(template.slots), 4), gen)
+    lengths = torch.tensor([10, 7, 0, 3])  # full, not a multiple of the chunks, empty, shorter than a chunk
+    h0 = random_slots(semiring, (4, template.num_states, 4), gen) if seed in (0, 3) else None
+    expected = _results(run_reference, plan, slots, module.constants, lengths, h0, seed)
+    for backend in BACKENDS:
+        runners = [(f"{backend} sequential", _BACKENDS[backend](plan))]
+        runners += [(f"{backend} chunk {k}", ChunkedRunner(plan, _BACKENDS[backend], k)) for k in (1, 3, 4, 10)]
+        for name, runner in runners:
+            got = _results(runner, plan, slots, module.constants, lengths, h0, seed)
+            for i, (a, b) in enumerate(zip(got, expected)):
+                _close(a, b, f"{name}: result {i}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("semiring", ["real", "max-times"])
+def test_chunked_gradcheck(backend: str, semiring: str) -> None:
+    """float64 gradcheck through the chunked scan (kernels' own backward, the torch scan, the rerun)."""
+    rng = random.Random(31)
+    gen = torch.Generator().manual_seed(31)
+    template = random_template(rng, semiring)
+    module = compile(template, semiring, 2, backend, restart=True, bidirectional=True).double()
+    set_constants(module, gen)
+    slots = random_slots(semiring, (2, 5, len(template.slots), 2), gen).requires_grad_()
+    h0 = random_slots(semiring, (2, template.num_states, 2), gen).requires_grad_()
+    constants = module.constants.detach().clone().requires_grad_()
+    lengths = torch.tensor([5, 3])
+    runner = ChunkedRunner(module.plan, _BACKENDS[backend], 2)
+
+    def run(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        params = static_params(module.plan, c, x.new_empty((1, 2)))
+        return tuple(_masked(y) for y in runner(module.plan, x, params, lengths, h))
+
+    assert torch.autograd.gradcheck(run, (slots, h0, constants))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_scan_option(backend: str) -> None:
+    """``scan="chunked"`` on the module: same outputs as sequential, on long, empty and zero-length inputs."""
+    rng = random.Random(5)
+    gen = torch.Generator().manual_seed(5)
+    template = random_template(rng, "log")
+    chunked = compile(template, "log", 3, backend, restart=True, scan="chunked").double()
+    sequential = compile(template, "log", 3, backend, restart=True, scan="sequential").double()
+    set_constants(chunked, gen)
+    sequential.load_state_dict(chunked.state_dict())
+    assert "scan=chunked" in repr(chunked)
+    slots = random_slots("log", (2, 300, len(template.slots), 3), gen)  # long enough for the automatic chunks
+    for x, lengths in (
+        (slots, torch.tensor([300, 131])),
+        (slots[:0], None),  # an empty batch
+        (slots[:, :0], None),  # empty sequences
+    ):
+        a, b = chunked(x, lengths), sequential(x, lengths)
+        for u, v in zip(a, b):
+            _close(u, v, f"shape {tuple(x.shape)}")
+
+
+def test_scan_is_checked() -> None:
+    template = random_template(random.Random(0), "real")
+    with pytest.raises(CompileError, match="scan must be one of"):
+        compile(template, "real", 2, "torch", scan="parallel")  # type: ignore[arg-type]
+    with pytest.raises(CompileError, match="chunk must be"):
+        ChunkedRunner(compile(template, "real", 2, "torch").plan, _BACKENDS["torch"], 0)
+    assert check_scan("auto") == "auto"
+
+
+def test_cost_model() -> None:
+    """The automatic choice: chunked only where idle threads outweigh the (Q + 2)× work."""
+    plan = compile(random_template(random.Random(1), "real"), "real", 16, "torch", restart=True).plan
+    q = plan.num_states
+    # one 16-lane block of one sequence keeps one thread busy: N chunks can use up to N threads
+    assert chunked_speedup(plan, 1, 16384, 16, threads=2 * (q + 2)) == pytest.approx(2.0)
+    # with as many threads as the work factor, chunking can at best tie, so the sequential kernel stays
+    assert choose_scan(plan, 1, 16384, 16, threads=q + 2) == "sequential"
+    assert choose_scan(plan, 1, 16384, 16, threads=64) == "chunked"
+    # enough lanes for every thread already: never chunked, however long the sequence
+    assert choose_scan(plan, 4, 16384, 64, threads=16) == "sequential"
+    # too short to cut into chunks of MIN_CHUNK steps
+    assert default_chunks(1, 100, 16, threads=64) == 1
+    assert choose_scan(plan, 1, 100, 16, threads=64) == "sequential"
+    assert chunked_speedup(plan, 0, 16384, 16, threads=64) == 0.0
