@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 with torch.no_grad():
                     sequential.constants.copy_(torch.rand(sequential.constants.shape, generator=gen) * 0.5)
                 chunked.load_state_dict(sequential.state_dict())
-                chunks = args.chunks or default_chunks(b, t, d, threads)
+                chunks = args.chunks or max(2, default_chunks(sequential.plan, b, t, d, threads))
                 chunked._chunked = ChunkedRunner(chunked.plan, chunked._chunked.factory, -(-t // chunks))  # type: ignore[union-attr]
                 x = torch.rand(b, t, len(template.slots), d, generator=gen)
                 with torch.no_grad():
@@ -75,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                     seq_ms = time_ms(_pass(sequential, leaf, backward), args.budget)
                     chunk_ms = time_ms(_pass(chunked, leaf, backward), args.budget)
                     pass_name = "forward+backward" if backward else "forward"
+                    auto = choose_scan(plan, b, t, d, threads)
                     print(
-                        f"  {name:9} {str(shape):>16} {threads:3} {pass_name:>16} {chunks:6} {seq_ms:9.2f} "
-                        f"{chunk_ms:10.2f} {seq_ms / chunk_ms:11.2f} {model:6.2f} {choose_scan(plan, b, t, d, threads)}",
+                        f"  {name:9} {shape!s:>16} {threads:3} {pass_name:>16} {chunks:6} {seq_ms:9.2f} "
+                        f"{chunk_ms:10.2f} {seq_ms / chunk_ms:11.2f} {model:6.2f} {auto}",
                         flush=True,
                     )
     print(f"# load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")

@@ -132,17 +132,24 @@ def test_scan_is_checked() -> None:
 
 
 def test_cost_model() -> None:
-    """The automatic choice: chunked only where idle threads outweigh the (Q + 2)× work."""
-    plan = compile(random_template(random.Random(1), "real"), "real", 16, "torch", restart=True).plan
-    q = plan.num_states
-    # one 16-lane block of one sequence keeps one thread busy: N chunks can use up to N threads
-    assert chunked_speedup(plan, 1, 16384, 16, threads=2 * (q + 2)) == pytest.approx(2.0)
-    # with as many threads as the work factor, chunking can at best tie, so the sequential kernel stays
-    assert choose_scan(plan, 1, 16384, 16, threads=q + 2) == "sequential"
-    assert choose_scan(plan, 1, 16384, 16, threads=64) == "chunked"
-    # enough lanes for every thread already: never chunked, however long the sequence
-    assert choose_scan(plan, 4, 16384, 64, threads=16) == "sequential"
-    # too short to cut into chunks of MIN_CHUNK steps
-    assert default_chunks(1, 100, 16, threads=64) == 1
-    assert choose_scan(plan, 1, 100, 16, threads=64) == "sequential"
-    assert chunked_speedup(plan, 0, 16384, 16, threads=64) == 0.0
+    """The automatic choice: chunked only where idle threads outweigh the extra work and the serial calls."""
+    for restart in (False, True):
+        plan = compile(random_template(random.Random(1), "real"), "real", 16, "torch", restart=restart).plan
+        q = plan.num_states
+        # one thread: the chunked scan only adds work
+        for shape in ((1, 4096, 512), (1, 16384, 16), (4, 4096, 64)):
+            assert chunked_speedup(plan, *shape, threads=1) < 1
+            assert choose_scan(plan, *shape, threads=1) == "sequential"
+        # one 16-lane block of one sequence keeps one thread of 64 busy: chunks use the others
+        assert chunked_speedup(plan, 1, 16384, 16, threads=64) > 4
+        assert choose_scan(plan, 1, 16384, 16, threads=64) == "chunked"
+        # enough lane blocks for every thread already: never chunked, however long the sequence
+        assert choose_scan(plan, 4, 16384, 64, threads=16) == "sequential"
+        # too short to cut into chunks of MIN_CHUNK steps
+        assert default_chunks(plan, 1, 100, 16, threads=64) == 1
+        assert choose_scan(plan, 1, 100, 16, threads=64) == "sequential"
+        assert chunked_speedup(plan, 0, 16384, 16, threads=64) == 0.0
+        # the model by hand at (1, 1024, 16) on 4 threads in 4 chunks of 256 steps: the calls' rounds add up
+        calls = [3, 2 * q, 4] if restart else [1 + 2 * q, 4]
+        expected = 1024 / sum(256 * -(-n // 4) for n in calls)
+        assert chunked_speedup(plan, 1, 1024, 16, threads=4, chunks=4) == pytest.approx(expected)

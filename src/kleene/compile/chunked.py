@@ -32,6 +32,7 @@ B·D, Q and T (see BENCHMARKS.md, "Chunked scan", for the measurements behind it
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -40,7 +41,7 @@ from typing import Literal
 import torch
 
 from kleene.compile.reference import reverse_valid
-from kleene.compile.template import Plan
+from kleene.compile.template import OutputMode, Plan
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -54,40 +55,73 @@ SCANS: tuple[str, ...] = ("auto", "sequential", "chunked")
 LANE_BLOCK = 16
 #: The fewest steps a chunk of the automatic choice holds (below it the scan's per-chunk cost dominates).
 MIN_CHUNK = 64
+#: The most chunks the automatic choice considers (the torch scan over them is sequential).
+MAX_CHUNKS = 256
 #: The predicted speedup (``chunked_speedup``) the automatic choice asks for before it runs chunked: the margin
 #: covers what the model leaves out (the copies of the slots, the torch scan, the extra kernel calls).
 MIN_SPEEDUP = 1.5
 
 
-def _plan_with(plan: Plan, **options: object) -> Plan:
-    """``plan`` with some options changed (the parameter table's layout does not depend on them)."""
-    return replace(plan, options=replace(plan.options, **options))
+def _plan_with(plan: Plan, output: OutputMode, restart: bool) -> Plan:
+    """``plan`` forwards only, with ``output`` and ``restart`` (the parameter table's layout does not depend on
+    these options)."""
+    options = replace(plan.options, bidirectional=False, output=output, restart=restart)
+    return replace(plan, options=options)
 
 
-def default_chunks(batch: int, steps: int, dim: int, threads: int) -> int:
-    """How many chunks the automatic choice cuts a sequence into: enough (lane block) tasks for every thread twice
-    over, at least 2, and chunks of at least ``MIN_CHUNK`` steps where the sequence allows."""
-    blocks = batch * math.ceil(dim / LANE_BLOCK)
-    want = max(2, math.ceil(2 * threads / max(1, blocks)))
-    return max(1, min(want, steps // MIN_CHUNK))
+def _rounds(sequences: int, dim: int, threads: int) -> int:
+    """Rounds of (sequence, ``LANE_BLOCK`` lanes) tasks a kernel call over ``sequences`` needs on ``threads``."""
+    return max(1, math.ceil(sequences * math.ceil(dim / LANE_BLOCK) / threads))
+
+
+def chunked_cost(num_states: int, restart: bool, batch: int, steps: int, dim: int, threads: int, chunks: int) -> int:
+    """The chunked scan's time in the model's units (steps × rounds of lane blocks) with ``chunks`` chunks.
+
+    Its kernel calls run one after another, each over chunks of ``L = ⌈T / N⌉`` steps: the first chunk from z_0
+    together with (without restart) the Q basis runs of chunks 1..N-2; with restart, those two calls apart (their
+    plans differ) plus the contributions of chunks 1..N-2; then the rerun of all N chunks.
+    """
+    length = math.ceil(steps / chunks)
+    basis = batch * num_states * max(0, chunks - 2)
+    calls = [batch * (chunks - 1), basis, batch * chunks] if restart else [batch + basis, batch * chunks]
+    return sum(length * _rounds(n, dim, threads) for n in calls if n)
+
+
+@functools.lru_cache(maxsize=1024)
+def _best(num_states: int, restart: bool, batch: int, steps: int, dim: int, threads: int) -> tuple[int, float]:
+    if batch == 0 or steps < 2 * MIN_CHUNK or dim == 0:
+        return 1, 0.0
+    sequential = steps * _rounds(batch, dim, threads)
+    best_chunks, best_cost = 1, math.inf
+    chunks = 2
+    while chunks <= steps // MIN_CHUNK and chunks <= MAX_CHUNKS:
+        cost = chunked_cost(num_states, restart, batch, steps, dim, threads, chunks)
+        if cost < best_cost:
+            best_chunks, best_cost = chunks, cost
+        chunks *= 2
+    return best_chunks, sequential / best_cost
+
+
+def default_chunks(plan: Plan, batch: int, steps: int, dim: int, threads: int) -> int:
+    """The number of chunks (a power of two, chunks of at least ``MIN_CHUNK`` steps, at most ``MAX_CHUNKS``)
+    with the least ``chunked_cost``; 1 where the sequence is too short to cut."""
+    return _best(plan.num_states, plan.options.restart, batch, steps, dim, threads)[0]
 
 
 def chunked_speedup(plan: Plan, batch: int, steps: int, dim: int, threads: int, chunks: int | None = None) -> float:
     """The predicted time of the sequential kernel over the chunked scan's (> 1: chunked is faster).
 
-    Model: a kernel's time is its work over its parallelism; the parallel tasks are (sequence, ``LANE_BLOCK``
-    lanes) pairs, so the sequential run uses ``min(threads, B·⌈D/16⌉)`` threads and the chunked one
-    ``min(threads, B·N·⌈D/16⌉)`` for N chunks, doing ``Q + 1`` (``Q + 2`` with restart) times the work
-    (Q basis runs, the rerun, and the affine run of a restarting plan).
+    Model: a kernel call's time is its steps times its rounds of parallel tasks, a task being a (sequence,
+    ``LANE_BLOCK`` lanes) pair and a round one task per thread: the sequential run takes
+    ``T · ⌈B·⌈D/16⌉ / threads⌉``, the chunked scan ``chunked_cost`` (Q basis runs per chunk, the rerun, and the
+    contributions of a restarting plan; its calls' steps add up). ``chunks``: ``None`` for ``default_chunks``.
     """
-    chunks = default_chunks(batch, steps, dim, threads) if chunks is None else chunks
+    if chunks is None:
+        return _best(plan.num_states, plan.options.restart, batch, steps, dim, threads)[1]
     if batch == 0 or steps == 0 or dim == 0 or chunks < 2:
         return 0.0
-    blocks = batch * math.ceil(dim / LANE_BLOCK)
-    sequential = min(threads, blocks)
-    chunked = min(threads, blocks * chunks)
-    work = plan.num_states + 1 + int(plan.options.restart)
-    return chunked / sequential / work
+    sequential = steps * _rounds(batch, dim, threads)
+    return sequential / chunked_cost(plan.num_states, plan.options.restart, batch, steps, dim, threads, chunks)
 
 
 def choose_scan(plan: Plan, batch: int, steps: int, dim: int, threads: int) -> Literal["sequential", "chunked"]:
@@ -137,9 +171,10 @@ class ChunkedRunner:
             raise CompileError(f"chunk must be None or a number of steps >= 1, not {self.chunk!r}")
         factory = self.factory
         plan = self.plan
-        self._rerun_plan = _plan_with(plan, bidirectional=False)
-        self._head_plan = _plan_with(plan, bidirectional=False, output="last")
-        self._basis_plan = _plan_with(plan, bidirectional=False, restart=False, output="last")
+        restart = plan.options.restart
+        self._rerun_plan = _plan_with(plan, plan.options.output, restart)
+        self._head_plan = _plan_with(plan, "last", restart)
+        self._basis_plan = _plan_with(plan, "last", False)
         self._rerun = factory(self._rerun_plan)
         self._head = factory(self._head_plan)
         self._basis = factory(self._basis_plan) if plan.options.restart else self._head
@@ -147,7 +182,9 @@ class ChunkedRunner:
     def chunk_length(self, batch: int, steps: int, dim: int) -> int:
         if self.chunk is not None:
             return self.chunk
-        chunks = default_chunks(batch, steps, dim, torch.get_num_threads())
+        chunks = default_chunks(self.plan, batch, steps, dim, torch.get_num_threads())
+        if chunks < 2:  # too short for the automatic chunks: two halves (the scan's results are the same)
+            chunks = 2
         return max(1, math.ceil(steps / max(1, chunks)))
 
     def __call__(
@@ -180,26 +217,33 @@ class ChunkedRunner:
         starts = torch.arange(n, device=lengths.device) * length
         sizes = (lengths[:, None] - starts[None, :]).clamp(0, length)  # (B, N) valid steps per chunk
         z0 = initial_state(plan, params, b, slots) if h0 is None else h0
-        # 1. the first chunk from z0 (and, restarting, the others from zero: their contributions a_c)
-        if plan.options.restart:  # (the last chunk's contribution is never needed)
+        # 1. the first chunk from z0, (restarting) the contributions a_c of chunks 1..N-2 from zero, and the
+        #    transfer matrices of chunks 1..N-2 from the basis vectors (the last chunk's are never needed)
+        m = n - 2
+        basis_slots = chunks[:, 1 : n - 1, None].expand(b, m, q, length, s_num, d).reshape(b * m * q, length, s_num, d)
+        basis_sizes = sizes[:, 1 : n - 1, None].expand(b, m, q).reshape(-1)
+        eye = s.identity(q, like=slots)[None, None, :, :, None].expand(b, m, q, q, d).reshape(b * m * q, q, d)
+        affine: Tensor | None = None
+        if plan.options.restart:
             k = n - 1
             head_h0 = torch.cat([z0[:, None], s.zeros((b, k - 1, q, d), like=slots)], 1).reshape(b * k, q, d)
             head_slots = chunks[:, :k].reshape(b * k, length, s_num, d)
             _, head = self._head(self._head_plan, head_slots, params, sizes[:, :k].reshape(-1), head_h0)
             head = head.view(b, k, q, d)
             first, affine = head[:, 0], head[:, 1:]
-        else:
-            _, first = self._head(self._head_plan, chunks[:, 0], params, sizes[:, 0].contiguous(), z0)
-            affine = None
-        # ... and chunks 1..N-2 from the basis vectors: their transfer matrices (the last chunk's is never needed)
-        m = n - 2
-        if m > 0:
-            basis_slots = (
-                chunks[:, 1 : n - 1, None].expand(b, m, q, length, s_num, d).reshape(b * m * q, length, s_num, d)
+            if m:
+                _, transfer = self._basis(self._basis_plan, basis_slots, params, basis_sizes, eye)
+        else:  # one call: the same plan runs chunk 0 and the basis runs
+            together = torch.cat([chunks[:, 0], basis_slots], 0) if m else chunks[:, 0]
+            _, ends = self._head(
+                self._head_plan,
+                together,
+                params,
+                torch.cat([sizes[:, 0], basis_sizes]),
+                torch.cat([z0, eye], 0),
             )
-            basis_sizes = sizes[:, 1 : n - 1, None].expand(b, m, q).reshape(-1)
-            eye = s.identity(q, like=slots)[None, None, :, :, None].expand(b, m, q, q, d).reshape(b * m * q, q, d)
-            _, transfer = self._basis(self._basis_plan, basis_slots, params, basis_sizes, eye)
+            first, transfer = ends[:b], ends[b:]
+        if m:
             transfer = transfer.view(b, m, q, q, d)  # [b, c, from, to, d]
         # 2. the scan of the chunks' initial states
         states = [z0, first]
