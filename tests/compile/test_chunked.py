@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from kleene.compile import compile
+from kleene.compile import Template, compile
 from kleene.compile.chunked import ChunkedRunner, check_scan, choose_scan, chunked_speedup, default_chunks
 from kleene.compile.module import _BACKENDS
 from kleene.compile.reference import run_reference, static_params
@@ -50,42 +50,61 @@ def _close(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
     torch.testing.assert_close(_masked(a), _masked(b), rtol=1e-10, atol=1e-12, msg=what)
 
 
-@pytest.mark.parametrize("semiring", SEMIRINGS)
-@pytest.mark.parametrize("seed", range(4))
-def test_chunked_agrees_with_sequential_and_reference(semiring: str, seed: int) -> None:
-    rng = random.Random(700 + seed)
-    gen = torch.Generator().manual_seed(seed)
+#: (restart, bidirectional, output, with h0) for the two random templates of each semiring: together every
+#: combination of restart x bidirectional, every output, with and without h0 (8 templates: cold builds stay short)
+CASES = [
+    (False, False, "steps", True),
+    (True, True, "sum", False),
+    (True, False, "last", True),
+    (False, True, "steps", False),
+    (False, True, "sum", True),
+    (True, False, "steps", False),
+    (True, True, "last", True),
+    (False, False, "last", False),
+]
+
+
+def _case(case: int) -> tuple[str, Template, dict[str, object], bool]:
+    """(semiring, random template, compile options, whether with h0) of ``CASES[case]`` (the other tests reuse
+    these templates and options so that their cpp kernels are the same builds)."""
+    semiring = SEMIRINGS[case // 2]
+    restart, bidirectional, output, with_h0 = CASES[case]
+    rng = random.Random(700 + case)
     template = random_template(rng, semiring)
-    options = {
-        "restart": seed % 2 == 1,
-        "bidirectional": seed in (1, 2),
-        "output": ("steps", "sum", "last", "steps")[seed],
-        "epsilon_cap": rng.choice([None, 1]),
-    }
+    options = {"restart": restart, "bidirectional": bidirectional, "output": output}
+    return semiring, template, {**options, "epsilon_cap": rng.choice([None, 1])}, with_h0
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.parametrize("seed", range(2))
+def test_chunked_agrees_with_sequential_and_reference(semiring: str, seed: int) -> None:
+    case = 2 * SEMIRINGS.index(semiring) + seed
+    _, template, options, with_h0 = _case(case)
+    gen = torch.Generator().manual_seed(case)
     module = compile(template, semiring, 4, "torch", **options).double()  # type: ignore[arg-type]
     set_constants(module, gen)
     plan = module.plan
     slots = random_slots(semiring, (4, 10, len(template.slots), 4), gen)
     lengths = torch.tensor([10, 7, 0, 3])  # full, not a multiple of the chunks, empty, shorter than a chunk
-    h0 = random_slots(semiring, (4, template.num_states, 4), gen) if seed in (0, 3) else None
-    expected = _results(run_reference, plan, slots, module.constants, lengths, h0, seed)
-    for backend in BACKENDS:
+    h0 = random_slots(semiring, (4, template.num_states, 4), gen) if with_h0 else None
+    expected = _results(run_reference, plan, slots, module.constants, lengths, h0, case)
+    # the torch backend for every case; the cpp kernels (built cold: seconds each) for one template per semiring
+    for backend in BACKENDS if seed == 0 else ("torch",):
         runners = [(f"{backend} sequential", _BACKENDS[backend](plan))]
         runners += [(f"{backend} chunk {k}", ChunkedRunner(plan, _BACKENDS[backend], k)) for k in (1, 3, 4, 10)]
         for name, runner in runners:
-            got = _results(runner, plan, slots, module.constants, lengths, h0, seed)
+            got = _results(runner, plan, slots, module.constants, lengths, h0, case)
             for i, (a, b) in enumerate(zip(got, expected)):
                 _close(a, b, f"{name}: result {i}")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("semiring", ["real", "max-times"])
-def test_chunked_gradcheck(backend: str, semiring: str) -> None:
+@pytest.mark.parametrize("case", [0, 6])  # real without restart; max-times, restart, bidirectional
+def test_chunked_gradcheck(backend: str, case: int) -> None:
     """float64 gradcheck through the chunked scan (kernels' own backward, the torch scan, the rerun)."""
-    rng = random.Random(31)
+    semiring, template, options, _ = _case(case)
     gen = torch.Generator().manual_seed(31)
-    template = random_template(rng, semiring)
-    module = compile(template, semiring, 2, backend, restart=True, bidirectional=True).double()
+    module = compile(template, semiring, 2, backend, **options).double()  # type: ignore[arg-type]
     set_constants(module, gen)
     slots = random_slots(semiring, (2, 5, len(template.slots), 2), gen).requires_grad_()
     h0 = random_slots(semiring, (2, template.num_states, 2), gen).requires_grad_()
@@ -103,15 +122,14 @@ def test_chunked_gradcheck(backend: str, semiring: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_module_scan_option(backend: str) -> None:
     """``scan="chunked"`` on the module: same outputs as sequential, on long, empty and zero-length inputs."""
-    rng = random.Random(5)
+    semiring, template, options, _ = _case(2)  # log, restart, output "last"
     gen = torch.Generator().manual_seed(5)
-    template = random_template(rng, "log")
-    chunked = compile(template, "log", 3, backend, restart=True, scan="chunked").double()
-    sequential = compile(template, "log", 3, backend, restart=True, scan="sequential").double()
+    chunked = compile(template, semiring, 3, backend, scan="chunked", **options).double()  # type: ignore[arg-type]
+    sequential = compile(template, semiring, 3, backend, scan="sequential", **options).double()  # type: ignore[arg-type]
     set_constants(chunked, gen)
     sequential.load_state_dict(chunked.state_dict())
     assert "scan=chunked" in repr(chunked)
-    slots = random_slots("log", (2, 300, len(template.slots), 3), gen)  # long enough for the automatic chunks
+    slots = random_slots(semiring, (2, 300, len(template.slots), 3), gen)  # long enough for the automatic chunks
     for x, lengths in (
         (slots, torch.tensor([300, 131])),
         (slots[:0], None),  # an empty batch
