@@ -167,7 +167,7 @@ def test_cost_model() -> None:
         assert default_chunks(plan, 1, 100, 16, threads=64) == 1
         assert choose_scan(plan, 1, 100, 16, threads=64) == "sequential"
         assert chunked_speedup(plan, 0, 16384, 16, threads=64) == 0.0
-        # the model by hand at (1, 1024, 16) on 4 threads in 4 chunks of 256 steps: the calls' rounds add up
-        calls = [3, 2 * q, 4] if restart else [1 + 2 * q, 4]
-        expected = 1024 / sum(256 * -(-n // 4) for n in calls)
+        # the model by hand at (1, 1024, 16) on 4 threads in 4 chunks of 256 steps: the calls' steps add up, one
+        # round each (head: 1 or 3 sequences, basis: 2 sequences at Q times the work, rerun: 4 sequences)
+        expected = 1024 / (256 * (1 + q + 1))
         assert chunked_speedup(plan, 1, 1024, 16, threads=4, chunks=4) == pytest.approx(expected)

@@ -41,7 +41,7 @@ from typing import Literal
 import torch
 
 from kleene.compile.reference import reverse_valid
-from kleene.compile.template import OutputMode, Plan
+from kleene.compile.template import Factor, OutputMode, ParamSource, Plan, TemplateArc, lower
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -69,6 +69,49 @@ def _plan_with(plan: Plan, output: OutputMode, restart: bool) -> Plan:
     return replace(plan, options=options)
 
 
+def basis_plan(plan: Plan) -> tuple[Plan, list[int]]:
+    """The plan of Q disjoint copies of ``plan``'s automaton (states ``k·Q + q``), forwards, without restart, output
+    "last", and for each of its parameters the row of ``plan``'s table holding it.
+
+    Run from the stacked basis vectors (copy k from ``e_k``) over a chunk, its final state is the chunk's transfer
+    matrix, row k in copy k: one kernel call reads each chunk's slots once for all Q rows.
+    """
+    template, q = plan.template, plan.num_states
+
+    def copies(arcs: tuple[TemplateArc, ...]) -> tuple[TemplateArc, ...]:
+        return tuple(TemplateArc(k * q + a.src, k * q + a.dst, a.weight) for k in range(q) for a in arcs)
+
+    def ends(pairs: tuple[tuple[int, Factor], ...]) -> tuple[tuple[int, Factor], ...]:
+        return tuple((k * q + s, w) for k in range(q) for s, w in pairs)
+
+    product = replace(
+        template,
+        states=tuple(f"{k}:{name}" for k in range(q) for name in template.states),
+        moves=copies(template.moves),
+        epsilons=copies(template.epsilons),
+        initial=ends(template.initial),
+        final=ends(template.final),
+        name=f"{template.name}-basis",
+    )
+    options = replace(plan.options, bidirectional=False, output="last", restart=False)
+    lowered = lower(product, plan.semiring, options)
+    rows = {(source.kind, source.index): k for k, source in enumerate(plan.params)}
+    moves = len(template.moves)
+
+    def original(source: ParamSource) -> int:
+        index = source.index
+        if source.kind == "move":
+            assert isinstance(index, int)
+            return rows[("move", index % moves)]
+        if source.kind == "closure":
+            assert isinstance(index, tuple)
+            return rows[("closure", (index[0] % q, index[1] % q))]
+        assert isinstance(index, int)
+        return rows[(source.kind, index % q)]
+
+    return lowered, [original(source) for source in lowered.params]
+
+
 def _rounds(sequences: int, dim: int, threads: int) -> int:
     """Rounds of (sequence, ``LANE_BLOCK`` lanes) tasks a kernel call over ``sequences`` needs on ``threads``."""
     return max(1, math.ceil(sequences * math.ceil(dim / LANE_BLOCK) / threads))
@@ -77,14 +120,14 @@ def _rounds(sequences: int, dim: int, threads: int) -> int:
 def chunked_cost(num_states: int, restart: bool, batch: int, steps: int, dim: int, threads: int, chunks: int) -> int:
     """The chunked scan's time in the model's units (steps × rounds of lane blocks) with ``chunks`` chunks.
 
-    Its kernel calls run one after another, each over chunks of ``L = ⌈T / N⌉`` steps: the first chunk from z_0
-    together with (without restart) the Q basis runs of chunks 1..N-2; with restart, those two calls apart (their
-    plans differ) plus the contributions of chunks 1..N-2; then the rerun of all N chunks.
+    Its three kernel calls run one after another, each over chunks of ``L = ⌈T / N⌉`` steps: the first chunk from
+    z_0 (with restart also the contributions of chunks 1..N-2); the transfer matrices of chunks 1..N-2 (``basis_plan``:
+    Q copies of the automaton, Q times a step's work per task); the rerun of all N chunks.
     """
     length = math.ceil(steps / chunks)
-    basis = batch * num_states * max(0, chunks - 2)
-    calls = [batch * (chunks - 1), basis, batch * chunks] if restart else [batch + basis, batch * chunks]
-    return sum(length * _rounds(n, dim, threads) for n in calls if n)
+    head = length * _rounds(batch * (chunks - 1) if restart else batch, dim, threads)
+    basis = length * num_states * _rounds(batch * (chunks - 2), dim, threads) if chunks > 2 else 0
+    return head + basis + length * _rounds(batch * chunks, dim, threads)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -113,8 +156,8 @@ def chunked_speedup(plan: Plan, batch: int, steps: int, dim: int, threads: int, 
 
     Model: a kernel call's time is its steps times its rounds of parallel tasks, a task being a (sequence,
     ``LANE_BLOCK`` lanes) pair and a round one task per thread: the sequential run takes
-    ``T · ⌈B·⌈D/16⌉ / threads⌉``, the chunked scan ``chunked_cost`` (Q basis runs per chunk, the rerun, and the
-    contributions of a restarting plan; its calls' steps add up). ``chunks``: ``None`` for ``default_chunks``.
+    ``T · ⌈B·⌈D/16⌉ / threads⌉``, the chunked scan ``chunked_cost`` (the first chunk, the transfer matrices at Q
+    times the work, the rerun; its calls' steps add up). ``chunks``: ``None`` for ``default_chunks``.
     """
     if chunks is None:
         return _best(plan.num_states, plan.options.restart, batch, steps, dim, threads)[1]
@@ -156,8 +199,7 @@ class ChunkedRunner:
 
     ``chunk``: steps per chunk (``None``: ``⌈T / default_chunks(...)⌉`` on each call). Caution: ``plan`` is the
     plan the runner is called with; the kernels it builds are for the same template and semiring with
-    ``bidirectional`` off (the runner reverses the reverse lanes itself) and, for the transfer matrices,
-    ``restart`` off.
+    ``bidirectional`` off (the runner reverses the reverse lanes itself), and ``basis_plan``'s.
     """
 
     plan: Plan
@@ -174,10 +216,11 @@ class ChunkedRunner:
         restart = plan.options.restart
         self._rerun_plan = _plan_with(plan, plan.options.output, restart)
         self._head_plan = _plan_with(plan, "last", restart)
-        self._basis_plan = _plan_with(plan, "last", False)
+        self._basis_plan, rows = basis_plan(plan)
+        self._basis_rows = torch.tensor(rows, dtype=torch.int64)
         self._rerun = factory(self._rerun_plan)
         self._head = factory(self._head_plan)
-        self._basis = factory(self._basis_plan) if plan.options.restart else self._head
+        self._basis = factory(self._basis_plan)
 
     def chunk_length(self, batch: int, steps: int, dim: int) -> int:
         if self.chunk is not None:
@@ -217,35 +260,30 @@ class ChunkedRunner:
         starts = torch.arange(n, device=lengths.device) * length
         sizes = (lengths[:, None] - starts[None, :]).clamp(0, length)  # (B, N) valid steps per chunk
         z0 = initial_state(plan, params, b, slots) if h0 is None else h0
-        # 1. the first chunk from z0, (restarting) the contributions a_c of chunks 1..N-2 from zero, and the
-        #    transfer matrices of chunks 1..N-2 from the basis vectors (the last chunk's are never needed)
-        m = n - 2
-        basis_slots = chunks[:, 1 : n - 1, None].expand(b, m, q, length, s_num, d).reshape(b * m * q, length, s_num, d)
-        basis_sizes = sizes[:, 1 : n - 1, None].expand(b, m, q).reshape(-1)
-        eye = s.identity(q, like=slots)[None, None, :, :, None].expand(b, m, q, q, d).reshape(b * m * q, q, d)
-        affine: Tensor | None = None
+        # Every call runs all N chunks as sequences (a view of the slots: no copies), with length 0 where it has
+        # nothing to do. 1. the first chunk from z0 and, restarting, the contributions a_c of chunks 1..N-2 from zero
+        flat = chunks.reshape(b * n, length, s_num, d)
+        last_only = sizes.clone()
         if plan.options.restart:
-            k = n - 1
-            head_h0 = torch.cat([z0[:, None], s.zeros((b, k - 1, q, d), like=slots)], 1).reshape(b * k, q, d)
-            head_slots = chunks[:, :k].reshape(b * k, length, s_num, d)
-            _, head = self._head(self._head_plan, head_slots, params, sizes[:, :k].reshape(-1), head_h0)
-            head = head.view(b, k, q, d)
-            first, affine = head[:, 0], head[:, 1:]
-            if m:
-                _, transfer = self._basis(self._basis_plan, basis_slots, params, basis_sizes, eye)
-        else:  # one call: the same plan runs chunk 0 and the basis runs
-            together = torch.cat([chunks[:, 0], basis_slots], 0) if m else chunks[:, 0]
-            _, ends = self._head(
-                self._head_plan,
-                together,
-                params,
-                torch.cat([sizes[:, 0], basis_sizes]),
-                torch.cat([z0, eye], 0),
-            )
-            first, transfer = ends[:b], ends[b:]
+            last_only[:, -1] = 0
+        else:
+            last_only[:, 1:] = 0
+        head_h0 = torch.cat([z0[:, None], s.zeros((b, n - 1, q, d), like=slots)], 1).reshape(b * n, q, d)
+        _, head = self._head(self._head_plan, flat, params, last_only.reshape(-1), head_h0)
+        head = head.view(b, n, q, d)
+        first, affine = head[:, 0], (head[:, 1:] if plan.options.restart else None)
+        # 2. the transfer matrices of chunks 1..N-2 (the last chunk's is never needed): Q copies of the automaton,
+        #    copy k from the basis vector e_k
+        m = n - 2
         if m:
-            transfer = transfer.view(b, m, q, q, d)  # [b, c, from, to, d]
-        # 2. the scan of the chunks' initial states
+            middle = sizes.clone()
+            middle[:, 0] = 0
+            middle[:, -1] = 0
+            eye = s.identity(q, like=slots).reshape(1, q * q, 1).expand(b * n, q * q, d)
+            rows = params[self._basis_rows.to(params.device)] if params.shape[0] else params
+            _, transfer = self._basis(self._basis_plan, flat, rows, middle.reshape(-1), eye)
+            transfer = transfer.view(b, n, q, q, d)[:, 1 : n - 1]  # [b, c, from, to, d]
+        # 3. the scan of the chunks' initial states
         states = [z0, first]
         for c in range(m):
             z = s.sum(s.times(states[-1][:, :, None, :], transfer[:, c]), axis=1)
@@ -253,10 +291,8 @@ class ChunkedRunner:
                 z = s.plus(z, affine[:, c])
             states.append(z)
         inits = torch.stack(states, 1).reshape(b * n, q, d)
-        # 3. every chunk again from its true initial state
-        out, final = self._rerun(
-            self._rerun_plan, chunks.reshape(b * n, length, s_num, d), params, sizes.reshape(-1), inits
-        )
+        # 4. every chunk again from its true initial state
+        out, final = self._rerun(self._rerun_plan, flat, params, sizes.reshape(-1), inits)
         final = final.view(b, n, q, d)[:, -1]
         output = plan.options.output
         if output == "steps":
