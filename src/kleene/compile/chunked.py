@@ -9,25 +9,27 @@ which is affine (``z ⊗ A_t ⊕ start ⊗ A_t``). So a run over ``chunk`` steps
 * ``a_c`` (the chunk's own contribution): the state after the chunk run *with* the plan's restart from the zero
   vector (zero when the plan does not restart).
 
-``ChunkedRunner`` cuts every sequence into chunks of ``chunk`` steps and
+``ChunkedRunner`` cuts every sequence into N chunks of ``chunk`` steps and, with every chunk of every sequence an
+independent sequence of one kernel call (a view of the slots, length 0 where a call has nothing to do),
 
-1. runs the first chunk from the true initial state, and every other chunk from the Q basis vectors (and from zero
-   when restarting) -- all chunks at once, as independent sequences of one kernel call per plan;
-2. scans the chunks' initial states ``z_{c+1} = z_c ⊗ M_c ⊕ a_c`` in torch with the storage semiring's own
+1. runs the first chunk from the true initial state (restarting: also chunks 1..N-2 from zero, giving ``a_c``);
+2. runs chunks 1..N-2 through ``basis_plan``, Q disjoint copies of the automaton started from the Q basis vectors,
+   so the slots are read once for the Q rows of ``M_c``;
+3. scans the chunks' initial states ``z_{c+1} = z_c ⊗ M_c ⊕ a_c`` in torch with the storage semiring's own
    operations (N - 2 small steps);
-3. runs every chunk again from its true initial state, producing the outputs ("steps", "sum" or "last") and the
+4. runs every chunk again from its true initial state, producing the outputs ("steps", "sum" or "last") and the
    final state.
 
-Work is (Q + 2)× the sequential run's (Q + 1 without restart), and everything is differentiable: autograd goes
-through the kernel calls (their own backward) and the torch scan. Reverse lanes (``bidirectional``) are read
-forwards over each sequence's reversed valid steps, so every chunk runs left to right. Padding chunks (past a
-sequence's length) have length 0: their transfer is the identity, and the last chunk's final state and "last"
-output are those of the whole sequence. Nothing depends on the semiring beyond its storage operations and the
-kernel backend's runner, so any plan and any backend runs chunked.
+Work is about (Q + 2)× the sequential run's, and everything is differentiable: autograd goes through the kernel
+calls (their own backward) and the torch scan. Reverse lanes (``bidirectional``) are read forwards over each
+sequence's reversed valid steps, so every chunk runs left to right. Padding chunks (past a sequence's length) have
+length 0: their transfer is the identity, and the last chunk's final state and "last" output are those of the whole
+sequence. Nothing depends on the semiring beyond its storage operations and the backend's runner, so any plan and
+any backend runs chunked.
 
 It pays only where the sequential kernel leaves threads idle: ``chunked_speedup`` is the cost model
 ``choose_scan`` (``scan="auto"`` in ``kleene.compile.module``) uses, from the available threads, the lanes
-B·D, Q and T (see BENCHMARKS.md, "Chunked scan", for the measurements behind it).
+B·D, Q and T (see BENCHMARKS.md, "the chunked (time-parallel) scan", for the measurements behind it).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ MIN_CHUNK = 64
 #: The most chunks the automatic choice considers (the torch scan over them is sequential).
 MAX_CHUNKS = 256
 #: The predicted speedup (``chunked_speedup``) the automatic choice asks for before it runs chunked: the margin
-#: covers what the model leaves out (the copies of the slots, the torch scan, the extra kernel calls).
+#: covers what the model leaves out (the torch scan, the calls' fixed costs, the reversal of reverse lanes).
 MIN_SPEEDUP = 1.5
 
 
