@@ -14,7 +14,7 @@ from kleene.compile.reference import run_reference, static_params
 from kleene.compile.runtime.cpu import compiler
 from kleene.errors import CompileError
 
-from .oracle import SEMIRINGS, random_slots, random_template, set_constants
+from .oracle import SEMIRINGS, function_wfsa, random_slots, random_template, set_constants
 
 try:
     compiler()
@@ -171,3 +171,21 @@ def test_cost_model() -> None:
         # round each (head: 1 or 3 sequences, basis: 2 sequences at Q times the work, rerun: 4 sequences)
         expected = 1024 / (256 * (1 + q + 1))
         assert chunked_speedup(plan, 1, 1024, 16, threads=4, chunks=4) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_chunked_weight_functions(semiring: str) -> None:
+    """A template with weight functions (gates, squares, exponentials of a raw slot): ``basis_plan``'s copies load
+    them like the original (cpp kernels for the real semiring only: builds are slow)."""
+    template = Template.from_wfsa(function_wfsa(semiring), slots=("f", "u"))
+    gen = torch.Generator().manual_seed(3)
+    module = compile(template, semiring, 3, "torch", restart=True, bidirectional=True).double()
+    slots = torch.randn((2, 9, 2, 4), generator=gen, dtype=torch.float64)[..., :3].contiguous()
+    lengths = torch.tensor([9, 4])
+    expected = _results(run_reference, module.plan, slots, module.constants, lengths, None, 3)
+    for backend in BACKENDS if semiring == "real" else ("torch",):
+        got = _results(
+            ChunkedRunner(module.plan, _BACKENDS[backend], 2), module.plan, slots, module.constants, lengths, None, 3
+        )
+        for i, (a, b) in enumerate(zip(got, expected)):
+            _close(a, b, f"{backend}: result {i}")
