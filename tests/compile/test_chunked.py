@@ -189,3 +189,27 @@ def test_chunked_weight_functions(semiring: str) -> None:
         )
         for i, (a, b) in enumerate(zip(got, expected)):
             _close(a, b, f"{backend}: result {i}")
+
+
+@pytest.mark.skipif(not HAVE_CPP, reason="no C++ compiler")
+def test_chunked_under_torch_compile() -> None:
+    """``scan="chunked"`` traces into one graph (the kernels' custom ops and the torch scan), same loss and gradient;
+    ``scan="auto"`` traces too (the sequential path: no thread count is read while tracing)."""
+    semiring, template, options, _ = _case(0)
+    gen = torch.Generator().manual_seed(9)
+    x = random_slots(semiring, (2, 200, len(template.slots), 4), gen).requires_grad_()
+    for scan in ("chunked", "auto"):
+        module = compile(template, semiring, 4, "cpp", scan=scan, **options).double()  # type: ignore[arg-type]
+        if scan == "chunked":  # 4 chunks of 50 steps: every phase (the basis call too) in the graph
+            module._chunked = ChunkedRunner(module.plan, _BACKENDS["cpp"], 50)
+
+        def loss(v: torch.Tensor, module: torch.nn.Module = module) -> torch.Tensor:
+            out, final = module(v)
+            return _masked(out).sum() + _masked(final).sum()
+
+        expected = loss(x)
+        (grad,) = torch.autograd.grad(expected, x)
+        got = torch.compile(loss, backend="aot_eager", fullgraph=True)(x)
+        (got_grad,) = torch.autograd.grad(got, x)
+        _close(got.detach(), expected.detach(), f"{scan}: loss")
+        _close(got_grad, grad, f"{scan}: gradient")

@@ -227,7 +227,8 @@ class ChunkedRunner:
     def chunk_length(self, batch: int, steps: int, dim: int) -> int:
         if self.chunk is not None:
             return self.chunk
-        chunks = default_chunks(self.plan, batch, steps, dim, torch.get_num_threads())
+        threads = 1 if torch.compiler.is_compiling() else torch.get_num_threads()  # (not traceable)
+        chunks = default_chunks(self.plan, batch, steps, dim, threads)
         if chunks < 2:  # too short for the automatic chunks: two halves (the scan's results are the same)
             chunks = 2
         return max(1, math.ceil(steps / max(1, chunks)))

@@ -130,7 +130,7 @@ class CompiledRecurrence(nn.Module):
     ``scan``: "sequential" runs the backend's kernel over the steps in order; "chunked" cuts the sequences into
     chunks run in parallel and combined by a semiring scan (``kleene.compile.chunked``: same results, (Q + 2)×
     the work); "auto" picks per call by ``kleene.compile.chunked.choose_scan`` (threads, lanes B·D, Q, T), and
-    always "sequential" on the torch backend (the oracle).
+    is "sequential" on the torch backend (the oracle) and under ``torch.compile``.
     """
 
     def __init__(
@@ -266,6 +266,8 @@ class CompiledRecurrence(nn.Module):
     def _scan_runner(self, slots: Tensor) -> Runner:
         """The runner of this call: the backend's sequential one or the chunked scan (see ``scan``)."""
         if self.scan == "sequential" or (self.scan == "auto" and self.backend == "torch"):
+            return self._runner
+        if self.scan == "auto" and torch.compiler.is_compiling():  # a traced graph keeps one path: the sequential
             return self._runner
         if self.scan == "auto":
             b, t, _, d = slots.shape
