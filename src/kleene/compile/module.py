@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from kleene.automata.semiring import Semiring
+from kleene.compile.chunked import ChunkedRunner, Scan, check_scan, choose_scan
 from kleene.compile.reference import check_shapes, run_reference, static_params
 from kleene.compile.template import DEFAULT_STATE_BUDGET, Options, OutputMode, Plan, Template, lower
 from kleene.data.checks import check_count, check_features, check_lengths
@@ -125,6 +126,11 @@ class CompiledRecurrence(nn.Module):
     ``output="steps"`` else (B, dim), and final_state (B, Q, dim). Values are in the
     semiring's storage form (max-times: log-weights). bfloat16/float16 slots are computed in
     float32 and the outputs are float32.
+
+    ``scan``: "sequential" runs the backend's kernel over the steps in order; "chunked" cuts the sequences into
+    chunks run in parallel and combined by a semiring scan (``kleene.compile.chunked``: same results, (Q + 2)×
+    the work); "auto" picks per call by ``kleene.compile.chunked.choose_scan`` (threads, lanes B·D, Q, T), and
+    is "sequential" on the torch backend (the oracle) and under ``torch.compile``.
     """
 
     def __init__(
@@ -135,6 +141,7 @@ class CompiledRecurrence(nn.Module):
         backend: str = "auto",
         options: Options | None = None,
         init: Mapping[str, float] | None = None,
+        scan: Scan = "auto",
     ):
         super().__init__()
         if not isinstance(template, Template):
@@ -152,7 +159,11 @@ class CompiledRecurrence(nn.Module):
             self.constants = nn.Parameter(values[:, None].repeat(1, dim))
         else:  # nothing to learn: a (0, dim) buffer, not a parameter without a gradient (DDP refuses those)
             self.register_buffer("constants", values[:, None].repeat(1, dim))
+        self.scan = check_scan(scan)
         self.backend, self._runner = self._choose(backend)
+        self._chunked: ChunkedRunner | None = None
+        if self.scan == "chunked":
+            self._chunked = ChunkedRunner(self.plan, _BACKENDS[self.backend])
         self._table: _Table | None = None
 
     def _choose(self, backend: str) -> tuple[str, Runner]:
@@ -249,15 +260,29 @@ class CompiledRecurrence(nn.Module):
         check_shapes(self.plan, slots, h0)
         like = slots.new_empty((1, self.dim))
         # an empty batch has no work to split: the reference runner returns the empty results of every backend
-        runner = run_reference if slots.shape[0] == 0 else self._runner
+        runner = run_reference if slots.shape[0] == 0 else self._scan_runner(slots)
         return runner(self.plan, slots, self.cached_params(like), lengths, h0)
+
+    def _scan_runner(self, slots: Tensor) -> Runner:
+        """The runner of this call: the backend's sequential one or the chunked scan (see ``scan``)."""
+        if self.scan == "sequential" or (self.scan == "auto" and self.backend == "torch"):
+            return self._runner
+        if self.scan == "auto" and torch.compiler.is_compiling():  # a traced graph keeps one path: the sequential
+            return self._runner
+        if self.scan == "auto":
+            b, t, _, d = slots.shape
+            if choose_scan(self.plan, b, t, d, torch.get_num_threads()) == "sequential":
+                return self._runner
+        if self._chunked is None:
+            self._chunked = ChunkedRunner(self.plan, _BACKENDS[self.backend])
+        return self._chunked
 
     def extra_repr(self) -> str:
         o = self.plan.options
         return (
             f"{self.template.name}, semiring={self.plan.semiring.name}, dim={self.dim}, backend={self.backend}, "
             f"restart={o.restart}, output={o.output}, epsilon_cap={o.epsilon_cap}, "
-            f"bidirectional={o.bidirectional}"
+            f"bidirectional={o.bidirectional}, scan={self.scan}"
         )
 
 
@@ -273,6 +298,7 @@ def compile(
     bidirectional: bool = False,
     init: Mapping[str, float] | None = None,
     state_budget: int = DEFAULT_STATE_BUDGET,
+    scan: Scan = "auto",
 ) -> CompiledRecurrence:
     """Compile ``template`` for ``semiring`` into a module running ``dim`` copies of it.
 
@@ -280,11 +306,12 @@ def compile(
     "auto" (the first of ``AUTO_ORDER`` that builds; one warning when it falls back).
     See ``Options`` for ``restart``, ``output``, ``epsilon_cap`` and ``bidirectional``;
     ``init`` gives constants' initial values in storage form; ``state_budget`` bounds the bytes of forward
-    states a generated kernel stores for its backward (beyond it, the backward recomputes from checkpoints).
+    states a generated kernel stores for its backward (beyond it, the backward recomputes from checkpoints);
+    ``scan`` is "sequential", "chunked" or "auto" (see ``CompiledRecurrence``).
 
     Raises:
-        CompileError: an unknown backend, a backend that cannot build this plan, or a template that cannot be
-            compiled for ``semiring``.
+        CompileError: an unknown backend or scan, a backend that cannot build this plan, or a template that cannot
+            be compiled for ``semiring``.
     """
     options = Options(
         restart=restart,
@@ -293,4 +320,4 @@ def compile(
         bidirectional=bidirectional,
         state_budget=state_budget,
     )
-    return CompiledRecurrence(template, semiring, dim, backend, options, init)
+    return CompiledRecurrence(template, semiring, dim, backend, options, init, scan)
