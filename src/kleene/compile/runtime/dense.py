@@ -18,6 +18,7 @@ import ctypes
 import hashlib
 import importlib.util
 import sys
+import warnings
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -331,3 +332,52 @@ def dense_recurrence(
         raise CompileError(f"the cuda backend runs on CUDA tensors; got {offsets.device}")
     h, final = _GpuDense.apply(backend, semiring, matrices, offsets, lengths, c0)
     return h, final
+
+
+def prepare_dense(semiring: Semiring, backend: str) -> None:
+    """Build (or load from the cache) the kernels ``backend`` runs for ``semiring``'s storage algebra.
+
+    Raises:
+        CompileError: an unknown backend, or one that cannot run here (no compiler, no triton, no GPU).
+    """
+    if backend == "cpp":
+        load_dense_cpu(semiring)
+    elif backend == "triton":
+        if not (torch.cuda.is_available() or triton_interpreting()):
+            raise CompileError("the triton backend needs a CUDA device (or TRITON_INTERPRET=1 for the CPU interpreter)")
+        load_dense_triton(semiring)
+    elif backend == "cuda":
+        _cuda_extension(semiring)
+    else:
+        raise CompileError(f"the dense path has no {backend!r} backend; it has {', '.join(DENSE_BACKENDS)}")
+
+
+def choose_dense_backend(semiring: Semiring, backend: str) -> str:
+    """``backend`` for the dense path, its kernels built: "torch" (the caller's per-step reference) as is, a kernel
+    backend checked, "auto" the first of ``kleene.compile.module.AUTO_ORDER`` that builds (one warning when it
+    falls back), as ``kleene.compile.compile`` chooses.
+
+    Raises:
+        CompileError: a backend the dense path does not have, or one that cannot run here.
+    """
+    from kleene.compile.module import AUTO_ORDER
+
+    if backend != "auto":
+        if backend != "torch":
+            prepare_dense(semiring, backend)
+        return backend
+    failures = []
+    for name in AUTO_ORDER:
+        if name == "torch":
+            break
+        if name not in DENSE_BACKENDS:
+            continue
+        try:
+            prepare_dense(semiring, name)
+        except Exception as exc:  # noqa: BLE001 - any failure to build means: try the next backend
+            failures.append(f"{name}: {exc}")
+            continue
+        return name
+    if failures:
+        warnings.warn(f"kleene dense path: using the torch backend ({'; '.join(failures)})", RuntimeWarning, stacklevel=3)
+    return "torch"
