@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, cast
 from kleene.automata.semiring import Semiring
 from kleene.compile.codegen.cpp import _PRELUDE as _CPU_PRELUDE
 from kleene.compile.codegen.cpp import CDialect, c_helpers
-from kleene.compile.codegen.cuda import CudaDialect
 from kleene.compile.codegen.cuda import _PRELUDE as _CUDA_PRELUDE
+from kleene.compile.codegen.cuda import CudaDialect
 from kleene.compile.codegen.triton import _PRELUDE as _TRITON_PRELUDE
 from kleene.compile.codegen.triton import TritonDialect
 from kleene.compile.codegen.writer import Dialect, LaneWriter
@@ -442,6 +442,18 @@ def generate_dense_cuda(semiring: Semiring) -> tuple[str, str, list[str]]:
 # --------------------------------------------------------------------------------------------
 _TRITON_KERNELS = '''
 
+# (tl.sum and tl.min are jit functions, which the interpreter cannot call from a generated module: reductions are
+# spelled with tl.reduce and these combiners)
+@triton.jit
+def _dense_add(a, b):
+    return a + b
+
+
+@triton.jit
+def _dense_least(a, b):
+    return tl.minimum(a, b)
+
+
 @triton.jit
 def kleene_dense_forward(W, off, lengths, c0, h, cT, Tn, D, BLOCK: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
@@ -482,7 +494,7 @@ def kleene_dense_backward(W, off, lengths, c0, h, gh, gcT, gW, goff, gc0, Tn, D,
         prod = _dense_times(w, cp[None, :])
         if SELECT:  # the first term equal to the result: the offset (-1), else the least such column
             hit = tl.where(inside, tl.where(prod == r[:, None], cols[None, :], BLOCK), BLOCK)
-            first = tl.where(o == r, -1, tl.min(hit, 1))
+            first = tl.where(o == r, -1, tl.reduce(hit, 1, _dense_least))
             gt = tl.where(cols[None, :] == first[:, None], g[:, None], 0.0)
             go = tl.where(first == -1, g, 0.0)
         else:
@@ -492,7 +504,7 @@ def kleene_dense_backward(W, off, lengths, c0, h, gh, gcT, gW, goff, gc0, Tn, D,
         gw, gc = _dense_times_grads(gt, w, cp[None, :], prod)
         tl.store(gW + bt * D * D + rows[:, None] * D + cols[None, :], gw, mask=inside)
         tl.store(goff + bt * D + rows, go, mask=rows < D)
-        g = tl.sum(tl.where(inside, gc, 0.0), 0)
+        g = tl.reduce(tl.where(inside, gc, 0.0), 0, _dense_add)
     tl.store(gc0 + b * D + rows, g, mask=rows < D)
 '''
 

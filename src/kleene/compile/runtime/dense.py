@@ -379,5 +379,6 @@ def choose_dense_backend(semiring: Semiring, backend: str) -> str:
             continue
         return name
     if failures:
-        warnings.warn(f"kleene dense path: using the torch backend ({'; '.join(failures)})", RuntimeWarning, stacklevel=3)
+        message = f"kleene dense path: using the torch backend ({'; '.join(failures)})"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
     return "torch"
