@@ -16,7 +16,9 @@ a ``kleene.compile.codegen.writer.Dialect``: helper functions ``dense_plus``, ``
 ``dense_term_grad`` (the gradient reaching one term ``t`` of ``r = ⊕ terms``: ``LaneWriter.output_grad``) and
 ``dense_times_grads`` (``LaneWriter.factor_grads`` of ``W ⊗ c``). A ⊕ whose rule is ``select`` (max, min) sends
 the gradient to the first term equal to the result, in the order (offset, j = 0, 1, ...), as the writer's
-``op_grads`` does; the kernels find that term by a min-reduction over j.
+``op_grads`` does; the kernels find that term by a min-reduction over j. A ⊕ whose rule is ``softmax`` (its
+gradient ``exp(t - r)``: ⊕ is log-sum-exp) reduces a CPU row as ``m + log Σ exp(t - m)`` with ``m`` the largest
+term: one log a row instead of an exp and a log1p a term.
 
 Three dialects spell it: C++ (``generate_dense_cpp``, the CPU kernels, a thread pool over the batch, the j loop
 vectorized over partial accumulators), CUDA (``generate_dense_cuda``, one block per sequence, the state in shared
@@ -25,6 +27,7 @@ memory) and Triton (``generate_dense_triton``, one program per sequence, a (d, d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -112,10 +115,35 @@ def _c_algebra(dialect: CDialect, qualifier: str) -> list[str]:
 
 _CPU_KERNELS = r"""
 static constexpr int64_t DENSE_V = {accumulators};
+static constexpr bool DENSE_SOFTMAX = {softmax};  // ⊕ is log-sum-exp (its gradient exp(t - r))
 
 // o ⊕ ⊕_j w[j] ⊗ c[j]: DENSE_V partial sums (independent lanes: the j loop vectorizes), then the tail and the lanes
 template <typename T>
 static inline T dense_row(const T* __restrict__ w, const T* __restrict__ c, T o, int64_t D) {{
+  if constexpr (DENSE_SOFTMAX) {{
+    // ⊕ is log-sum-exp: the largest term m, then m + log Σ exp(t - m) (one log a row, exp of t - m <= 0)
+    alignas(64) T top[DENSE_V];
+    for (int64_t l = 0; l < DENSE_V; ++l) top[l] = o;
+    int64_t j = 0;
+    for (; j + DENSE_V <= D; j += DENSE_V) {{
+#pragma omp simd
+      for (int64_t l = 0; l < DENSE_V; ++l) top[l] = kleene_max(top[l], dense_times(w[j + l], c[j + l]));
+    }}
+    T m = o;
+    for (; j < D; ++j) m = kleene_max(m, dense_times(w[j], c[j]));
+    for (int64_t l = 0; l < DENSE_V; ++l) m = kleene_max(m, top[l]);
+    if (!(m > T({neg_inf}) && m < T({inf}))) return m;  // every term -inf, a +inf term, or NaN
+    alignas(64) T sum[DENSE_V];
+    for (int64_t l = 0; l < DENSE_V; ++l) sum[l] = T(0);
+    for (j = 0; j + DENSE_V <= D; j += DENSE_V) {{
+#pragma omp simd
+      for (int64_t l = 0; l < DENSE_V; ++l) sum[l] += {exp_term};
+    }}
+    T total = {exp_offset};
+    for (; j < D; ++j) total += {exp_tail};
+    for (int64_t l = 0; l < DENSE_V; ++l) total += sum[l];
+    return m + {log_total};
+  }}
   alignas(64) T acc[DENSE_V];
   for (int64_t l = 0; l < DENSE_V; ++l) acc[l] = dense_zero<T>();
   int64_t j = 0;
@@ -246,7 +274,16 @@ def generate_dense_cpp(semiring: Semiring) -> str:
         _CPU_PRELUDE.replace("kleene.compile.codegen.cpp", "kleene.compile.codegen.dense"),
         c_helpers("static inline", "std::", vector_math=True),
         *_c_algebra(dialect, "static inline"),
-        _CPU_KERNELS.format(accumulators=CPU_ACCUMULATORS),
+        _CPU_KERNELS.format(
+            accumulators=CPU_ACCUMULATORS,
+            softmax="true" if dialect.kernel.plus.rule == "softmax" else "false",
+            inf=dialect.number(math.inf),
+            neg_inf=dialect.number(-math.inf),
+            exp_term=dialect.exp("dense_times(w[j + l], c[j + l]) - m"),
+            exp_offset=dialect.exp("o - m"),
+            exp_tail=dialect.exp("dense_times(w[j], c[j]) - m"),
+            log_total=dialect.call_forms["log"].format(x="total"),
+        ),
     ]
     for suffix, ctype in (("f32", "float"), ("f64", "double")):
         parts += [
