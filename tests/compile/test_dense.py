@@ -5,6 +5,7 @@ ops, the Triton kernels in the interpreter, and the CUDA source compiled to PTX 
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from kleene.automata.semiring import get_semiring
 from kleene.compile.codegen.cuda import NVCC_FLAGS
 from kleene.compile.codegen.dense import generate_dense_cpp, generate_dense_cuda
 from kleene.compile.runtime.cpu import compiler
-from kleene.compile.runtime.dense import dense_ops, dense_recurrence
+from kleene.compile.runtime.dense import dense_ops, dense_recurrence, dense_triton_ptx
 from kleene.errors import CompileError, LayerError
 from kleene.nn.isan import ISANLayer
 
@@ -236,3 +237,20 @@ def test_nvcc_compiles_the_dense_kernels_for_sm80(tmp_path: Path) -> None:
         ptx = Path(source).with_suffix(".ptx").read_text(encoding="utf-8")
         for kernel in ("kleene_dense_forward_f32", "kleene_dense_forward_f64", "kleene_dense_backward_f64"):
             assert f".entry {kernel}(" in ptx
+
+
+@pytest.mark.parametrize(("semiring", "dtype"), [("log", torch.float32), ("max-plus", torch.float64)])
+def test_triton_ahead_of_time_ptx_for_sm80(
+    semiring: str, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Triton's real compiler (not the interpreter) lowers both dense kernels to sm_80 PTX without a GPU."""
+    pytest.importorskip("triton", reason="the optional triton package (pip install 'kleene[gpu]') is not installed")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("KLEENE_CACHE", str(tmp_path))
+    ptx = dense_triton_ptx(get_semiring(semiring).storage, dtype)
+    assert sorted(ptx) == ["kleene_dense_backward", "kleene_dense_forward"]
+    width = "f32" if dtype == torch.float32 else "f64"
+    for name, text in ptx.items():
+        assert f".visible .entry {name}(" in text and ".target sm_80" in text
+    # the forward's ⊕ (max, also inside logaddexp) as a GPU instruction of the dtype's width
+    assert re.search(rf"max(\.NaN)?\.{width}", ptx["kleene_dense_forward"])

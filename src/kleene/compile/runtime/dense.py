@@ -143,9 +143,7 @@ def dense_ops(semiring: Semiring) -> tuple[Any, Any]:
         return _cpu_backward(kernel, w, off, lengths, c0, h, grad_h, grad_final)
 
     @backward.register_fake
-    def _(
-        w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor, h: Tensor, grad_h: Tensor, grad_final: Tensor
-    ) -> Any:
+    def _(w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor, h: Tensor, grad_h: Tensor, grad_final: Tensor) -> Any:
         return torch.empty_like(w), torch.empty_like(off), torch.empty_like(c0)
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
@@ -382,3 +380,42 @@ def choose_dense_backend(semiring: Semiring, backend: str) -> str:
         message = f"kleene dense path: using the torch backend ({'; '.join(failures)})"
         warnings.warn(message, RuntimeWarning, stacklevel=3)
     return "torch"
+
+
+def dense_triton_ptx(
+    semiring: Semiring, dtype: torch.dtype = torch.float32, capability: int = 80, block: int = 64
+) -> dict[str, str]:
+    """Compile the dense path's Triton kernels ahead of time for ``sm_<capability>`` at ``BLOCK = block`` (d up to
+    ``block``): {kernel name: PTX text}. Needs no GPU (Triton's compiler and ptxas run on the host).
+
+    Raises:
+        CompileError: triton is missing, the dtype is not float32/float64, or the kernels are currently loaded in
+            interpreter mode (unset ``TRITON_INTERPRET``).
+    """
+    types = {torch.float32: "*fp32", torch.float64: "*fp64"}
+    if dtype not in types:
+        raise CompileError(f"triton kernels are compiled for float32 or float64, not {dtype}")
+    if triton_interpreting():
+        raise CompileError("ahead-of-time compilation needs TRITON_INTERPRET unset (it is set)")
+    module = load_dense_triton(semiring)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    pointer = types[dtype]
+    constexprs = {
+        "kleene_dense_forward": {"BLOCK": block},
+        "kleene_dense_backward": {"BLOCK": block, "SELECT": selects(semiring)},
+    }
+    out = {}
+    for name, flags in constexprs.items():
+        fn = getattr(module, name)
+        scalars = {"lengths": "*i64", "Tn": "i32", "D": "i32"}
+        signature = {arg: "constexpr" if arg in flags else scalars.get(arg, pointer) for arg in fn.arg_names}
+        compiled = triton.compile(
+            ASTSource(fn, signature, flags),
+            target=GPUTarget("cuda", capability, 32),
+            options={"enable_fp_fusion": True},
+        )
+        out[name] = compiled.asm["ptx"]
+    return out
