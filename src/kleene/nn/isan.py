@@ -25,7 +25,7 @@ import torch
 from kleene.automata.semiring import Semiring
 from kleene.compile import Template
 from kleene.compile.module import backends
-from kleene.compile.runtime.dense import choose_dense_backend, dense_recurrence
+from kleene.compile.runtime.dense import choose_dense_backend, dense_runner
 from kleene.errors import CompileError, KleeneError, LayerError
 from kleene.nn import projection
 from kleene.nn.registry import register_model
@@ -83,6 +83,7 @@ class ISANLayer(RationalLayer):
             raise LayerError(f"ISANLayer: unknown backend {backend!r}; available: {', '.join(backends())} and 'auto'")
         try:
             self.backend = choose_dense_backend(self.storage, backend)
+            self._dense = None if self.backend == "torch" else dense_runner(self.storage, self.backend)
         except KleeneError as error:
             raise LayerError(f"ISANLayer: backend {backend!r}: {error}") from None
         self.input_size = input_size
@@ -108,11 +109,11 @@ class ISANLayer(RationalLayer):
         source, c = h0[:, :1, 0], h0[:, 1:, 0]
         matrices = self.matrix(x).view(b, t, d, d)
         offsets = s.times(source[:, None, :], self.offset(x))  # q0 ⊗ b_x
-        if self.backend != "torch":
+        if self._dense is not None:
             if x.dtype not in (torch.float32, torch.float64):
                 raise LayerError(f"ISANLayer: the {self.backend} backend runs float32 or float64, got {x.dtype}")
             try:
-                h, c = dense_recurrence(matrices, offsets, lengths, c, s, self.backend)
+                h, c = self._dense(matrices, offsets, lengths, c)
             except CompileError as error:
                 raise LayerError(f"ISANLayer: {error}") from None
             return h, torch.cat([source, c], 1)[:, :, None]

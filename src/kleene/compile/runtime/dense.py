@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -283,13 +284,60 @@ class _GpuDense(torch.autograd.Function):
         return None, None, grad_w, grad_off, None, grad_c0
 
 
+def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tuple[Tensor, Tensor]]:
+    """``run(matrices, offsets, lengths, c0) -> (h, final c)``: ``dense_recurrence`` with its kernels built now (so
+    that ``torch.compile`` traces only the call: the CPU kernels through their custom ops).
+
+    Raises:
+        CompileError: an unknown backend, a semiring without kernels, or a backend that cannot run here (no
+            compiler, no triton, no GPU); when run: see ``dense_recurrence``.
+    """
+    if backend not in DENSE_BACKENDS:
+        raise CompileError(f"dense_recurrence: backend must be one of {', '.join(DENSE_BACKENDS)}; got {backend!r}")
+    prepare_dense(semiring, backend)
+    ops = dense_ops(semiring) if backend == "cpp" else None
+    kernel = load_dense_cpu(semiring)[1] if backend == "cpp" else None
+
+    def run(matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
+        if offsets.dim() != 3:
+            raise CompileError(f"dense_recurrence: offsets must be (B, T, d); got shape {tuple(offsets.shape)}")
+        b, t, d = offsets.shape
+        for name, x, shape in (("matrices", matrices, (b, t, d, d)), ("lengths", lengths, (b,)), ("c0", c0, (b, d))):
+            if tuple(x.shape) != shape:
+                raise CompileError(f"dense_recurrence: {name} must have shape {shape}; got {tuple(x.shape)}")
+        if offsets.dtype not in (torch.float32, torch.float64) or matrices.dtype != offsets.dtype or (
+            c0.dtype != offsets.dtype
+        ):
+            raise CompileError(
+                f"dense_recurrence: matrices, offsets and c0 must share a dtype, float32 or float64; got "
+                f"{matrices.dtype}, {offsets.dtype}, {c0.dtype}"
+            )
+        lengths = lengths.to(torch.int64)
+        if ops is not None and kernel is not None:
+            if torch.compiler.is_compiling():
+                h, final = ops[0](matrices, offsets, lengths, c0)
+                return h, final
+            if torch.is_grad_enabled() and any(x.requires_grad for x in (matrices, offsets, c0)):
+                h, final = _CpuEager.apply(kernel, matrices, offsets, lengths, c0)
+                return h, final
+            return _cpu_forward(kernel, matrices, offsets, lengths, c0)
+        interpreted = backend == "triton" and triton_interpreting() and offsets.device.type == "cpu"
+        if not (offsets.is_cuda or interpreted):
+            where = "CUDA tensors (or CPU tensors under TRITON_INTERPRET=1)" if backend == "triton" else "CUDA tensors"
+            raise CompileError(f"the {backend} backend runs on {where}; got {offsets.device}")
+        h, final = _GpuDense.apply(backend, semiring, matrices, offsets, lengths, c0)
+        return h, final
+
+    return run
+
+
 def dense_recurrence(
     matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor, semiring: Semiring, backend: str = "cpp"
 ) -> tuple[Tensor, Tensor]:
     """``(h, final c)`` of ``c_t = W_t ⊗ c_{t-1} ⊕ o_t`` in ``semiring``'s storage algebra (values as stored):
     ``matrices`` (B, T, d, d) row-major ``W[i, j]``, ``offsets`` (B, T, d), ``lengths`` (B,) integers in 0..T,
     ``c0`` (B, d); ``h`` (B, T, d) is ``c_t`` at the consumed steps and 0 past a sequence's length.
-    Differentiable in ``matrices``, ``offsets`` and ``c0``.
+    Differentiable in ``matrices``, ``offsets`` and ``c0``. (Under ``torch.compile`` use ``dense_runner``.)
 
     Caution:
         ``lengths`` are trusted to lie in 0..T (the layers check them); float32 or float64 only.
@@ -298,38 +346,7 @@ def dense_recurrence(
         CompileError: an unknown backend, mismatched shapes, dtypes or devices, a semiring without kernels, or a
             backend that cannot run here (no compiler, no triton, no GPU).
     """
-    if backend not in DENSE_BACKENDS:
-        raise CompileError(f"dense_recurrence: backend must be one of {', '.join(DENSE_BACKENDS)}; got {backend!r}")
-    if offsets.dim() != 3:
-        raise CompileError(f"dense_recurrence: offsets must be (B, T, d); got shape {tuple(offsets.shape)}")
-    b, t, d = offsets.shape
-    for name, x, shape in (("matrices", matrices, (b, t, d, d)), ("lengths", lengths, (b,)), ("c0", c0, (b, d))):
-        if tuple(x.shape) != shape:
-            raise CompileError(f"dense_recurrence: {name} must have shape {shape}; got {tuple(x.shape)}")
-    if offsets.dtype not in (torch.float32, torch.float64) or {matrices.dtype, c0.dtype} != {offsets.dtype}:
-        raise CompileError(
-            f"dense_recurrence: matrices, offsets and c0 must share a dtype, float32 or float64; got "
-            f"{matrices.dtype}, {offsets.dtype}, {c0.dtype}"
-        )
-    lengths = lengths.to(torch.int64)
-    if backend == "cpp":
-        if torch.compiler.is_compiling():
-            forward, _ = dense_ops(semiring)
-            h, final = forward(matrices, offsets, lengths, c0)
-            return h, final
-        _, kernel = load_dense_cpu(semiring)
-        if torch.is_grad_enabled() and any(x.requires_grad for x in (matrices, offsets, c0)):
-            h, final = _CpuEager.apply(kernel, matrices, offsets, lengths, c0)
-            return h, final
-        return _cpu_forward(kernel, matrices, offsets, lengths, c0)
-    if backend == "triton" and not (offsets.is_cuda or (triton_interpreting() and offsets.device.type == "cpu")):
-        raise CompileError(
-            f"the triton backend runs on CUDA tensors (or CPU tensors under TRITON_INTERPRET=1); got {offsets.device}"
-        )
-    if backend == "cuda" and not offsets.is_cuda:
-        raise CompileError(f"the cuda backend runs on CUDA tensors; got {offsets.device}")
-    h, final = _GpuDense.apply(backend, semiring, matrices, offsets, lengths, c0)
-    return h, final
+    return dense_runner(semiring, backend)(matrices, offsets, lengths, c0)
 
 
 def prepare_dense(semiring: Semiring, backend: str) -> None:
