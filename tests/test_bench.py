@@ -65,6 +65,8 @@ def test_model_build_seconds_counts_the_kernels_share() -> None:
         pytest.skip(f"no C++ compiler: {exc}")
     total, kernels = bench.model_build_seconds("rrnn-b")
     assert 0 < kernels < total
+    total, kernels = bench.model_build_seconds("isan")  # the dense path's kernel
+    assert 0 < kernels < total
     total, kernels = bench.model_build_seconds("cnn")  # no kernel
     assert total > 0 and kernels == 0
 

@@ -684,30 +684,37 @@ BUILD_VOCAB, BUILD_CLASSES = 1000, 2
 
 def model_build_seconds(name: str) -> tuple[float, float]:
     """(seconds to build registry model ``name`` at its defaults and run one forward on a (2, 5) batch, the part of
-    them spent making its kernels ready: ``load_kernel``'s source generation, compilation or cache lookup and
-    loading). Torch and kleene are imported before the clock starts. Classifiers get ``BUILD_CLASSES`` classes,
-    language models (builders without ``num_classes``) none.
+    them spent making its kernels ready: ``load_kernel``'s and ``load_dense_cpu``'s source generation, compilation
+    or cache lookup and loading). Torch and kleene are imported before the clock starts. Classifiers get
+    ``BUILD_CLASSES`` classes, language models (builders without ``num_classes``) none.
 
     Raises:
         ModelConfigError: the model cannot be built from a vocabulary alone (``regex`` needs rules).
     """
     import inspect
 
-    from kleene.compile.runtime import cpu
+    from kleene.compile.runtime import cpu, dense
     from kleene.nn.registry import build_model, model_builder
 
     loading = 0.0
-    load_kernel = cpu.load_kernel
+    # the loaders of the template kernels and of the dense path's (their modules' own callers look the names up at
+    # call time, so replacing the module attributes times every load)
+    loaders = [(cpu, "load_kernel"), (dense, "load_dense_cpu")]
+    originals = [getattr(module, attribute) for module, attribute in loaders]
 
-    def timed_load(plan: Any) -> Any:
-        nonlocal loading
-        start = time.perf_counter()
-        try:
-            return load_kernel(plan)
-        finally:
-            loading += time.perf_counter() - start
+    def timed(load: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            nonlocal loading
+            start = time.perf_counter()
+            try:
+                return load(*args)
+            finally:
+                loading += time.perf_counter() - start
 
-    cpu.load_kernel = timed_load  # type: ignore[assignment]  # cpu's own callers look the name up at call time
+        return run
+
+    for (module, attribute), load in zip(loaders, originals):
+        setattr(module, attribute, timed(load))
     try:
         parameters = inspect.signature(model_builder(name)).parameters
         classes = {"num_classes": BUILD_CLASSES} if "num_classes" in parameters else {}
@@ -718,7 +725,8 @@ def model_build_seconds(name: str) -> tuple[float, float]:
             model(tokens, torch.tensor([5, 3]))
         return time.perf_counter() - start, loading
     finally:
-        cpu.load_kernel = load_kernel  # type: ignore[assignment]
+        for (module, attribute), load in zip(loaders, originals):
+            setattr(module, attribute, load)
 
 
 def registry_build_records(names: Sequence[str] | None = None) -> list[Record]:
