@@ -101,26 +101,25 @@ def _layers(semiring: str, d: int, seed: int) -> tuple[ISANLayer, ISANLayer]:
     return kernel, reference
 
 
+@pytest.mark.parametrize("with_h0", [True, False])
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-def test_isan_layer_kernel_matches_the_torch_loop(semiring: str) -> None:
-    """Outputs, final states and every gradient (input, weights, h0) of the layer on both backends."""
+def test_isan_layer_kernel_matches_the_torch_loop(semiring: str, with_h0: bool) -> None:
+    """Outputs, final states and every gradient (input, weights, h0) of the layer on both backends; without h0 the
+    units start at the semiring's zero (-inf in the log-domain semirings: its products and their gradients too)."""
     kernel, reference = _layers(semiring, 6, seed=2)
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(4, 5, 5, generator=gen, dtype=torch.float64)
     lengths = torch.tensor([5, 0, 2, 4])
-    s = kernel.storage
     h0 = torch.randn(4, 7, 1, generator=gen, dtype=torch.float64)
-    if s.log_weights or float(s.zero) == math.inf:  # log-domain values: any real number; real: keep it small
-        h0 = h0 * 2
     results = []
     for layer in (kernel, reference):
         xs, hs = x.clone().requires_grad_(), h0.clone().requires_grad_()
-        h, state = layer(xs, lengths, hs)
+        h, state = layer(xs, lengths, hs if with_h0 else None)
         g = torch.Generator().manual_seed(4)
         loss = (h * torch.randn(h.shape, generator=g, dtype=h.dtype)).sum()
         loss = loss + (state * torch.randn(state.shape, generator=g, dtype=h.dtype)).sum()
         params = list(layer.parameters())
-        grads = torch.autograd.grad(loss, [xs, hs, *params])
+        grads = torch.autograd.grad(loss, [xs, *params, *([hs] if with_h0 else [])])
         results.append((h, state, grads))
     (h, state, grads), (h_ref, state_ref, grads_ref) = results
     torch.testing.assert_close(h, h_ref, rtol=1e-12, atol=1e-12)
