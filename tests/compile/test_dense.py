@@ -253,3 +253,89 @@ def test_triton_ahead_of_time_ptx_for_sm80(
         assert f".visible .entry {name}(" in text and ".target sm_80" in text
     # the forward's ⊕ (max, also inside logaddexp) as a GPU instruction of the dtype's width
     assert re.search(rf"max(\.NaN)?\.{width}", ptx["kleene_dense_forward"])
+
+
+# The CUDA kernels on the CPU: the qualifiers defined away, each block's threads real threads meeting at a real
+# barrier in __syncthreads (so the shared-memory phases are exercised with several threads), blocks one by one.
+_EMULATION = r"""
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(threads)
+#define __shared__
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+struct KleeneDim3 { unsigned x, y, z; };
+static KleeneDim3 blockIdx, blockDim;
+static thread_local KleeneDim3 threadIdx;
+alignas(64) unsigned char dense_shared[1 << 16];
+struct KleeneBarrier {
+  std::mutex mutex;
+  std::condition_variable all;
+  unsigned count, waiting = 0, generation = 0;
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    const unsigned seen = generation;
+    if (++waiting == count) { waiting = 0; ++generation; all.notify_all(); return; }
+    all.wait(lock, [&] { return generation != seen; });
+  }
+};
+static KleeneBarrier* kleene_barrier;
+static void __syncthreads() { kleene_barrier->wait(); }
+"""
+_LAUNCH = r"""
+template <typename Kernel, typename... Args> static void emulate(int64_t blocks, Kernel kernel, Args... args) {
+  blockDim.x = THREADS;
+  for (blockIdx.x = 0; int64_t(blockIdx.x) < blocks; ++blockIdx.x) {
+    KleeneBarrier barrier;
+    barrier.count = THREADS;
+    kleene_barrier = &barrier;
+    std::vector<std::thread> threads;
+    for (unsigned i = 0; i < THREADS; ++i) threads.emplace_back([=] { threadIdx.x = i; kernel(args...); });
+    for (auto& thread : threads) thread.join();
+  }
+}
+extern "C" void emulate_forward(const double* W, const double* off, const int64_t* lengths, const double* c0,
+                                double* h, double* cT, int64_t B, int64_t Tn, int64_t D) {
+  emulate(B, kleene_dense_forward_f64, W, off, lengths, c0, h, cT, B, Tn, D);
+}
+extern "C" void emulate_backward(const double* W, const double* off, const int64_t* lengths, const double* c0,
+                                 const double* h, const double* gh, const double* gcT, double* gW, double* goff,
+                                 double* gc0, int64_t B, int64_t Tn, int64_t D) {
+  emulate(B, kleene_dense_backward_f64, W, off, lengths, c0, h, gh, gcT, gW, goff, gc0, B, Tn, D);
+}
+"""
+
+
+@pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "min-plus"])
+def test_cuda_kernels_run_on_the_cpu_agree_with_the_cpp_kernel(semiring: str, tmp_path: Path) -> None:
+    """3 threads a block over d = 5 (rows and columns strided), forward and backward, against the CPU kernel."""
+    import ctypes
+
+    from kleene.compile.runtime.cpu import build
+
+    storage = get_semiring(semiring).storage
+    source = generate_dense_cuda(storage)[0]
+    library = ctypes.CDLL(str(build(_EMULATION + source + "#define THREADS 3u\n" + _LAUNCH)[0]))
+    w, off, c0 = _inputs(semiring, 3, 4, 5, seed=10)
+    lengths = torch.tensor([4, 0, 2])
+    gen = torch.Generator().manual_seed(12)
+    grad_h = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
+    grad_final = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    h, final = torch.zeros(3, 4, 5, dtype=torch.float64), torch.zeros(3, 5, dtype=torch.float64)
+    gw, goff, gc0 = torch.zeros_like(w), torch.zeros_like(off), torch.zeros_like(c0)
+    pointers = [x.data_ptr() for x in (w, off, lengths, c0, h, final)]
+    library.emulate_forward.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 3
+    library.emulate_forward(*pointers, 3, 4, 5)
+    pointers = [x.data_ptr() for x in (w, off, lengths, c0, h, grad_h, grad_final, gw, goff, gc0)]
+    library.emulate_backward.argtypes = [ctypes.c_void_p] * 10 + [ctypes.c_int64] * 3
+    library.emulate_backward(*pointers, 3, 4, 5)
+    args = [v.clone().requires_grad_() for v in (w, off, c0)]
+    h_ref, final_ref = dense_recurrence(args[0], args[1], lengths, args[2], storage)
+    grads = torch.autograd.grad((h_ref * grad_h).sum() + (final_ref * grad_final).sum(), args)
+    torch.testing.assert_close(h, h_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(final, final_ref, rtol=1e-12, atol=1e-12)
+    for got, want in zip((gw, goff, gc0), grads):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-11)

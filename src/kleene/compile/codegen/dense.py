@@ -400,10 +400,11 @@ __device__ void dense_backward_impl(const T* __restrict__ W, const T* __restrict
 
 _CUDA_FORWARD_ARGS = ("W", "off", "lengths", "c0", "h", "cT")
 _CUDA_BACKWARD_ARGS = ("W", "off", "lengths", "c0", "h", "gh", "gcT", "gW", "goff", "gc0")
-_CUDA_OUTPUTS = {"h", "cT", "gW", "goff", "gc0"}
+_CUDA_OUTPUTS = {"forward": {"h", "cT"}, "backward": {"gW", "goff", "gc0"}}
 
 
 def _cuda_launcher(kind: str, args: tuple[str, ...], shared: str) -> tuple[str, list[str]]:
+    outputs = _CUDA_OUTPUTS[kind]
     signature = (
         f"void kleene_dense_{kind}_launch(bool f64, "
         + ", ".join(f"int64_t {a}" for a in args)
@@ -413,13 +414,13 @@ def _cuda_launcher(kind: str, args: tuple[str, ...], shared: str) -> tuple[str, 
     def cast(ctype: str, name: str) -> str:
         if name == "lengths":
             return "reinterpret_cast<const int64_t*>(lengths)"
-        const = "" if name in _CUDA_OUTPUTS else "const "
+        const = "" if name in outputs else "const "
         return f"reinterpret_cast<{const}{ctype}*>({name})"
 
     lines = []
     for suffix, ctype in (("f32", "float"), ("f64", "double")):
         params = ", ".join(
-            f"{'' if a in _CUDA_OUTPUTS else 'const '}{'int64_t' if a == 'lengths' else ctype}* {a}" for a in args
+            f"{'' if a in outputs else 'const '}{'int64_t' if a == 'lengths' else ctype}* {a}" for a in args
         )
         lines += [
             f'extern "C" __global__ void __launch_bounds__({CUDA_DENSE_THREADS}) kleene_dense_{kind}_{suffix}('
