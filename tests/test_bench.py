@@ -42,12 +42,15 @@ def test_every_layer_row_runs_against_its_own_projection(capsys: pytest.CaptureF
     """Each registry layer's row at a tiny shape (torch backend: no compiler needed): the layer and the projection
     closure run on the layer's own weights, forward and forward+backward, and the row shows layer/GEMM."""
     records = bench.layer_records((2, 3, 8), [bench.FORWARD, bench.BOTH], "torch", 0.0, rnns="")
-    labels = [label for label, _, _ in bench.layer_cases()]
+    cases = {case.label: case for case in bench.layer_cases()}
+    labels = list(cases)
     assert [r["automaton"] for r in records] == [f"layer {label}" for label in labels for _ in range(2)]
-    assert {"QRNN f K1", "QRNN ifo K2", "ISAN", "SRU", "RRNN(F)", "RCNN"} <= set(labels)
+    assert {"QRNN f K1", "QRNN ifo K2", "ISAN", "ISAN d256", "SRU", "RRNN(F)", "RCNN"} <= set(labels)
+    assert (cases["ISAN"].hidden, cases["ISAN d256"].hidden) == (32, 256)
     for record in records:
         assert record["kernel_ms"] > 0 and record["gemm_ms"] > 0
-        hidden = bench.ISAN_HIDDEN if record["automaton"] == "layer ISAN" else 8
+        case = cases[record["automaton"].removeprefix("layer ")]
+        hidden = 8 if case.hidden is None else case.hidden
         assert record["shape"] == [2, 3, hidden] and record["input_size"] == 8
     row = capsys.readouterr().out.splitlines()[0]
     assert row.startswith("layer RRNN(B)") and f"{records[0]['kernel_ms'] / records[0]['gemm_ms']:.2f}" in row
@@ -62,6 +65,8 @@ def test_model_build_seconds_counts_the_kernels_share() -> None:
         pytest.skip(f"no C++ compiler: {exc}")
     total, kernels = bench.model_build_seconds("rrnn-b")
     assert 0 < kernels < total
+    total, kernels = bench.model_build_seconds("isan")  # the dense path's kernel
+    assert 0 < kernels < total
     total, kernels = bench.model_build_seconds("cnn")  # no kernel
     assert total > 0 and kernels == 0
 
@@ -71,6 +76,8 @@ def test_unknown_section() -> None:
 
     with pytest.raises(ArgumentError, match="bench section 'x'"):
         bench.run(section="x")
+    with pytest.raises(ArgumentError, match=r"bench layers \['ISAN 512'\] are not layer rows"):
+        bench.run(section="layers", layers=["ISAN", "ISAN 512"])
 
 
 def test_cpu_time_needs_one_thread() -> None:

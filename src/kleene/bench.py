@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -421,8 +421,15 @@ def recurrence_records(
     return records
 
 
-#: A layer row: (label, build(input_size, hidden_size, backend) -> layer, gemm(layer, x) -> the projection output)
-LayerCase = tuple[str, Callable[..., nn.Module], Callable[[Any, Tensor], list[Tensor]]]
+class LayerCase(NamedTuple):
+    """A layer row: ``build(input_size, hidden_size, backend=...)`` makes the layer, ``gemm(layer, x)`` runs its
+    projection alone; ``hidden``: its hidden size (None: the input size), ``batch``: its batch (None: the run's)."""
+
+    label: str
+    build: Callable[..., nn.Module]
+    gemm: Callable[[Any, Tensor], list[Tensor]]
+    hidden: int | None = None
+    batch: int | None = None
 
 
 def _qrnn_gemm(layer: Any, x: Tensor) -> list[Tensor]:
@@ -441,20 +448,21 @@ def layer_cases() -> list[LayerCase]:
     from kleene.nn.sru import SRULayer
 
     cases: list[LayerCase] = [
-        (f"RRNN({kind})", partial(RRNNLayer, kind=kind), lambda layer, x: [layer.slots(x)[0]]) for kind in "BCF"
+        LayerCase(f"RRNN({kind})", partial(RRNNLayer, kind=kind), lambda layer, x: [layer.slots(x)[0]])
+        for kind in "BCF"
     ]
-    cases.append(("SRU", SRULayer, lambda layer, x: [layer.transform(x), layer.gates(x)]))
+    cases.append(LayerCase("SRU", SRULayer, lambda layer, x: [layer.transform(x), layer.gates(x)]))
     for pooling in ("f", "fo", "ifo"):
         for window in (1, 2):
             build = partial(QRNNLayer, pooling=pooling, window=window)
-            cases.append((f"QRNN {pooling} K{window}", build, _qrnn_gemm))
-    cases.append(("RCNN", RCNNLayer, lambda layer, x: [layer.inputs(x), layer.decay(x)]))
-    cases.append(("ISAN", ISANLayer, lambda layer, x: [layer.matrix(x), layer.offset(x)]))
+            cases.append(LayerCase(f"QRNN {pooling} K{window}", build, _qrnn_gemm))
+    cases.append(LayerCase("RCNN", RCNNLayer, lambda layer, x: [layer.inputs(x), layer.decay(x)]))
+    # ISAN's projection has d² + d outputs (hidden 512 would be a 1.1 TFLOP GEMM); at hidden 256 its matrices are
+    # B·T·d² values (2 GB at batch 32): a batch of 4
+    isan_gemm = lambda layer, x: [layer.matrix(x), layer.offset(x)]  # noqa: E731
+    cases.append(LayerCase("ISAN", ISANLayer, isan_gemm, hidden=32))
+    cases.append(LayerCase("ISAN d256", ISANLayer, isan_gemm, hidden=256, batch=4))
     return cases
-
-
-#: ISAN's hidden size in the layer rows: its projection has d² + d outputs (hidden 512 would be a 1.1 TFLOP GEMM)
-ISAN_HIDDEN = 32
 
 
 def layer_vs_gemm(
@@ -489,7 +497,7 @@ def layer_vs_gemm(
             "shape": [b, t, int(getattr(layer, "output_size", 0))],
             "input_size": int(x.shape[2]),
             "pass": pass_name,
-            "backend": getattr(getattr(layer, "recurrence", None), "backend", "torch"),
+            "backend": getattr(getattr(layer, "recurrence", layer), "backend", "torch"),
             "kernel_ms": time_ms(kernel, budget, max_reps=8, min_reps=2),
             "gemm_ms": time_ms(projection, budget, max_reps=8, min_reps=2),
             "naive_ms": None,
@@ -509,23 +517,25 @@ def layer_records(
     only: Sequence[str] | None = None,
     rnns: str = "lstm+gru",
 ) -> list[Record]:
-    """Every ``layer_cases`` layer (``only``: those labels) at ``shape`` = (B, T, hidden = input size; ISAN:
-    hidden ``ISAN_HIDDEN``) against its projection GEMM and nn.LSTM/nn.GRU (``rnns``) of the same sizes."""
+    """Every ``layer_cases`` layer (``only``: those labels) at ``shape`` = (B, T, input size; the case's hidden size,
+    else the input size, and its batch, else B) against its projection GEMM and nn.LSTM/nn.GRU (``rnns``) of the
+    same sizes."""
     b, t, d = shape
     x = torch.randn(b, t, d, generator=torch.Generator().manual_seed(1))
 
-    def rnn_times(hidden: int, pass_name: str) -> dict[str, float]:  # timed again for each row: side by side
-        return _rnn_times((b, t, d), pass_name, budget, "gru" in rnns, hidden) if rnns else {}
+    def rnn_times(batch: int, hidden: int, pass_name: str) -> dict[str, float]:  # timed again for each row
+        return _rnn_times((batch, t, d), pass_name, budget, "gru" in rnns, hidden) if rnns else {}
 
     records = []
-    for label, build, gemm in layer_cases():
-        if only is not None and label not in only:
+    for case in layer_cases():
+        if only is not None and case.label not in only:
             continue
-        hidden = ISAN_HIDDEN if label == "ISAN" else d
+        hidden = d if case.hidden is None else case.hidden
+        batch = b if case.batch is None else min(b, case.batch)
         torch.manual_seed(0)
-        layer = build(d, hidden, backend=backend)
+        layer = case.build(d, hidden, backend=backend)
         records += layer_vs_gemm(
-            label, layer, partial(gemm, layer), x, passes, budget, partial(rnn_times, hidden)
+            case.label, layer, partial(case.gemm, layer), x[:batch], passes, budget, partial(rnn_times, batch, hidden)
         )
     return records
 
@@ -674,30 +684,37 @@ BUILD_VOCAB, BUILD_CLASSES = 1000, 2
 
 def model_build_seconds(name: str) -> tuple[float, float]:
     """(seconds to build registry model ``name`` at its defaults and run one forward on a (2, 5) batch, the part of
-    them spent making its kernels ready: ``load_kernel``'s source generation, compilation or cache lookup and
-    loading). Torch and kleene are imported before the clock starts. Classifiers get ``BUILD_CLASSES`` classes,
-    language models (builders without ``num_classes``) none.
+    them spent making its kernels ready: ``load_kernel``'s and ``load_dense_cpu``'s source generation, compilation
+    or cache lookup and loading). Torch and kleene are imported before the clock starts. Classifiers get
+    ``BUILD_CLASSES`` classes, language models (builders without ``num_classes``) none.
 
     Raises:
         ModelConfigError: the model cannot be built from a vocabulary alone (``regex`` needs rules).
     """
     import inspect
 
-    from kleene.compile.runtime import cpu
+    from kleene.compile.runtime import cpu, dense
     from kleene.nn.registry import build_model, model_builder
 
     loading = 0.0
-    load_kernel = cpu.load_kernel
+    # the loaders of the template kernels and of the dense path's (their modules' own callers look the names up at
+    # call time, so replacing the module attributes times every load)
+    loaders = [(cpu, "load_kernel"), (dense, "load_dense_cpu")]
+    originals = [getattr(module, attribute) for module, attribute in loaders]
 
-    def timed_load(plan: Any) -> Any:
-        nonlocal loading
-        start = time.perf_counter()
-        try:
-            return load_kernel(plan)
-        finally:
-            loading += time.perf_counter() - start
+    def timed(load: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            nonlocal loading
+            start = time.perf_counter()
+            try:
+                return load(*args)
+            finally:
+                loading += time.perf_counter() - start
 
-    cpu.load_kernel = timed_load  # type: ignore[assignment]  # cpu's own callers look the name up at call time
+        return run
+
+    for (module, attribute), load in zip(loaders, originals):
+        setattr(module, attribute, timed(load))
     try:
         parameters = inspect.signature(model_builder(name)).parameters
         classes = {"num_classes": BUILD_CLASSES} if "num_classes" in parameters else {}
@@ -708,7 +725,8 @@ def model_build_seconds(name: str) -> tuple[float, float]:
             model(tokens, torch.tensor([5, 3]))
         return time.perf_counter() - start, loading
     finally:
-        cpu.load_kernel = load_kernel  # type: ignore[assignment]
+        for (module, attribute), load in zip(loaders, originals):
+            setattr(module, attribute, load)
 
 
 def registry_build_records(names: Sequence[str] | None = None) -> list[Record]:
@@ -756,6 +774,7 @@ def run(
     threads: int | None = None,
     section: str | None = None,
     cpu_time: bool = False,
+    layers: Sequence[str] | None = None,
 ) -> list[Record]:
     """Run the benchmark (``quick``: the (32, 256, 512) rows and B at (1, 4096, 512)); print the table.
 
@@ -764,15 +783,20 @@ def run(
     ``"builds"`` (only ``registry_build_records``).
 
     ``cpu_time``: time with the process's CPU time instead of wall time (``CLOCK``; needs ``threads=1``).
+    ``layers``: only these ``layer_cases`` labels in the layer rows (default: every one).
 
     Raises:
-        ArgumentError: an unknown ``section``, or ``cpu_time`` without ``threads=1``.
+        ArgumentError: an unknown ``section`` or layer label, or ``cpu_time`` without ``threads=1``.
     """
     global CLOCK
     if section not in SECTIONS:
         raise ArgumentError(f"bench section {section!r} is not one of {SECTIONS}")
     if cpu_time and threads != 1:
         raise ArgumentError(f"cpu_time measures one thread's CPU time; it needs threads=1, not {threads}")
+    labels = [case.label for case in layer_cases()]
+    unknown = [label for label in layers or () if label not in labels]
+    if unknown:
+        raise ArgumentError(f"bench layers {unknown} are not layer rows; the rows are {labels}")
     CLOCK = time.process_time if cpu_time else time.perf_counter
     if section == "builds":
         print(f"# {cpu_model()}, torch {torch.__version__}; each model in a fresh cache and process", flush=True)
@@ -803,11 +827,11 @@ def run(
     big, long, small = SHAPES
     records: list[Record] = []
     if section == "layers":
-        records += layer_records(big, both, backend, budget, rnns="lstm" if quick else "lstm+gru")
+        records += layer_records(big, both, backend, budget, layers, rnns="lstm" if quick else "lstm+gru")
     else:
         records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru", bandwidth)
         records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru", bandwidth)
-        records += layer_records(big, both, backend, budget, rnns="lstm" if quick else "lstm+gru")
+        records += layer_records(big, both, backend, budget, layers, rnns="lstm" if quick else "lstm+gru")
     if not quick and section is None:
         records += recurrence_records(long, ["C", "F", "SoPa"], [BOTH], backend, budget, "", bandwidth)
         records += recurrence_records(long, AUTOMATA, [FORWARD], backend, budget, "lstm+gru", bandwidth)

@@ -31,6 +31,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="time with the process's CPU time, not wall time (with --threads 1: on a machine loaded past its cores)",
     )
     parser.add_argument("--threads", type=int, default=None, help="threads for torch and the kernels (default: all)")
+    parser.add_argument(
+        "--layer",
+        action="append",
+        default=None,
+        metavar="LABEL",
+        help="only this layer row (repeatable; e.g. ISAN, 'ISAN d256', SRU); default: every layer row",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -38,5 +45,6 @@ def run(args: argparse.Namespace) -> int:
     from kleene.bench import run as run_bench
 
     options = {"backend": args.backend, "threads": args.threads, "section": args.section, "cpu_time": args.cpu_time}
+    options["layers"] = args.layer
     run_bench(quick=args.quick, json_path=args.json, **options)
     return 0

@@ -9,9 +9,10 @@ vector). ``W_x`` and ``b_x`` are affine functions of the symbol's vector (its em
 the current symbol only; with a learned embedding this is the per-symbol lookup of the original ISAN.
 
 Every state reaches every state, so the WFSA is dense: its Forward step is a batched semiring matrix-vector
-product (``Semiring.matmul`` of the storage semiring: ``torch.bmm`` in the real semiring), not a generated
-kernel with d² unrolled arcs (``isan_template`` states the same automaton as a template, for drawing and for
-comparing with the compiled path).
+product, which runs inside a generated kernel of the dense path (``kleene.compile.runtime.dense``: every step in
+one call, generic in d), not as a template with d² unrolled arcs (``isan_template`` states the same automaton as
+a template, for drawing and for comparing with the compiled path). ``backend="torch"`` runs the reference: one
+``Semiring.matmul`` of the storage semiring per step (``torch.bmm`` in the real semiring) in a Python loop.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import torch
 from kleene.automata.semiring import Semiring
 from kleene.compile import Template
 from kleene.compile.module import backends
-from kleene.errors import LayerError
+from kleene.compile.runtime.dense import choose_dense_backend, dense_runner
+from kleene.errors import CompileError, KleeneError, LayerError
 from kleene.nn import projection
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
@@ -58,9 +60,13 @@ class ISANLayer(RationalLayer):
     near a contraction: the element of probability 1/2 on the diagonal, of 1/(100 d) elsewhere, plus small noise.
     The state (``forward``'s second result, ``h0``) is the WFSA's (B, d + 1, 1): the source q0 (one) and c.
 
+    ``backend``: "auto" (the dense path's kernels: "cpp" on the CPU, "triton"/"cuda" first where a GPU is present;
+    the torch loop, with a warning, when none builds), one of them by name, or "torch" (the reference loop, one
+    batched semiring matrix-vector product per step). ``self.backend`` is the one chosen.
+
     Caution:
-        The recurrence runs as one batched semiring matrix-vector product per step (module docstring) in torch
-        on every backend; ``backend`` is checked and kept for the layers' common signature only.
+        The kernels run float32 and float64; other dtypes (and tensors on a device the chosen backend does not
+        run on) raise ``LayerError``.
     """
 
     @property
@@ -75,6 +81,11 @@ class ISANLayer(RationalLayer):
         self.storage, self.semiring = self.algebra.storage, self.algebra.name
         if backend != "auto" and backend not in backends():
             raise LayerError(f"ISANLayer: unknown backend {backend!r}; available: {', '.join(backends())} and 'auto'")
+        try:
+            self.backend = choose_dense_backend(self.storage, backend)
+            self._dense = None if self.backend == "torch" else dense_runner(self.storage, self.backend)
+        except KleeneError as error:
+            raise LayerError(f"ISANLayer: backend {backend!r}: {error}") from None
         self.input_size = input_size
         self.size = self.output_size = hidden_size
         # W_x = reshape(A v_x + a), row-major W[i, j]
@@ -96,10 +107,18 @@ class ISANLayer(RationalLayer):
         elif h0.shape != (b, d + 1, 1):
             raise LayerError(f"ISANLayer: h0 must have shape {(b, d + 1, 1)}, got {tuple(h0.shape)}")
         source, c = h0[:, :1, 0], h0[:, 1:, 0]
-        matrices = self.matrix(x).view(b, t, d, d).unbind(1)
-        offsets = s.times(source[:, None, :], self.offset(x)).unbind(1)  # q0 ⊗ b_x
+        matrices = self.matrix(x).view(b, t, d, d)
+        offsets = s.times(source[:, None, :], self.offset(x))  # q0 ⊗ b_x
+        if self._dense is not None:
+            if x.dtype not in (torch.float32, torch.float64):
+                raise LayerError(f"ISANLayer: the {self.backend} backend runs float32 or float64, got {x.dtype}")
+            try:
+                h, c = self._dense(matrices, offsets, lengths, c)
+            except CompileError as error:
+                raise LayerError(f"ISANLayer: {error}") from None
+            return h, torch.cat([source, c], 1)[:, :, None]
         outputs = []
-        for step, (matrix, offset) in enumerate(zip(matrices, offsets)):
+        for step, (matrix, offset) in enumerate(zip(matrices.unbind(1), offsets.unbind(1))):
             new = s.plus(s.matmul(matrix, c[:, :, None])[:, :, 0], offset)
             running = (lengths > step)[:, None]
             c = torch.where(running, new, c)

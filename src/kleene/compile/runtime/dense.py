@@ -1,0 +1,438 @@
+"""The dense path's runtime: ``dense_recurrence`` runs ``c_t = W_t ⊗ c_{t-1} ⊕ o_t`` in a generated kernel.
+
+``kleene.compile.codegen.dense`` writes the kernels (C++ for the CPU, CUDA, Triton); this module builds and caches
+them as the template kernels are (``kleene.compile.runtime.cpu.build``: one shared library per storage algebra,
+a first build about a second, a cached load milliseconds; Triton modules in the same cache) and differentiates
+them. On the CPU the kernels are two ``torch.library`` custom ops (``kleene::dense_fwd_<key>``,
+``kleene::dense_bwd_<key>``) with fake implementations and autograd, so ``torch.library.opcheck`` passes and
+``torch.compile`` traces them; eager calls skip the dispatcher (as ``cpu.cpp_runner`` does).
+
+The backward reads the states from ``h`` (the forward's output holds every ``c_t``): nothing else is saved and
+nothing recomputed but one step's products, so there is no store-or-recompute choice to make
+(``Options.state_budget`` does not apply).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from kleene.automata.semiring import Semiring
+from kleene.compile.codegen.dense import (
+    generate_dense_cpp,
+    generate_dense_cuda,
+    generate_dense_triton,
+    selects,
+)
+from kleene.compile.runtime.cpu import build, cache_dir
+from kleene.compile.runtime.gpu import _write_atomically, triton_interpreting
+from kleene.errors import CompileError
+
+Tensor = torch.Tensor
+
+#: The backends of the dense path: "cpp" (CPU tensors), "triton" (CUDA tensors, or CPU ones under
+#: ``TRITON_INTERPRET=1``), "cuda" (CUDA tensors).
+DENSE_BACKENDS = ("cpp", "triton", "cuda")
+
+
+@dataclass
+class _CpuKernel:
+    library: Any
+    forward: dict[torch.dtype, Any]
+    backward: dict[torch.dtype, Any]
+
+
+_CPU: dict[str, _CpuKernel] = {}
+_OPS: dict[str, tuple[Any, Any]] = {}
+
+
+def load_dense_cpu(semiring: Semiring) -> tuple[str, _CpuKernel]:
+    """Build (or fetch from the cache) and load the CPU kernels of ``semiring``'s storage algebra: (key, kernels).
+
+    Raises:
+        CompileError: no kernel realisation, no compiler, or the compiler failed.
+    """
+    source = generate_dense_cpp(semiring)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if key not in _CPU:
+        path, _ = build(source)
+        lib = ctypes.CDLL(str(path))
+        ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+        forward, backward = {}, {}
+        for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
+            f = getattr(lib, f"kleene_dense_forward_{suffix}")
+            f.argtypes = [ptr] * 6 + [i64] * 3 + [c_int]
+            f.restype = None
+            g = getattr(lib, f"kleene_dense_backward_{suffix}")
+            g.argtypes = [ptr] * 10 + [i64] * 3 + [c_int]
+            g.restype = None
+            forward[dtype], backward[dtype] = f, g
+        _CPU[key] = _CpuKernel(lib, forward, backward)
+    return key, _CPU[key]
+
+
+def _check_cpu(*tensors: Tensor) -> None:
+    for x in tensors:
+        if x.device.type != "cpu":
+            raise CompileError(f"the cpp backend of the dense path runs on CPU tensors; got one on {x.device}")
+
+
+def _cpu_forward(kernel: _CpuKernel, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
+    _check_cpu(w, off, lengths, c0)
+    w, off, lengths, c0 = w.contiguous(), off.contiguous(), lengths.contiguous(), c0.contiguous()
+    b, t, d = off.shape
+    h, final = off.new_empty((b, t, d)), off.new_empty((b, d))
+    kernel.forward[w.dtype](
+        w.data_ptr(), off.data_ptr(), lengths.data_ptr(), c0.data_ptr(), h.data_ptr(), final.data_ptr(),
+        b, t, d, torch.get_num_threads(),
+    )  # fmt: skip
+    return h, final
+
+
+def _cpu_backward(
+    kernel: _CpuKernel,
+    w: Tensor,
+    off: Tensor,
+    lengths: Tensor,
+    c0: Tensor,
+    h: Tensor,
+    grad_h: Tensor,
+    grad_final: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    _check_cpu(w, off, lengths, c0, h, grad_h, grad_final)
+    args = [x.contiguous() for x in (w, off, lengths, c0, h, grad_h, grad_final)]
+    w, off, lengths, c0, h, grad_h, grad_final = args
+    grad_w, grad_off, grad_c0 = torch.empty_like(w), torch.empty_like(off), torch.empty_like(c0)
+    b, t, d = off.shape
+    kernel.backward[w.dtype](
+        w.data_ptr(), off.data_ptr(), lengths.data_ptr(), c0.data_ptr(), h.data_ptr(), grad_h.data_ptr(),
+        grad_final.data_ptr(), grad_w.data_ptr(), grad_off.data_ptr(), grad_c0.data_ptr(),
+        b, t, d, torch.get_num_threads(),
+    )  # fmt: skip
+    return grad_w, grad_off, grad_c0
+
+
+def dense_ops(semiring: Semiring) -> tuple[Any, Any]:
+    """The (forward, backward) ``torch.library`` custom ops of the CPU kernels of ``semiring``'s storage algebra:
+    ``forward(W, off, lengths, c0) -> (h, final c)``, ``backward(W, off, lengths, c0, h, grad_h, grad_final) ->
+    (grad W, grad off, grad c0)``; autograd is registered on the forward."""
+    key, kernel = load_dense_cpu(semiring)
+    if key in _OPS:
+        return _OPS[key]
+
+    @torch.library.custom_op(f"kleene::dense_fwd_{key}", mutates_args=())
+    def forward(w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
+        return _cpu_forward(kernel, w, off, lengths, c0)
+
+    @forward.register_fake
+    def _(w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> Any:
+        return off.new_empty(off.shape), c0.new_empty(c0.shape)
+
+    @torch.library.custom_op(f"kleene::dense_bwd_{key}", mutates_args=())
+    def backward(
+        w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor, h: Tensor, grad_h: Tensor, grad_final: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        return _cpu_backward(kernel, w, off, lengths, c0, h, grad_h, grad_final)
+
+    @backward.register_fake
+    def _(w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor, h: Tensor, grad_h: Tensor, grad_final: Tensor) -> Any:
+        return torch.empty_like(w), torch.empty_like(off), torch.empty_like(c0)
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+        w, off, lengths, c0 = inputs
+        ctx.save_for_backward(w, off, lengths, c0, output[0])
+
+    def grad_fn(ctx: Any, grad_h: Tensor | None, grad_final: Tensor | None) -> tuple[Any, ...]:
+        w, off, lengths, c0, h = ctx.saved_tensors
+        grad_h = torch.zeros_like(h) if grad_h is None else grad_h
+        grad_final = torch.zeros_like(c0) if grad_final is None else grad_final
+        g_w, g_off, g_c0 = backward(w, off, lengths, c0, h, grad_h, grad_final)
+        return g_w, g_off, None, g_c0
+
+    forward.register_autograd(grad_fn, setup_context=setup_context)
+    _OPS[key] = (forward, backward)
+    return _OPS[key]
+
+
+class _CpuEager(torch.autograd.Function):
+    """The CPU kernels under eager autograd (the custom ops' calls without the dispatcher's cost)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, kernel: _CpuKernel, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        h, final = _cpu_forward(kernel, w, off, lengths, c0)
+        ctx.kernel = kernel
+        ctx.save_for_backward(w, off, lengths, c0, h)
+        return h, final
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_h: Tensor, grad_final: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        w, off, lengths, c0, h = ctx.saved_tensors
+        g_w, g_off, g_c0 = _cpu_backward(ctx.kernel, w, off, lengths, c0, h, grad_h, grad_final)
+        return None, g_w, g_off, None, g_c0
+
+
+# --------------------------------------------------------------------------------------------
+# GPU: Triton and CUDA (one autograd function; launchers fill preallocated tensors)
+# --------------------------------------------------------------------------------------------
+_TRITON: dict[tuple[str, bool], ModuleType] = {}
+_CUDA: dict[str, Any] = {}
+
+
+def load_dense_triton(semiring: Semiring) -> ModuleType:
+    """Import the dense path's Triton module of ``semiring``'s storage algebra (written once into the cache;
+    interpreted when ``TRITON_INTERPRET=1`` at its first load in that mode).
+
+    Raises:
+        CompileError: triton is not installed, or the semiring has no kernel realisation.
+    """
+    if importlib.util.find_spec("triton") is None:
+        raise CompileError("the triton backend needs the triton package (pip install 'kleene[gpu]')")
+    source = generate_dense_triton(semiring)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    interpret = triton_interpreting()
+    if (key, interpret) not in _TRITON:
+        path = cache_dir() / "triton" / f"kleene_dense_{key}.py"
+        _write_atomically(path, source)
+        name = f"kleene_dense_{key}_{'interpreted' if interpret else 'compiled'}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _TRITON[(key, interpret)] = module
+    return _TRITON[(key, interpret)]
+
+
+def _block(d: int) -> int:
+    block = 1
+    while block < d:
+        block *= 2
+    return block
+
+
+def _cuda_extension(semiring: Semiring) -> Any:
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        raise CompileError("the cuda backend needs a CUDA build of torch and a GPU (it is compiled, not run, in CI)")
+    from torch.utils.cpp_extension import load_inline
+
+    from kleene.compile.codegen.cuda import NVCC_FLAGS
+
+    source, declarations, functions = generate_dense_cuda(semiring)
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if key not in _CUDA:
+        _CUDA[key] = load_inline(
+            name=f"kleene_dense_cuda_{key}",
+            cpp_sources=[declarations],
+            cuda_sources=[source],
+            functions=functions,
+            extra_cuda_cflags=["-O3", *NVCC_FLAGS],
+        )
+    return _CUDA[key]
+
+
+def _gpu_launch(backend: str, semiring: Semiring, kind: str, tensors: list[Tensor], b: int, t: int, d: int) -> None:
+    if backend == "triton":
+        module = load_dense_triton(semiring)
+        if b == 0:
+            return
+        if kind == "forward":
+            module.kleene_dense_forward[(b,)](*tensors, t, d, BLOCK=_block(d))
+        else:
+            module.kleene_dense_backward[(b,)](*tensors, t, d, SELECT=selects(semiring), BLOCK=_block(d))
+        return
+    ext = _cuda_extension(semiring)
+    stream = int(torch.cuda.current_stream(tensors[0].device).cuda_stream)
+    launch = ext.kleene_dense_forward_launch if kind == "forward" else ext.kleene_dense_backward_launch
+    launch(tensors[0].dtype == torch.float64, *(int(x.data_ptr()) for x in tensors), b, t, d, stream)
+
+
+class _GpuDense(torch.autograd.Function):
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, backend: str, semiring: Semiring, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        w, off, lengths, c0 = w.contiguous(), off.contiguous(), lengths.to(off.device).contiguous(), c0.contiguous()
+        b, t, d = off.shape
+        h, final = off.new_zeros((b, t, d)), c0.clone()
+        _gpu_launch(backend, semiring, "forward", [w, off, lengths, c0, h, final], b, t, d)
+        ctx.backend, ctx.semiring = backend, semiring
+        ctx.save_for_backward(w, off, lengths, c0, h)
+        return h, final
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_h: Tensor, grad_final: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        w, off, lengths, c0, h = ctx.saved_tensors
+        b, t, d = off.shape
+        grad_h = torch.zeros_like(h) if grad_h is None else grad_h.contiguous()
+        grad_final = torch.zeros_like(c0) if grad_final is None else grad_final.contiguous()
+        grad_w, grad_off, grad_c0 = torch.zeros_like(w), torch.zeros_like(off), grad_final.clone()
+        tensors = [w, off, lengths, c0, h, grad_h, grad_final, grad_w, grad_off, grad_c0]
+        _gpu_launch(ctx.backend, ctx.semiring, "backward", tensors, b, t, d)
+        return None, None, grad_w, grad_off, None, grad_c0
+
+
+def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tuple[Tensor, Tensor]]:
+    """``run(matrices, offsets, lengths, c0) -> (h, final c)``: ``dense_recurrence`` with its kernels built now (so
+    that ``torch.compile`` traces only the call: the CPU kernels through their custom ops).
+
+    Raises:
+        CompileError: an unknown backend, a semiring without kernels, or a backend that cannot run here (no
+            compiler, no triton, no GPU); when run: see ``dense_recurrence``.
+    """
+    if backend not in DENSE_BACKENDS:
+        raise CompileError(f"dense_recurrence: backend must be one of {', '.join(DENSE_BACKENDS)}; got {backend!r}")
+    prepare_dense(semiring, backend)
+    ops = dense_ops(semiring) if backend == "cpp" else None
+    kernel = load_dense_cpu(semiring)[1] if backend == "cpp" else None
+
+    def run(matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
+        if offsets.dim() != 3:
+            raise CompileError(f"dense_recurrence: offsets must be (B, T, d); got shape {tuple(offsets.shape)}")
+        b, t, d = offsets.shape
+        for name, x, shape in (("matrices", matrices, (b, t, d, d)), ("lengths", lengths, (b,)), ("c0", c0, (b, d))):
+            if tuple(x.shape) != shape:
+                raise CompileError(f"dense_recurrence: {name} must have shape {shape}; got {tuple(x.shape)}")
+        if offsets.dtype not in (torch.float32, torch.float64) or matrices.dtype != offsets.dtype or (
+            c0.dtype != offsets.dtype
+        ):
+            raise CompileError(
+                f"dense_recurrence: matrices, offsets and c0 must share a dtype, float32 or float64; got "
+                f"{matrices.dtype}, {offsets.dtype}, {c0.dtype}"
+            )
+        lengths = lengths.to(torch.int64)
+        if ops is not None and kernel is not None:
+            if torch.compiler.is_compiling():
+                h, final = ops[0](matrices, offsets, lengths, c0)
+                return h, final
+            if torch.is_grad_enabled() and any(x.requires_grad for x in (matrices, offsets, c0)):
+                h, final = _CpuEager.apply(kernel, matrices, offsets, lengths, c0)
+                return h, final
+            return _cpu_forward(kernel, matrices, offsets, lengths, c0)
+        interpreted = backend == "triton" and triton_interpreting() and offsets.device.type == "cpu"
+        if not (offsets.is_cuda or interpreted):
+            where = "CUDA tensors (or CPU tensors under TRITON_INTERPRET=1)" if backend == "triton" else "CUDA tensors"
+            raise CompileError(f"the {backend} backend runs on {where}; got {offsets.device}")
+        h, final = _GpuDense.apply(backend, semiring, matrices, offsets, lengths, c0)
+        return h, final
+
+    return run
+
+
+def dense_recurrence(
+    matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor, semiring: Semiring, backend: str = "cpp"
+) -> tuple[Tensor, Tensor]:
+    """``(h, final c)`` of ``c_t = W_t ⊗ c_{t-1} ⊕ o_t`` in ``semiring``'s storage algebra (values as stored):
+    ``matrices`` (B, T, d, d) row-major ``W[i, j]``, ``offsets`` (B, T, d), ``lengths`` (B,) integers in 0..T,
+    ``c0`` (B, d); ``h`` (B, T, d) is ``c_t`` at the consumed steps and 0 past a sequence's length.
+    Differentiable in ``matrices``, ``offsets`` and ``c0``. (Under ``torch.compile`` use ``dense_runner``.)
+
+    Caution:
+        ``lengths`` are trusted to lie in 0..T (the layers check them); float32 or float64 only.
+
+    Raises:
+        CompileError: an unknown backend, mismatched shapes, dtypes or devices, a semiring without kernels, or a
+            backend that cannot run here (no compiler, no triton, no GPU).
+    """
+    return dense_runner(semiring, backend)(matrices, offsets, lengths, c0)
+
+
+def prepare_dense(semiring: Semiring, backend: str) -> None:
+    """Build (or load from the cache) the kernels ``backend`` runs for ``semiring``'s storage algebra.
+
+    Raises:
+        CompileError: an unknown backend, or one that cannot run here (no compiler, no triton, no GPU).
+    """
+    if backend == "cpp":
+        load_dense_cpu(semiring)
+    elif backend == "triton":
+        if not (torch.cuda.is_available() or triton_interpreting()):
+            raise CompileError("the triton backend needs a CUDA device (or TRITON_INTERPRET=1 for the CPU interpreter)")
+        load_dense_triton(semiring)
+    elif backend == "cuda":
+        _cuda_extension(semiring)
+    else:
+        raise CompileError(f"the dense path has no {backend!r} backend; it has {', '.join(DENSE_BACKENDS)}")
+
+
+def choose_dense_backend(semiring: Semiring, backend: str) -> str:
+    """``backend`` for the dense path, its kernels built: "torch" (the caller's per-step reference) as is, a kernel
+    backend checked, "auto" the first of ``kleene.compile.module.AUTO_ORDER`` that builds (one warning when it
+    falls back), as ``kleene.compile.compile`` chooses.
+
+    Raises:
+        CompileError: a backend the dense path does not have, or one that cannot run here.
+    """
+    from kleene.compile.module import AUTO_ORDER
+
+    if backend != "auto":
+        if backend != "torch":
+            prepare_dense(semiring, backend)
+        return backend
+    failures = []
+    for name in AUTO_ORDER:
+        if name == "torch":
+            break
+        if name not in DENSE_BACKENDS:
+            continue
+        try:
+            prepare_dense(semiring, name)
+        except Exception as exc:  # noqa: BLE001 - any failure to build means: try the next backend
+            failures.append(f"{name}: {exc}")
+            continue
+        return name
+    if failures:
+        message = f"kleene dense path: using the torch backend ({'; '.join(failures)})"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    return "torch"
+
+
+def dense_triton_ptx(
+    semiring: Semiring, dtype: torch.dtype = torch.float32, capability: int = 80, block: int = 64
+) -> dict[str, str]:
+    """Compile the dense path's Triton kernels ahead of time for ``sm_<capability>`` at ``BLOCK = block`` (d up to
+    ``block``): {kernel name: PTX text}. Needs no GPU (Triton's compiler and ptxas run on the host).
+
+    Raises:
+        CompileError: triton is missing, the dtype is not float32/float64, or the kernels are currently loaded in
+            interpreter mode (unset ``TRITON_INTERPRET``).
+    """
+    types = {torch.float32: "*fp32", torch.float64: "*fp64"}
+    if dtype not in types:
+        raise CompileError(f"triton kernels are compiled for float32 or float64, not {dtype}")
+    if triton_interpreting():
+        raise CompileError("ahead-of-time compilation needs TRITON_INTERPRET unset (it is set)")
+    module = load_dense_triton(semiring)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    pointer = types[dtype]
+    constexprs = {
+        "kleene_dense_forward": {"BLOCK": block},
+        "kleene_dense_backward": {"BLOCK": block, "SELECT": selects(semiring)},
+    }
+    out = {}
+    for name, flags in constexprs.items():
+        fn = getattr(module, name)
+        scalars = {"lengths": "*i64", "Tn": "i32", "D": "i32"}
+        signature = {arg: "constexpr" if arg in flags else scalars.get(arg, pointer) for arg in fn.arg_names}
+        compiled = triton.compile(
+            ASTSource(fn, signature, flags),
+            target=GPUTarget("cuda", capability, 32),
+            options={"enable_fp_fusion": True},
+        )
+        out[name] = compiled.asm["ptx"]
+    return out
