@@ -120,17 +120,19 @@ def build(source: str) -> tuple[Path, bool]:
 
 
 @dataclass
-class _Kernel:
+class NativeKernel:
+    """A loaded shared library and its forward/backward entry points per dtype (ctypes functions)."""
+
     library: Any
     forward: dict[torch.dtype, Any]
     backward: dict[torch.dtype, Any]
 
 
-_LOADED: dict[str, _Kernel] = {}
+_LOADED: dict[str, NativeKernel] = {}
 _OPS: dict[str, tuple[Any, Any]] = {}
 
 
-def load_kernel(plan: Plan) -> tuple[str, _Kernel]:
+def load_kernel(plan: Plan) -> tuple[str, NativeKernel]:
     """Build (or fetch from the cache) and load ``plan``'s kernel; returns (key, kernel)."""
     source = generate_cpp(plan)
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
@@ -147,7 +149,7 @@ def load_kernel(plan: Plan) -> tuple[str, _Kernel]:
             g.argtypes = [ptr] * 9 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
             g.restype = None
             forward[dtype], backward[dtype] = f, g
-        _LOADED[key] = _Kernel(lib, forward, backward)
+        _LOADED[key] = NativeKernel(lib, forward, backward)
     return key, _LOADED[key]
 
 
@@ -199,7 +201,7 @@ def _rows_or_broadcast(grad: Tensor) -> Tensor:
 
 
 def _run_forward(
-    plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int
+    plan: Plan, kernel: NativeKernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Call the forward kernel: (output, final state, what ``save`` asks for (see ``_saved_shape``)).
 
@@ -235,7 +237,7 @@ def _run_forward(
 
 def _run_backward(
     plan: Plan,
-    kernel: _Kernel,
+    kernel: NativeKernel,
     slots: Tensor,
     params: Tensor,
     lengths: Tensor,
@@ -335,9 +337,7 @@ def custom_ops(plan: Plan) -> tuple[Any, Any]:
         grad_out: Tensor,
         grad_final: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        return _run_backward(
-            plan, kernel, slots, params, lengths, h0, saved, stored, final, out, grad_out, grad_final
-        )
+        return _run_backward(plan, kernel, slots, params, lengths, h0, saved, stored, final, out, grad_out, grad_final)
 
     @backward.register_fake
     def _(
@@ -382,7 +382,7 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, plan: Plan, kernel: _Kernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
+        ctx: Any, plan: Plan, kernel: NativeKernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
     ) -> tuple[Tensor, Tensor]:
         b, t, _, d = slots.shape
         save = backward_strategy(plan, b, t, d, slots.element_size())

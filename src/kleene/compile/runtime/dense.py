@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import importlib.util
-import sys
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -33,8 +30,8 @@ from kleene.compile.codegen.dense import (
     generate_dense_triton,
     selects,
 )
-from kleene.compile.runtime.cpu import build, cache_dir
-from kleene.compile.runtime.gpu import _write_atomically, triton_interpreting
+from kleene.compile.runtime.cpu import NativeKernel, build
+from kleene.compile.runtime.gpu import import_triton_source, triton_block, triton_interpreting
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -44,18 +41,11 @@ Tensor = torch.Tensor
 DENSE_BACKENDS = ("cpp", "triton", "cuda")
 
 
-@dataclass
-class _CpuKernel:
-    library: Any
-    forward: dict[torch.dtype, Any]
-    backward: dict[torch.dtype, Any]
-
-
-_CPU: dict[str, _CpuKernel] = {}
+_CPU: dict[str, NativeKernel] = {}
 _OPS: dict[str, tuple[Any, Any]] = {}
 
 
-def load_dense_cpu(semiring: Semiring) -> tuple[str, _CpuKernel]:
+def load_dense_cpu(semiring: Semiring) -> tuple[str, NativeKernel]:
     """Build (or fetch from the cache) and load the CPU kernels of ``semiring``'s storage algebra: (key, kernels).
 
     Raises:
@@ -76,7 +66,7 @@ def load_dense_cpu(semiring: Semiring) -> tuple[str, _CpuKernel]:
             g.argtypes = [ptr] * 10 + [i64] * 3 + [c_int]
             g.restype = None
             forward[dtype], backward[dtype] = f, g
-        _CPU[key] = _CpuKernel(lib, forward, backward)
+        _CPU[key] = NativeKernel(lib, forward, backward)
     return key, _CPU[key]
 
 
@@ -86,7 +76,7 @@ def _check_cpu(*tensors: Tensor) -> None:
             raise CompileError(f"the cpp backend of the dense path runs on CPU tensors; got one on {x.device}")
 
 
-def _cpu_forward(kernel: _CpuKernel, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
+def _cpu_forward(kernel: NativeKernel, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
     _check_cpu(w, off, lengths, c0)
     w, off, lengths, c0 = w.contiguous(), off.contiguous(), lengths.contiguous(), c0.contiguous()
     b, t, d = off.shape
@@ -99,7 +89,7 @@ def _cpu_forward(kernel: _CpuKernel, w: Tensor, off: Tensor, lengths: Tensor, c0
 
 
 def _cpu_backward(
-    kernel: _CpuKernel,
+    kernel: NativeKernel,
     w: Tensor,
     off: Tensor,
     lengths: Tensor,
@@ -168,7 +158,7 @@ class _CpuEager(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, kernel: _CpuKernel, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor
+        ctx: Any, kernel: NativeKernel, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor
     ) -> tuple[Tensor, Tensor]:
         h, final = _cpu_forward(kernel, w, off, lengths, c0)
         ctx.kernel = kernel
@@ -186,40 +176,17 @@ class _CpuEager(torch.autograd.Function):
 # --------------------------------------------------------------------------------------------
 # GPU: Triton and CUDA (one autograd function; launchers fill preallocated tensors)
 # --------------------------------------------------------------------------------------------
-_TRITON: dict[tuple[str, bool], ModuleType] = {}
 _CUDA: dict[str, Any] = {}
 
 
 def load_dense_triton(semiring: Semiring) -> ModuleType:
-    """Import the dense path's Triton module of ``semiring``'s storage algebra (written once into the cache;
-    interpreted when ``TRITON_INTERPRET=1`` at its first load in that mode).
+    """Import the dense path's Triton module of ``semiring``'s storage algebra (``import_triton_source``: written
+    once into the cache, interpreted when ``TRITON_INTERPRET=1`` at its first load in that mode).
 
     Raises:
         CompileError: triton is not installed, or the semiring has no kernel realisation.
     """
-    if importlib.util.find_spec("triton") is None:
-        raise CompileError("the triton backend needs the triton package (pip install 'kleene[gpu]')")
-    source = generate_dense_triton(semiring)
-    key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    interpret = triton_interpreting()
-    if (key, interpret) not in _TRITON:
-        path = cache_dir() / "triton" / f"kleene_dense_{key}.py"
-        _write_atomically(path, source)
-        name = f"kleene_dense_{key}_{'interpreted' if interpret else 'compiled'}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        _TRITON[(key, interpret)] = module
-    return _TRITON[(key, interpret)]
-
-
-def _block(d: int) -> int:
-    block = 1
-    while block < d:
-        block *= 2
-    return block
+    return import_triton_source(generate_dense_triton(semiring), "kleene_dense")
 
 
 def _cuda_extension(semiring: Semiring) -> Any:
@@ -248,9 +215,9 @@ def _gpu_launch(backend: str, semiring: Semiring, kind: str, tensors: list[Tenso
         if b == 0:
             return
         if kind == "forward":
-            module.kleene_dense_forward[(b,)](*tensors, t, d, BLOCK=_block(d))
+            module.kleene_dense_forward[(b,)](*tensors, t, d, BLOCK=triton_block(d, None))
         else:
-            module.kleene_dense_backward[(b,)](*tensors, t, d, SELECT=selects(semiring), BLOCK=_block(d))
+            module.kleene_dense_backward[(b,)](*tensors, t, d, SELECT=selects(semiring), BLOCK=triton_block(d, None))
         return
     ext = _cuda_extension(semiring)
     stream = int(torch.cuda.current_stream(tensors[0].device).cuda_stream)
@@ -305,8 +272,10 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
         for name, x, shape in (("matrices", matrices, (b, t, d, d)), ("lengths", lengths, (b,)), ("c0", c0, (b, d))):
             if tuple(x.shape) != shape:
                 raise CompileError(f"dense_recurrence: {name} must have shape {shape}; got {tuple(x.shape)}")
-        if offsets.dtype not in (torch.float32, torch.float64) or matrices.dtype != offsets.dtype or (
-            c0.dtype != offsets.dtype
+        if (
+            offsets.dtype not in (torch.float32, torch.float64)
+            or matrices.dtype != offsets.dtype
+            or (c0.dtype != offsets.dtype)
         ):
             raise CompileError(
                 f"dense_recurrence: matrices, offsets and c0 must share a dtype, float32 or float64; got "

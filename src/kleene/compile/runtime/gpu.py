@@ -150,27 +150,24 @@ def gpu_runner(kernels: Kernels, accepts: Callable[[Tensor], bool], where: str) 
 _TRITON_MODULES: dict[tuple[str, bool], ModuleType] = {}
 
 
-def load_triton_module(plan: Plan) -> ModuleType:
-    """Import ``plan``'s generated Triton module (written once into the kernel cache).
+def import_triton_source(source: str, prefix: str) -> ModuleType:
+    """Import a generated Triton module's ``source`` (written once into the kernel cache as ``{prefix}_{hash}.py``).
 
     Note:
         The kernels are interpreted when ``TRITON_INTERPRET=1`` at the first load in this
-        process of this plan in that mode (Triton decides at decoration time).
+        process of this source in that mode (Triton decides at decoration time).
 
     Raises:
         CompileError: triton is not installed.
     """
-    try:
-        import triton  # noqa: F401
-    except ImportError as exc:
-        raise CompileError("the triton backend needs the triton package (pip install 'kleene[gpu]')") from exc
-    source = generate_triton(plan)
+    if importlib.util.find_spec("triton") is None:
+        raise CompileError("the triton backend needs the triton package (pip install 'kleene[gpu]')")
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     interpret = triton_interpreting()
     if (key, interpret) not in _TRITON_MODULES:
-        path = cache_dir() / "triton" / f"kleene_triton_{key}.py"
+        path = cache_dir() / "triton" / f"{prefix}_{key}.py"
         _write_atomically(path, source)
-        name = f"kleene_triton_{key}_{'interpreted' if interpret else 'compiled'}"
+        name = f"{prefix}_{key}_{'interpreted' if interpret else 'compiled'}"
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -180,10 +177,19 @@ def load_triton_module(plan: Plan) -> ModuleType:
     return _TRITON_MODULES[(key, interpret)]
 
 
-def triton_block(d: int) -> int:
-    """Dimensions per program: a power of two, at most ``TRITON_BLOCK``."""
+def load_triton_module(plan: Plan) -> ModuleType:
+    """Import ``plan``'s generated Triton module (``import_triton_source``).
+
+    Raises:
+        CompileError: triton is not installed.
+    """
+    return import_triton_source(generate_triton(plan), "kleene_triton")
+
+
+def triton_block(d: int, most: int | None = TRITON_BLOCK) -> int:
+    """Dimensions per program: the next power of two of ``d``, at most ``most`` (``None``: no bound)."""
     block = 1
-    while block < min(d, TRITON_BLOCK):
+    while block < (d if most is None else min(d, most)):
         block *= 2
     return block
 
@@ -288,8 +294,10 @@ def triton_ptx(
     value = "*" + _TRITON_TYPES[dtype]
     sizes = {"Tn": "i32", "D": "i32", "HALF": "i32"}
     forward = dict.fromkeys(("slots", "params", "h0", "out", "final_state", "states"), value)
-    backward = dict.fromkeys(("slots", "params", "h0", "states", "out", "grad_out", "grad_final", "grad_slots",
-                              "grad_params", "grad_h0"), value)
+    backward = dict.fromkeys(
+        ("slots", "params", "h0", "states", "out", "grad_out", "grad_final", "grad_slots", "grad_params", "grad_h0"),
+        value,
+    )
     signatures = {
         "kleene_forward": ({**forward, "lengths": "*i64", **sizes}, {"HAS_H0": False, "SAVE_STATES": True}),
         "kleene_backward": ({**backward, "lengths": "*i64", **sizes}, {"HAS_H0": False}),
@@ -300,8 +308,9 @@ def triton_ptx(
         fn = getattr(module, name)
         constexprs = {**flags, "BLOCK": block}
         signature = {arg: ("constexpr" if arg in constexprs else types[arg]) for arg in fn.arg_names}
-        compiled = triton.compile(ASTSource(fn, signature, constexprs), target=target,
-                                  options={"enable_fp_fusion": True})
+        compiled = triton.compile(
+            ASTSource(fn, signature, constexprs), target=target, options={"enable_fp_fusion": True}
+        )
         out[name] = compiled.asm["ptx"]
     return out
 
