@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import torch
@@ -154,6 +154,7 @@ class CompiledRecurrence(nn.Module):
             self.register_buffer("constants", values[:, None].repeat(1, dim))
         self.backend, self._runner = self._choose(backend)
         self._table: _Table | None = None
+        self._bare: tuple[Plan, Runner] | None = None  # the plan without its output map (``mapped=False``)
 
     def _choose(self, backend: str) -> tuple[str, Runner]:
         if backend != "auto":
@@ -228,13 +229,39 @@ class CompiledRecurrence(nn.Module):
             entry.jacobian = self._jacobian(like)
         return _CachedParams.apply(constants, entry)
 
-    def forward(self, slots: Tensor, lengths: Tensor | None = None, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        slots: Tensor,
+        lengths: Tensor | None = None,
+        h0: Tensor | None = None,
+        output_constants: Tensor | None = None,
+        mapped: bool = True,
+    ) -> tuple[Tensor, Tensor]:
         """Run the recurrence; see the class docstring for the shapes.
+
+        With an output map (``Template.output_map``) the output is the map's value h (B, T, dim), 0 at padding;
+        ``output_constants`` (C, dim) are its constants (required when it has some). ``mapped=False`` returns the
+        step outputs y instead (the same template compiled without its map, built on first use).
 
         Raises:
             CompileError: slots that are not a real floating (B, T, S, dim) tensor, lengths that are not one integer
-                in 0..T per sequence, or an h0 that is not a real floating (B, Q, dim) tensor.
+                in 0..T per sequence, an h0 that is not a real floating (B, Q, dim) tensor, or output constants
+                that are missing, unexpected or not (C, dim).
         """
+        plan, runner = self.plan, self._runner
+        if not mapped and plan.output_map is not None:
+            if self._bare is None:
+                bare = lower(replace(self.template, output_map=None), plan.semiring, plan.options)
+                self._bare = (bare, _BACKENDS[self.backend](bare))
+            plan, runner = self._bare
+        count = plan.num_output_constants
+        if count or output_constants is not None:
+            shape = (count, self.dim)
+            if output_constants is None or not torch.is_tensor(output_constants) or (
+                tuple(output_constants.shape) != shape
+            ):
+                got = None if output_constants is None else getattr(output_constants, "shape", output_constants)
+                raise CompileError(f"output_constants must be a tensor of shape (C, dim) = {shape}; got {got}")
         shape = f"(B, T, S={self.plan.num_slots}, D={self.dim})"
         check_features(slots, None, error=CompileError, name="slots", rank=4, shape=shape)
         if slots.shape[-1] != self.dim:
@@ -246,11 +273,14 @@ class CompiledRecurrence(nn.Module):
             slots = slots.float()
         if h0 is not None and h0.dtype != slots.dtype:
             h0 = h0.to(slots.dtype)
-        check_shapes(self.plan, slots, h0)
+        check_shapes(plan, slots, h0)
         like = slots.new_empty((1, self.dim))
+        params = self.cached_params(like)
+        if output_constants is not None and count:
+            params = torch.cat([params, output_constants.to(params.dtype)], 0)
         # an empty batch has no work to split: the reference runner returns the empty results of every backend
-        runner = run_reference if slots.shape[0] == 0 else self._runner
-        return runner(self.plan, slots, self.cached_params(like), lengths, h0)
+        runner = run_reference if slots.shape[0] == 0 else runner
+        return runner(plan, slots, params, lengths, h0)
 
     def extra_repr(self) -> str:
         o = self.plan.options

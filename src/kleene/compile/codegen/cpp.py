@@ -392,7 +392,7 @@ def _forward_steps(code: _Code, plan: Plan, unroll: int) -> None:
         if output != "last":
             code(f"const T y{k} = {code.emit(step.new)};")
             if output == "steps":
-                code(f"y_row{k}[i] = y{k};")
+                code(f"y_row{k}[i] = {code.map_output(f'y{k}', f'_{k}')};")
             else:
                 code(f"AGG[i] = {code.d.plus('AGG[i]', f'y{k}')};")
     for j in range(q):
@@ -443,7 +443,8 @@ def _forward(plan: Plan) -> list[str]:
     elif output == "last":
         code(f"out[b * D + d0 + i] = {code.emit([f'Z[{j}][i]' for j in range(q)])};")
     else:
-        code(f"for (int64_t t = len; t < Tn; ++t) out[(b * Tn + t) * D + d0 + i] = {zero};")
+        padding = f"T({code.d.number(plan.padding)})"
+        code(f"for (int64_t t = len; t < Tn; ++t) out[(b * Tn + t) * D + d0 + i] = {padding};")
     code.close()
     code("if constexpr (STORE) for (int64_t t = len; t < Tn; ++t)")
     code("  for (int64_t j = 0; j < Q; ++j) for (int64_t i = 0; i < w; ++i)")
@@ -583,9 +584,15 @@ def _reverse_body(plan: Plan) -> list[str]:
     z_prev = [f"zp{j}" for j in range(q)]
     step = code.step(z_prev)
     gn = [f"g[{j}][l]" for j in range(q)]
+    mapped: dict[int, str] = {}
     if output != "last":
         if output == "steps":
-            code("const T gy = gyc[i];")
+            if plan.output_map is None:
+                code("const T gy = gyc[i];")
+            else:
+                code(f"const T y = {code.emit(step.new)};")
+                gy, mapped = code.map_output_backward("y", "gyc[i]")
+                code(f"const T gy = {gy};")
         else:
             code(f"const T y = {code.emit(step.new)};")
             code("const T agg = out[b * D + d0 + i], gagg = GY[i];")
@@ -596,7 +603,7 @@ def _reverse_body(plan: Plan) -> list[str]:
         gn = [f"gn{j}" for j in range(q)]
     gx, g_prev = code.step_backward(step, z_prev, gn)
     for s, g in enumerate(gx):
-        code(f"gx[{s} * D + i] = {g};")
+        code(f"gx[{s} * D + i] = {g} + {mapped[s]};" if s in mapped else f"gx[{s} * D + i] = {g};")
     for j in range(q):
         code(f"g[{j}][l] = {g_prev[j]};")
     return code.lines
