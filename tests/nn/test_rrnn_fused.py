@@ -78,7 +78,8 @@ def test_fused_layer_equals_torch_gates(kind: str, semiring: str | None) -> None
 
 @pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "max-times"])
 def test_fused_sru_equals_torch_gates(semiring: str) -> None:
-    """SRULayer's recurrence with the gates inside the kernel equals torch gates + the raw-slot RRNN(B) template."""
+    """SRULayer's recurrence with the gates and the highway inside the kernel equals torch gates + the raw-slot RRNN(B)
+    template + the highway in torch."""
     from kleene.nn.sru import SRULayer
 
     torch.manual_seed(4)
@@ -93,7 +94,8 @@ def test_fused_sru_equals_torch_gates(semiring: str) -> None:
         f, u = gates_in_torch(layer.algebra, f_pre, layer.transform(x))
         named = {"u": u, "f": f}
         c, final = old(torch.stack([named[s] for s in old.template.slots], 2), lengths)
-        h = layer.output(c, x, torch.sigmoid(r_pre))
+        r, skip = torch.sigmoid(r_pre), x if layer.highway is None else layer.highway(x)
+        h = r * torch.tanh(c) + (1 - r) * skip  # the 2017 highway, transcribed apart from the layer's output map
         valid = torch.arange(x.shape[1])[None, :, None] < lengths[:, None, None]
         return torch.where(valid, h, torch.zeros_like(h)), final
 

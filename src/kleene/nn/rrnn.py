@@ -351,20 +351,31 @@ class RationalLayer(nn.Module):
 
 class SlotLayer(RationalLayer, abc.ABC):
     """A rational layer that is one compiled recurrence (``self.recurrence``) between two maps: ``slots(x)`` gives
-    the kernel's slots (B, T, S, D) and whatever the output needs, ``output(c, x, extra)`` the layer's output from
-    the recurrence's states c (B, T, D)."""
+    the kernel's slots (B, T, S, D) and whatever the output needs, and the layer's output is the recurrence's own
+    output map (``Template.output_map``, run inside the kernel, with ``output_constants()``) when its template has
+    one, else ``output(c, x, extra)`` from the recurrence's states c (B, T, D)."""
 
     @abc.abstractmethod
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         """The kernel's slots of ``x`` (B, T, input) and the ``extra`` that ``output`` reads."""
 
-    @abc.abstractmethod
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
-        """The layer's output (B, T, out) from the recurrence's states ``c`` and the input ``x``."""
+        """The layer's output (B, T, out) from the recurrence's states ``c`` and the input ``x``.
+
+        Raises:
+            LayerError: the layer defines no such map (its recurrence's output map is its output).
+        """
+        raise LayerError(f"{type(self).__name__} has no output map outside its kernel (see its template's output_map)")
+
+    def output_constants(self) -> Tensor | None:
+        """The constants (C, D) of the recurrence's output map (None: it has none)."""
+        return None
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = self.check(x, lengths)
         slots, extra = self.slots(x)
+        if self.recurrence.plan.output_map is not None:  # the kernel writes h, 0 at padding
+            return self.recurrence(slots, lengths, h0, output_constants=self.output_constants())
         c, final = self.recurrence(slots, lengths, h0)
         h = self.output(c, x, extra)
         valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
