@@ -188,6 +188,9 @@ class CompiledRecurrence(nn.Module):
             table = static_params(self.plan, constants, like)
             rows = []
             for k in range(table.shape[0]):
+                if not table[k].requires_grad:  # a literal-only row (no constant reaches it)
+                    rows.append(torch.zeros_like(constants))
+                    continue
                 (row,) = torch.autograd.grad(
                     table[k].sum(), [constants], retain_graph=True, allow_unused=True, materialize_grads=True
                 )
