@@ -141,21 +141,18 @@ def function_wfsa(semiring: str) -> WFSA:
     return w
 
 
+_y, _r, _k, _b = sympy.symbols("y r k b")
 #: Output maps over the step output y, two extra raw slots (``r``, ``k``) and a constant ``b``, each with its
 #: transcription in torch written apart from the expression (h from y, r, k, b); every one finite where y = -inf.
 OUTPUT_MAPS = {
     "highway": (
-        sigmoid(sympy.Symbol("r")) * sympy.tanh(sympy.Symbol("y")) + (1 - sigmoid(sympy.Symbol("r"))) * sympy.Symbol("k"),
+        sigmoid(_r) * sympy.tanh(_y) + (1 - sigmoid(_r)) * _k,
         (),
         lambda y, r, k, b: torch.sigmoid(r) * torch.tanh(y) + (1 - torch.sigmoid(r)) * k,
     ),
-    "bias": (
-        sympy.tanh(sympy.Symbol("y") + sympy.Symbol("b")),
-        ("b",),
-        lambda y, r, k, b: torch.tanh(y + b),
-    ),
+    "bias": (sympy.tanh(_y + _b), ("b",), lambda y, r, k, b: torch.tanh(y + b)),
     "gated": (
-        sympy.Symbol("b") * sympy.tanh(sympy.Symbol("y")) * sigmoid(sympy.Symbol("r")) + sympy.Symbol("k") ** 2,
+        _b * sympy.tanh(_y) * sigmoid(_r) + _k**2,
         ("b",),
         lambda y, r, k, b: b * torch.tanh(y) * torch.sigmoid(r) + k * k,
     ),
@@ -163,7 +160,8 @@ OUTPUT_MAPS = {
 
 
 def with_output_map(template: Template, kind: str) -> Template:
-    """``template`` with slots ``r`` and ``k`` appended (read by the map only) and the output map ``OUTPUT_MAPS[kind]``."""
+    """``template`` with slots ``r`` and ``k`` appended (read by the map only) and ``OUTPUT_MAPS[kind]`` as its
+    output map."""
     from dataclasses import replace
 
     from kleene.compile import OutputMap

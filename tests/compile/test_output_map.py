@@ -119,15 +119,11 @@ def test_empty_batch_and_empty_sequences() -> None:
     template = with_output_map(Template.from_wfsa(paper_automaton_f("log")), "bias")
     module = compile(template, "log", 3, "cpp").double()
     constants = torch.randn(1, 3, dtype=torch.float64)
-    h, final = module(torch.zeros(0, 4, template_slots(template), 3, dtype=torch.float64), None, output_constants=constants)
+    h, final = module(torch.zeros(0, 4, len(template.slots), 3, dtype=torch.float64), None, output_constants=constants)
     assert h.shape == (0, 4, 3) and final.shape == (0, 4, 3)
-    slots = torch.zeros(2, 0, template_slots(template), 3, dtype=torch.float64, requires_grad=True)
+    slots = torch.zeros(2, 0, len(template.slots), 3, dtype=torch.float64, requires_grad=True)
     h, _ = module(slots, torch.tensor([0, 0]), output_constants=constants)
     assert h.shape == (2, 0, 3)
-
-
-def template_slots(template: Template) -> int:
-    return len(template.slots)
 
 
 def test_opcheck() -> None:

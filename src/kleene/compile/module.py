@@ -259,12 +259,12 @@ class CompiledRecurrence(nn.Module):
             plan, runner = self._bare
         count = plan.num_output_constants
         if count or output_constants is not None:
-            shape = (count, self.dim)
+            wanted = (count, self.dim)
             if output_constants is None or not torch.is_tensor(output_constants) or (
-                tuple(output_constants.shape) != shape
+                tuple(output_constants.shape) != wanted
             ):
                 got = None if output_constants is None else getattr(output_constants, "shape", output_constants)
-                raise CompileError(f"output_constants must be a tensor of shape (C, dim) = {shape}; got {got}")
+                raise CompileError(f"output_constants must be a tensor of shape (C, dim) = {wanted}; got {got}")
         shape = f"(B, T, S={self.plan.num_slots}, D={self.dim})"
         check_features(slots, None, error=CompileError, name="slots", rank=4, shape=shape)
         if slots.shape[-1] != self.dim:
