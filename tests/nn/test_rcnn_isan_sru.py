@@ -83,16 +83,28 @@ def rcnn_equations(layer: RCNNLayer, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(out)
 
 
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
 @pytest.mark.parametrize(("order", "adaptive"), [(1, True), (2, True), (3, False)])
-def test_rcnn_matches_equations(order: int, adaptive: bool) -> None:
+def test_rcnn_matches_equations(order: int, adaptive: bool, backend: str) -> None:
+    """tanh(c + b) in the torch reference or inside the kernel (the output map, b its constant), with the gradients
+    of every parameter (b included) and the input, and h 0 at padding."""
     torch.manual_seed(1)
-    layer = RCNNLayer(4, 3, order=order, adaptive_decay=adaptive, backend="torch").double()
+    layer = RCNNLayer(4, 3, order=order, adaptive_decay=adaptive, backend=backend).double()
+    assert layer.recurrence.backend == backend
     with torch.no_grad():
         layer.bias.normal_()
-    x = torch.randn(1, 6, 4, dtype=torch.float64)
-    with torch.no_grad():
-        h, _ = layer(x, torch.tensor([6]))
-    torch.testing.assert_close(h[0], rcnn_equations(layer, x[0]))
+    x = torch.randn(2, 6, 4, dtype=torch.float64, requires_grad=True)
+    h, _ = layer(x, torch.tensor([6, 0]))
+    expected = rcnn_equations(layer, x[0])
+    torch.testing.assert_close(h[0], expected, rtol=1e-12, atol=1e-13)
+    assert bool((h[1] == 0).all())
+    weights = torch.randn(expected.shape, dtype=torch.float64)
+    wrt = [x, *layer.parameters()]
+    got = torch.autograd.grad((h[0] * weights).sum(), wrt, allow_unused=True)
+    reference = torch.autograd.grad((expected * weights).sum(), wrt, allow_unused=True)
+    for g, e, leaf in zip(got, reference, wrt):
+        zero = torch.zeros_like(leaf)
+        torch.testing.assert_close(zero if g is None else g, zero if e is None else e, rtol=1e-10, atol=1e-12)
 
 
 def isan_equations(layer: ISANLayer, x: torch.Tensor) -> torch.Tensor:
