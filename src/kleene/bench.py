@@ -65,7 +65,7 @@ Record = dict[str, Any]
 SHAPES = [(32, 256, 512), (1, 4096, 512), (64, 64, 256)]
 AUTOMATA = ["B", "C", "F", "SoPa"]
 FORWARD, BOTH = "forward", "forward+backward"
-SECTIONS = (None, "layers", "builds")
+SECTIONS = (None, "layers", "sru", "builds")
 
 # glibc mallopt parameters
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
@@ -759,8 +759,8 @@ def run(
     """Run the benchmark (``quick``: the (32, 256, 512) rows and B at (1, 4096, 512)); print the table.
 
     ``threads``: torch's (and so the kernels') thread count; default: torch's default (the core count).
-    ``section``: None (everything but the registry's build times), ``"layers"`` (only the layer rows) or
-    ``"builds"`` (only ``registry_build_records``).
+    ``section``: None (everything but the registry's build times), ``"layers"`` (only the layer rows), ``"sru"`` (the
+    SRU and RRNN(F) layer rows and ``sru_records``) or ``"builds"`` (only ``registry_build_records``).
 
     ``cpu_time``: time with the process's CPU time instead of wall time (``CLOCK``; needs ``threads=1``).
 
@@ -803,6 +803,9 @@ def run(
     records: list[Record] = []
     if section == "layers":
         records += layer_records(big, both, backend, budget, rnns="lstm" if quick else "lstm+gru")
+    elif section == "sru":
+        records += layer_records(big, both, backend, budget, only=["SRU", "RRNN(F)"], rnns="lstm")
+        records += sru_records(big, both, backend, budget)
     else:
         records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru", bandwidth)
         records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru", bandwidth)
