@@ -207,15 +207,15 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu"
 KERNEL_ACTIVATIONS: dict[str, Callable[[sympy.Expr], sympy.Expr]] = {"tanh": sympy.tanh, "none": lambda x: x}
 
 
-def rrnn_output_map(storage: Semiring, activation: str, output_gate: bool) -> OutputMap | None:
-    """RRNN's output ``act(o ⊗ c)`` (``output_gate``: o the gate of the raw slot ``zo``, stored as
-    ``gate_in_storage`` stores it) or ``act(c)`` on the stored c = y, as an output map; None for an activation
-    outside the kernels' vocabulary (relu)."""
+def rrnn_output_map(storage: Semiring, activation: str, gate: str | None) -> OutputMap | None:
+    """The output ``act(o ⊗ c)`` (o the gate σ of the raw slot named ``gate``, stored as ``gate_in_storage`` stores
+    it) or ``act(c)`` (``gate`` None) on the stored c = y, as an output map (RRNN's, and QRNN's O ⊗ c); None for an
+    activation outside the kernels' vocabulary (relu)."""
     if activation not in KERNEL_ACTIVATIONS:
         return None
     value: sympy.Expr = sympy.Symbol(OUTPUT)
-    if output_gate:
-        z = sympy.Symbol("zo")
+    if gate is not None:
+        z = sympy.Symbol(gate)
         value = storage.sym_times(logsigmoid(z) if storage.log_weights else sigmoid(z), value)
     return OutputMap(KERNEL_ACTIVATIONS[activation](value))
 
@@ -452,7 +452,7 @@ class RRNNLayer(SlotLayer):
         # one projection's output (forget pre-activations, inputs, the output gate's) is the kernel's slots: the
         # gates and the output map run inside (``rrnn_output_map``; a relu output stays in torch, ``output``)
         template = rrnn_gated_template(kind, self.algebra)
-        mapped = rrnn_output_map(self.storage, activation, output_gate)
+        mapped = rrnn_output_map(self.storage, activation, "zo" if output_gate else None)
         if mapped is not None:
             slots = (*template.slots, "zo") if output_gate else template.slots
             template = replace(template, slots=slots, output_map=mapped)
