@@ -9,6 +9,11 @@ slots. A weight function's value is an element of the template's semiring; the k
 load path of the forward; the backward adds ``grad(weight) * d weight / d raw`` (``sympy.diff``) to each raw input's
 gradient. The torch reference evaluates the same expression (``torch_function``).
 
+An **output map** (``kleene.compile.template.OutputMap``) is an expression in the same vocabulary whose value is a
+real number (a layer's output, not a semiring element) over the step output ``y`` (``OUTPUT``, storage form), raw
+slots and per-dimension constants; ``lower_output`` gives its stable spelling and derivatives, which the kernels use
+in their store path and backward, and ``torch_expression`` evaluates it for the torch reference.
+
 The vocabulary (``CALLS``): numbers, raw inputs, ``+``, ``*``, integer powers and the calls exp, log, log1p, tanh,
 sigmoid and logsigmoid (``kleene.automata.weights``); every dialect spells each call (``Dialect.call_forms``).
 """
