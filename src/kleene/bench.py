@@ -56,8 +56,8 @@ from kleene.compile.module import CompiledRecurrence, compile
 from kleene.compile.runtime.cpu import SAVE_STATES, backward_strategy
 from kleene.compile.template import Template
 from kleene.errors import ArgumentError
-from kleene.nn.rrnn import rrnn_gated_template
 from kleene.nn.sopa import PatternGroup, SoftPatterns, raw_constants
+from kleene.nn.sru import sru_template
 
 Tensor = torch.Tensor
 Record = dict[str, Any]
@@ -65,7 +65,7 @@ Record = dict[str, Any]
 SHAPES = [(32, 256, 512), (1, 4096, 512), (64, 64, 256)]
 AUTOMATA = ["B", "C", "F", "SoPa"]
 FORWARD, BOTH = "forward", "forward+backward"
-SECTIONS = (None, "layers", "builds")
+SECTIONS = (None, "layers", "sru", "builds")
 
 # glibc mallopt parameters
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
@@ -541,18 +541,17 @@ def layer_records(
 
 
 class SRURecurrence(nn.Module):
-    """SRU's recurrence as analysed in 2017, from the projection in the layout ``SRULayer``'s GEMM writes: raw slots
-    (B, T, 2, d) = (W_f x + b_f, W x) and r's pre-activation (B, T, d) = W_r x + b_r. The gate ``f = σ(·)`` and
-    ``c_t = f ⊙ c_{t-1} + (1 - f) ⊙ W x`` run inside the kernel (``rrnn_gated_template("B")``, as in the layer);
-    the highway ``h = r ⊙ tanh(c) + (1 - r) ⊙ x`` with ``r = σ(·)`` in torch."""
+    """SRU's recurrence as analysed in 2017, from the projection in the layout ``SRULayer``'s GEMM writes: slots
+    (B, T, 4, d) = (W_f x + b_f, W x, W_r x + b_r, x). The gates, ``c_t = f ⊙ c_{t-1} + (1 - f) ⊙ W x`` and the
+    highway ``h = r ⊙ tanh(c) + (1 - r) ⊙ x`` run inside the kernel (``sru_template``'s output map, as in the
+    layer)."""
 
     def __init__(self, d: int, backend: str):
         super().__init__()
-        self.recurrence = compile(rrnn_gated_template("B", "real"), "real", d, backend)
+        self.recurrence = compile(sru_template("real"), "real", d, backend)
 
-    def forward(self, raw: Tensor, r_pre: Tensor, x: Tensor) -> Tensor:
-        c = self.recurrence(raw)[0]
-        return torch.lerp(x, torch.tanh(c), torch.sigmoid(r_pre))
+    def forward(self, slots: Tensor) -> Tensor:
+        return self.recurrence(slots)[0]
 
 
 def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, budget: float) -> list[Record]:
@@ -573,7 +572,7 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
     ours = SRURecurrence(d, backend)
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(b, t, d, generator=gen)
-    raw, r_pre = torch.randn(b, t, 2, d, generator=gen), torch.randn(b, t, d, generator=gen)
+    slots = torch.cat([torch.randn(b, t, 3, d, generator=gen), x[:, :, None]], 2)  # (zf, wu, zr, skip = x)
     x_time_major = x.transpose(0, 1).contiguous()
     c0 = torch.zeros(b, d)
     with torch.no_grad():
@@ -582,12 +581,12 @@ def sru_records(shape: tuple[int, int, int], passes: list[str], backend: str, bu
     records = []
     for pass_name in passes:
         if pass_name == FORWARD:
-            kernel = _no_grad(partial(ours, raw, r_pre, x))
+            kernel = _no_grad(partial(ours, slots))
             theirs = _no_grad(
                 partial(elementwise_recurrence_inference, u_theirs, x_time_major, v_theirs, cell.bias, c0, *args)
             )
         else:
-            leaves = [v.clone().requires_grad_() for v in (raw, r_pre, x)]
+            leaves = [slots.clone().requires_grad_()]
             ut, xt = u_theirs.clone().requires_grad_(), x_time_major.clone().requires_grad_()
 
             def our_outputs(leaves: list[Tensor] = leaves) -> list[Tensor]:
@@ -779,8 +778,8 @@ def run(
     """Run the benchmark (``quick``: the (32, 256, 512) rows and B at (1, 4096, 512)); print the table.
 
     ``threads``: torch's (and so the kernels') thread count; default: torch's default (the core count).
-    ``section``: None (everything but the registry's build times), ``"layers"`` (only the layer rows) or
-    ``"builds"`` (only ``registry_build_records``).
+    ``section``: None (everything but the registry's build times), ``"layers"`` (only the layer rows), ``"sru"`` (the
+    SRU and RRNN(F) layer rows and ``sru_records``) or ``"builds"`` (only ``registry_build_records``).
 
     ``cpu_time``: time with the process's CPU time instead of wall time (``CLOCK``; needs ``threads=1``).
     ``layers``: only these ``layer_cases`` labels in the layer rows (default: every one).
@@ -828,6 +827,9 @@ def run(
     records: list[Record] = []
     if section == "layers":
         records += layer_records(big, both, backend, budget, layers, rnns="lstm" if quick else "lstm+gru")
+    elif section == "sru":
+        records += layer_records(big, both, backend, budget, layers or ["SRU", "RRNN(F)"], rnns="lstm")
+        records += sru_records(big, both, backend, budget)
     else:
         records += recurrence_records(big, AUTOMATA, both, backend, budget, "lstm" if quick else "lstm+gru", bandwidth)
         records += recurrence_records(long, ["B"], [BOTH], backend, budget, "" if quick else "lstm+gru", bandwidth)

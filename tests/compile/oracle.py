@@ -139,3 +139,32 @@ def function_wfsa(semiring: str) -> WFSA:
     for (src, dst), weight in zip([("a", "a"), ("a", "b"), ("b", "b"), ("b", "c"), ("c", "c")], weights):
         w.add_arc(src, dst, ANY, weight)
     return w
+
+
+_y, _r, _k, _b = sympy.symbols("y r k b")
+#: Output maps over the step output y, two extra raw slots (``r``, ``k``) and a constant ``b``, each with its
+#: transcription in torch written apart from the expression (h from y, r, k, b); every one finite where y = -inf.
+OUTPUT_MAPS = {
+    "highway": (
+        sigmoid(_r) * sympy.tanh(_y) + (1 - sigmoid(_r)) * _k,
+        (),
+        lambda y, r, k, b: torch.sigmoid(r) * torch.tanh(y) + (1 - torch.sigmoid(r)) * k,
+    ),
+    "bias": (sympy.tanh(_y + _b), ("b",), lambda y, r, k, b: torch.tanh(y + b)),
+    "gated": (
+        _b * sympy.tanh(_y) * sigmoid(_r) + _k**2,
+        ("b",),
+        lambda y, r, k, b: b * torch.tanh(y) * torch.sigmoid(r) + k * k,
+    ),
+}
+
+
+def with_output_map(template: Template, kind: str) -> Template:
+    """``template`` with slots ``r`` and ``k`` appended (read by the map only) and ``OUTPUT_MAPS[kind]`` as its
+    output map."""
+    from dataclasses import replace
+
+    from kleene.compile import OutputMap
+
+    expr, constants, _ = OUTPUT_MAPS[kind]
+    return replace(template, slots=(*template.slots, "r", "k"), output_map=OutputMap(expr, constants))

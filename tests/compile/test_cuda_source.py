@@ -25,7 +25,7 @@ from kleene.compile.reference import check_inputs, run_reference, static_params
 from kleene.compile.runtime.cpu import build, compiler
 from kleene.compile.runtime.gpu import Kernels, gpu_runner
 
-from .oracle import function_wfsa, random_slots, random_template
+from .oracle import function_wfsa, random_slots, random_template, with_output_map
 
 VARIANTS: dict[str, tuple[Template, str, Options]] = {
     "F-real-steps-bidir": (Template.from_wfsa(paper_automaton_f("real")), "real", Options(bidirectional=True)),
@@ -37,6 +37,9 @@ VARIANTS: dict[str, tuple[Template, str, Options]] = {
     "dense3-minplus-last-bidir": (dense_template(3), "min-plus", Options(output="last", bidirectional=True)),
     "functions-log-steps-bidir": (Template.from_wfsa(function_wfsa("log")), "log", Options(bidirectional=True)),
     "functions-maxtimes-sum": (Template.from_wfsa(function_wfsa("max-times")), "max-times", Options(output="sum")),
+    # an output map without constants (the emulation passes the static parameters only)
+    "highway-maxplus-steps-bidir": (with_output_map(Template.from_wfsa(paper_automaton_f("max-plus")), "highway"),
+                                    "max-plus", Options(bidirectional=True)),
 }
 KERNELS = ("kleene_forward_f32", "kleene_forward_f64", "kleene_backward_f32", "kleene_backward_f64")
 

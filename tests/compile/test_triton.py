@@ -19,7 +19,16 @@ from kleene.automata.examples import paper_automaton_f
 from kleene.compile import CompileError, Options, Template, compile, dense_template, lower, sopa_pattern
 from kleene.compile.reference import run_reference, static_params
 
-from .oracle import SEMIRINGS, function_wfsa, oracle_outputs, random_slots, random_template, set_constants
+from .oracle import (
+    OUTPUT_MAPS,
+    SEMIRINGS,
+    function_wfsa,
+    oracle_outputs,
+    random_slots,
+    random_template,
+    set_constants,
+    with_output_map,
+)
 
 pytest.importorskip("triton", reason="the optional triton package (pip install 'kleene[gpu]') is not installed")
 
@@ -101,6 +110,34 @@ def test_weight_functions_agree_with_reference(semiring: str) -> None:
     slots = torch.randn((2, 4, len(template.slots), 4), generator=gen, dtype=torch.float64) * 1.5
     slots[0, 1, 0, 0], slots[1, 0, 0, 3] = 40.0, -40.0
     _agree(kernel, ref, slots, torch.tensor([4, 3]), None, 9)
+
+
+@pytest.mark.usefixtures("interpreter")
+@pytest.mark.parametrize(("semiring", "kind"), [("real", "highway"), ("max-times", "gated")])
+def test_output_maps_agree_with_reference(semiring: str, kind: str) -> None:
+    """An output map (``oracle.OUTPUT_MAPS``: raw slots only the map reads, a constant) in the store path and the
+    backward, both directions, an empty sequence (h 0 at padding)."""
+    gen = torch.Generator().manual_seed(10)
+    template = with_output_map(Template.from_wfsa(paper_automaton_f(semiring)), kind)
+    kernel, ref = _pair(template, semiring, 4, bidirectional=True)
+    set_constants(kernel, gen)
+    ref.load_state_dict(kernel.state_dict())
+    slots = random_slots(semiring, (3, 4, len(template.slots), 4), gen)
+    slots[:, :, -2:] = torch.randn((3, 4, 2, 4), generator=gen, dtype=torch.float64)
+    constants = torch.randn((len(OUTPUT_MAPS[kind][1]), 4), generator=gen, dtype=torch.float64)
+    lengths = torch.tensor([4, 0, 2])
+    results = []
+    for module in (kernel, ref):
+        x, c = slots.clone().requires_grad_(), constants.clone().requires_grad_()
+        h, _ = module(x, lengths, output_constants=c if len(c) else None)
+        weights = torch.randn(h.shape, generator=torch.Generator().manual_seed(11), dtype=h.dtype)
+        grads = torch.autograd.grad((h * weights).sum(), [x, c, *module.parameters()], allow_unused=True)
+        results.append((h.detach(), [g for g in grads if g is not None]))
+    assert bool((results[0][0][1] == 0).all())
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-9, atol=1e-10)
+    assert len(results[0][1]) == len(results[1][1])
+    for got, expected in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-9)
 
 
 @pytest.mark.usefixtures("interpreter")

@@ -26,15 +26,43 @@ def sru_equations(layer: SRULayer, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(out)
 
 
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
 @pytest.mark.parametrize("input_size", [3, 4])
-def test_sru_matches_equations(input_size: int) -> None:
+def test_sru_matches_equations(input_size: int, backend: str) -> None:
+    """The highway inside the kernel (cpp: ``sru_template``'s output map) or in torch's reference, h 0 at padding and
+    for an empty sequence."""
     torch.manual_seed(0)
-    layer = SRULayer(input_size, 3, backend="torch").double()
-    x = torch.randn(2, 5, input_size, dtype=torch.float64)
+    layer = SRULayer(input_size, 3, backend=backend).double()
+    assert layer.recurrence.backend == backend
+    x = torch.randn(3, 5, input_size, dtype=torch.float64)
     with torch.no_grad():
-        h, _ = layer(x, torch.tensor([5, 3]))
-    torch.testing.assert_close(h[0], sru_equations(layer, x[0]))
-    torch.testing.assert_close(h[1, :3], sru_equations(layer, x[1, :3]))
+        h, _ = layer(x, torch.tensor([5, 3, 0]))
+    torch.testing.assert_close(h[0], sru_equations(layer, x[0]), rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(h[1, :3], sru_equations(layer, x[1, :3]), rtol=1e-12, atol=1e-13)
+    assert bool((h[1, 3:] == 0).all()) and bool((h[2] == 0).all())
+    empty, final = layer(x[:0], torch.zeros(0, dtype=torch.long))
+    assert empty.shape == (0, 5, 3) and final.shape[0] == 0
+
+
+def test_sru_backward_matches_equations() -> None:
+    """Gradients of every parameter and the input through the fused kernel equal those of the equations (float64),
+    bidirectional with a highway projection: the upper half reads each sequence backwards."""
+    torch.manual_seed(1)
+    layer = SRULayer(3, 2, bidirectional=True, backend="cpp").double()
+    x = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([4, 2])
+    h, _ = layer(x, lengths)
+    weights = torch.randn(h.shape, dtype=torch.float64)
+    got = torch.autograd.grad((h * weights).sum(), [x, *layer.parameters()])
+    loss = torch.zeros((), dtype=torch.float64)
+    for b in range(2):
+        n = int(lengths[b])
+        forward = sru_equations(layer, x[b, :n])[:, :2]
+        backward = sru_equations(layer, x[b, :n].flip(0)).flip(0)[:, 2:]
+        loss = loss + (torch.cat([forward, backward], 1) * weights[b, :n]).sum()
+    expected = torch.autograd.grad(loss, [x, *layer.parameters()])
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12)
 
 
 def rcnn_equations(layer: RCNNLayer, x: torch.Tensor) -> torch.Tensor:
@@ -55,16 +83,28 @@ def rcnn_equations(layer: RCNNLayer, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(out)
 
 
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
 @pytest.mark.parametrize(("order", "adaptive"), [(1, True), (2, True), (3, False)])
-def test_rcnn_matches_equations(order: int, adaptive: bool) -> None:
+def test_rcnn_matches_equations(order: int, adaptive: bool, backend: str) -> None:
+    """tanh(c + b) in the torch reference or inside the kernel (the output map, b its constant), with the gradients
+    of every parameter (b included) and the input, and h 0 at padding."""
     torch.manual_seed(1)
-    layer = RCNNLayer(4, 3, order=order, adaptive_decay=adaptive, backend="torch").double()
+    layer = RCNNLayer(4, 3, order=order, adaptive_decay=adaptive, backend=backend).double()
+    assert layer.recurrence.backend == backend
     with torch.no_grad():
         layer.bias.normal_()
-    x = torch.randn(1, 6, 4, dtype=torch.float64)
-    with torch.no_grad():
-        h, _ = layer(x, torch.tensor([6]))
-    torch.testing.assert_close(h[0], rcnn_equations(layer, x[0]))
+    x = torch.randn(2, 6, 4, dtype=torch.float64, requires_grad=True)
+    h, _ = layer(x, torch.tensor([6, 0]))
+    expected = rcnn_equations(layer, x[0])
+    torch.testing.assert_close(h[0], expected, rtol=1e-12, atol=1e-13)
+    assert bool((h[1] == 0).all())
+    weights = torch.randn(expected.shape, dtype=torch.float64)
+    wrt = [x, *layer.parameters()]
+    got = torch.autograd.grad((h[0] * weights).sum(), wrt, allow_unused=True)
+    reference = torch.autograd.grad((expected * weights).sum(), wrt, allow_unused=True)
+    for g, e, leaf in zip(got, reference, wrt):
+        zero = torch.zeros_like(leaf)
+        torch.testing.assert_close(zero if g is None else g, zero if e is None else e, rtol=1e-10, atol=1e-12)
 
 
 def isan_equations(layer: ISANLayer, x: torch.Tensor) -> torch.Tensor:

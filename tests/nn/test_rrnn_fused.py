@@ -48,6 +48,8 @@ def _unfused(layer: RRNNLayer, x: torch.Tensor, lengths: torch.Tensor) -> tuple[
         suffix = "" if layer.orders == 1 else str(j + 1)
         named["u" + suffix], named["f" + suffix] = u[:, :, j], f[:, :, j]
     c, final = old(torch.stack([named[s] for s in old.template.slots], 2), lengths)
+    if layer.gate is not None:  # act(o ⊗ c), the output as the layer computed it in torch
+        c = layer.storage.times(gate_in_storage(layer.storage, layer.gate(x)), c)
     h = ACTIVATIONS[layer.activation](c)
     valid = torch.arange(t)[None, :, None] < lengths[:, None, None]
     return torch.where(valid, h, torch.zeros_like(h)), final
@@ -58,6 +60,33 @@ def test_fused_layer_equals_torch_gates(kind: str, semiring: str | None) -> None
     torch.manual_seed(3)
     layer = RRNNLayer(5, 3, kind, semiring=semiring, bidirectional=kind == "F", backend="cpp").double()
     assert layer.recurrence.backend == "cpp" and layer.recurrence.template.functions
+    _check_against_unfused(layer)
+
+
+@pytest.mark.parametrize(
+    ("semiring", "activation", "output_gate"),
+    [
+        ("real", "tanh", True),
+        ("log", "none", True),
+        ("max-plus", "tanh", True),
+        ("max-times", "tanh", True),
+        ("max-times", "none", False),
+        ("real", "relu", True),
+    ],
+)
+def test_output_map_equals_torch_output(semiring: str, activation: str, output_gate: bool) -> None:
+    """act(o ⊗ c) inside the kernel (the template's output map, the gate's GEMM rows in the slots' projection) equals
+    the output computed in torch; relu, outside the kernels' vocabulary, stays in torch."""
+    torch.manual_seed(5)
+    layer = RRNNLayer(
+        5, 3, "B", semiring=semiring, activation=activation, output_gate=output_gate, bidirectional=True,
+        backend="cpp",
+    ).double()
+    assert (layer.recurrence.plan.output_map is None) == (activation == "relu")
+    _check_against_unfused(layer)
+
+
+def _check_against_unfused(layer: RRNNLayer) -> None:
     x = torch.randn(3, 6, 5, dtype=torch.float64)
     lengths = torch.tensor([6, 4, 0])
     results = []
@@ -78,7 +107,8 @@ def test_fused_layer_equals_torch_gates(kind: str, semiring: str | None) -> None
 
 @pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "max-times"])
 def test_fused_sru_equals_torch_gates(semiring: str) -> None:
-    """SRULayer's recurrence with the gates inside the kernel equals torch gates + the raw-slot RRNN(B) template."""
+    """SRULayer's recurrence with the gates and the highway inside the kernel equals torch gates + the raw-slot RRNN(B)
+    template + the highway in torch."""
     from kleene.nn.sru import SRULayer
 
     torch.manual_seed(4)
@@ -93,7 +123,8 @@ def test_fused_sru_equals_torch_gates(semiring: str) -> None:
         f, u = gates_in_torch(layer.algebra, f_pre, layer.transform(x))
         named = {"u": u, "f": f}
         c, final = old(torch.stack([named[s] for s in old.template.slots], 2), lengths)
-        h = layer.output(c, x, torch.sigmoid(r_pre))
+        r, skip = torch.sigmoid(r_pre), x if layer.highway is None else layer.highway(x)
+        h = r * torch.tanh(c) + (1 - r) * skip  # the 2017 highway, transcribed apart from the layer's output map
         valid = torch.arange(x.shape[1])[None, :, None] < lengths[:, None, None]
         return torch.where(valid, h, torch.zeros_like(h)), final
 

@@ -1,4 +1,4 @@
-"""``kleene bench [--quick] [--json PATH] [--section layers|builds]``: generated kernels against plain PyTorch."""
+"""``kleene bench [--quick] [--json PATH] [--section layers|sru|builds]``: generated kernels against plain PyTorch."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--backend", default="cpp", help="backend to time (default: %(default)s)")
     parser.add_argument(
         "--section",
-        choices=["layers", "builds"],
+        choices=["layers", "sru", "builds"],
         default=None,
-        help="only the layer rows (each registry layer against its projection GEMM and nn.LSTM/nn.GRU) or only the "
-        "registry's kernel build times (first build in a fresh cache, cached load); default: the recurrence and "
-        "layer tables",
+        help="only the layer rows (each registry layer against its projection GEMM and nn.LSTM/nn.GRU), only the SRU "
+        "and RRNN(F) layer rows and the SRU recurrence against the sru package, or only the registry's kernel build "
+        "times (first build in a fresh cache, cached load); default: the recurrence and layer tables",
     )
     parser.add_argument(
         "--cpu-time",

@@ -15,6 +15,7 @@ from kleene.compile.runtime import gpu as _gpu  # noqa: F401 - registers the tri
 from kleene.compile.template import (
     Factor,
     Options,
+    OutputMap,
     Plan,
     Template,
     TemplateArc,
@@ -54,6 +55,7 @@ __all__ = [
     "CompiledRecurrence",
     "Factor",
     "Options",
+    "OutputMap",
     "Plan",
     "Template",
     "TemplateArc",

@@ -9,6 +9,11 @@ slots. A weight function's value is an element of the template's semiring; the k
 load path of the forward; the backward adds ``grad(weight) * d weight / d raw`` (``sympy.diff``) to each raw input's
 gradient. The torch reference evaluates the same expression (``torch_function``).
 
+An **output map** (``kleene.compile.template.OutputMap``) is an expression in the same vocabulary whose value is a
+real number (a layer's output, not a semiring element) over the step output ``y`` (``OUTPUT``, storage form), raw
+slots and per-dimension constants; ``lower_output`` gives its stable spelling and derivatives, which the kernels use
+in their store path and backward, and ``torch_expression`` evaluates it for the torch reference.
+
 The vocabulary (``CALLS``): numbers, raw inputs, ``+``, ``*``, integer powers and the calls exp, log, log1p, tanh,
 sigmoid and logsigmoid (``kleene.automata.weights``); every dialect spells each call (``Dialect.call_forms``).
 """
@@ -194,9 +199,50 @@ class Spelling:
         return name
 
 
+@dataclass(frozen=True)
+class OutputLoad:
+    """A lowered output map (``kleene.compile.template.OutputMap``): its value ``expr`` (stable spelling) over the
+    step output ``y`` (symbol ``OUTPUT``), the raw slots ``slots`` (indices into the template's slots) and the
+    per-dimension constants (symbols named ``constants``), with ``y_grad = d expr / d y``, ``slot_grads[i] = d expr
+    / d slots[i]`` and ``constant_grads[c] = d expr / d constants[c]``."""
+
+    expr: sympy.Expr
+    slots: tuple[int, ...]
+    constants: tuple[str, ...]
+    y_grad: sympy.Expr
+    slot_grads: tuple[sympy.Expr, ...]
+    constant_grads: tuple[sympy.Expr, ...]
+
+
+#: The name of the step output ``y_t`` (storage form) in an output map.
+OUTPUT = "y"
+
+
+def lower_output(expr: sympy.Expr, slots: Sequence[str], constants: Sequence[str]) -> OutputLoad:
+    """The kernel form of output map ``expr`` (a real number) over ``OUTPUT``, raw ``slots`` and ``constants``."""
+    stable = stabilize(expr)
+    free = {s.name for s in stable.free_symbols}
+    used = tuple(i for i, n in enumerate(slots) if n in free)
+    y = sympy.Symbol(OUTPUT)
+    return OutputLoad(
+        expr=stable,
+        slots=used,
+        constants=tuple(constants),
+        y_grad=sympy.diff(stable, y),
+        slot_grads=tuple(sympy.diff(stable, sympy.Symbol(slots[i])) for i in used),
+        constant_grads=tuple(sympy.diff(stable, sympy.Symbol(c)) for c in constants),
+    )
+
+
 def torch_function(load: Load, slots: Sequence[str]) -> Callable[..., Any]:
     """``load.expr`` as a torch function of the input tensors (in ``load.inputs`` order), built from the same
     expression tree the kernels spell (sympy's lambdify would call the numpy ``_imp_`` of sigmoid)."""
+    return torch_expression(load.expr, [slots[i] for i in load.inputs])
+
+
+def torch_expression(expr: sympy.Expr, names: Sequence[str]) -> Callable[..., Any]:
+    """``expr`` (in the weight-function vocabulary) as a torch function of one tensor (or number) per name of
+    ``names``, in that order."""
     import torch
 
     table: dict[str, Callable[[Any], Any]] = {
@@ -207,7 +253,7 @@ def torch_function(load: Load, slots: Sequence[str]) -> Callable[..., Any]:
         "log1p": torch.log1p,
         "tanh": torch.tanh,
     }
-    position = {slots[i]: k for k, i in enumerate(load.inputs)}
+    position = {name: k for k, name in enumerate(names)}
 
     def build(e: sympy.Basic) -> Callable[[Sequence[Any]], Any]:
         if isinstance(e, sympy.Symbol):
@@ -227,5 +273,5 @@ def torch_function(load: Load, slots: Sequence[str]) -> Callable[..., Any]:
         call = table[CALLS[type(e)]]
         return lambda xs: call(parts[0](xs))
 
-    run = build(load.expr)
+    run = build(expr)
     return lambda *xs: run(xs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import torch
@@ -160,11 +160,15 @@ class CompiledRecurrence(nn.Module):
         else:  # nothing to learn: a (0, dim) buffer, not a parameter without a gradient (DDP refuses those)
             self.register_buffer("constants", values[:, None].repeat(1, dim))
         self.scan = check_scan(scan)
+        self._mapped = template.output_map is not None
+        if self._mapped and self.scan == "chunked":
+            raise CompileError(f"scan='chunked' runs templates without an output map; {template.name!r} has one")
         self.backend, self._runner = self._choose(backend)
         self._chunked: ChunkedRunner | None = None
         if self.scan == "chunked":
             self._chunked = ChunkedRunner(self.plan, _BACKENDS[self.backend])
         self._table: _Table | None = None
+        self._bare: tuple[Plan, Runner] | None = None  # the plan without its output map (``mapped=False``)
 
     def _choose(self, backend: str) -> tuple[str, Runner]:
         if backend != "auto":
@@ -198,6 +202,9 @@ class CompiledRecurrence(nn.Module):
             table = static_params(self.plan, constants, like)
             rows = []
             for k in range(table.shape[0]):
+                if not table[k].requires_grad:  # a literal-only row (no constant reaches it)
+                    rows.append(torch.zeros_like(constants))
+                    continue
                 (row,) = torch.autograd.grad(
                     table[k].sum(), [constants], retain_graph=True, allow_unused=True, materialize_grads=True
                 )
@@ -239,13 +246,39 @@ class CompiledRecurrence(nn.Module):
             entry.jacobian = self._jacobian(like)
         return _CachedParams.apply(constants, entry)
 
-    def forward(self, slots: Tensor, lengths: Tensor | None = None, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        slots: Tensor,
+        lengths: Tensor | None = None,
+        h0: Tensor | None = None,
+        output_constants: Tensor | None = None,
+        mapped: bool = True,
+    ) -> tuple[Tensor, Tensor]:
         """Run the recurrence; see the class docstring for the shapes.
+
+        With an output map (``Template.output_map``) the output is the map's value h (B, T, dim), 0 at padding;
+        ``output_constants`` (C, dim) are its constants (required when it has some). ``mapped=False`` returns the
+        step outputs y instead (the same template compiled without its map, built on first use).
 
         Raises:
             CompileError: slots that are not a real floating (B, T, S, dim) tensor, lengths that are not one integer
-                in 0..T per sequence, or an h0 that is not a real floating (B, Q, dim) tensor.
+                in 0..T per sequence, an h0 that is not a real floating (B, Q, dim) tensor, or output constants
+                that are missing, unexpected or not (C, dim).
         """
+        plan, runner = self.plan, self._runner
+        if not mapped and plan.output_map is not None:
+            if self._bare is None:
+                bare = lower(replace(self.template, output_map=None), plan.semiring, plan.options)
+                self._bare = (bare, _BACKENDS[self.backend](bare))
+            plan, runner = self._bare
+        count = plan.num_output_constants
+        if count or output_constants is not None:
+            wanted = (count, self.dim)
+            if output_constants is None or not torch.is_tensor(output_constants) or (
+                tuple(output_constants.shape) != wanted
+            ):
+                got = None if output_constants is None else getattr(output_constants, "shape", output_constants)
+                raise CompileError(f"output_constants must be a tensor of shape (C, dim) = {wanted}; got {got}")
         shape = f"(B, T, S={self.plan.num_slots}, D={self.dim})"
         check_features(slots, None, error=CompileError, name="slots", rank=4, shape=shape)
         if slots.shape[-1] != self.dim:
@@ -257,15 +290,21 @@ class CompiledRecurrence(nn.Module):
             slots = slots.float()
         if h0 is not None and h0.dtype != slots.dtype:
             h0 = h0.to(slots.dtype)
-        check_shapes(self.plan, slots, h0)
+        check_shapes(plan, slots, h0)
         like = slots.new_empty((1, self.dim))
+        params = self.cached_params(like)
+        if output_constants is not None and count:
+            params = torch.cat([params, output_constants.to(params.dtype)], 0)
         # an empty batch has no work to split: the reference runner returns the empty results of every backend
-        runner = run_reference if slots.shape[0] == 0 else self._scan_runner(slots)
-        return runner(self.plan, slots, self.cached_params(like), lengths, h0)
+        if slots.shape[0] == 0:
+            runner = run_reference
+        elif plan is self.plan:
+            runner = self._scan_runner(slots)
+        return runner(plan, slots, params, lengths, h0)
 
     def _scan_runner(self, slots: Tensor) -> Runner:
         """The runner of this call: the backend's sequential one or the chunked scan (see ``scan``)."""
-        if self.scan == "sequential" or (self.scan == "auto" and self.backend == "torch"):
+        if self.scan == "sequential" or (self.scan == "auto" and (self.backend == "torch" or self._mapped)):
             return self._runner
         if self.scan == "auto" and torch.compiler.is_compiling():  # a traced graph keeps one path: the sequential
             return self._runner

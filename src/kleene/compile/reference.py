@@ -12,7 +12,7 @@ import torch
 
 from kleene.automata.algorithms import closure_matrix
 from kleene.automata.semiring import Semiring
-from kleene.compile.functions import torch_function
+from kleene.compile.functions import OUTPUT, torch_expression, torch_function
 from kleene.compile.template import Factor, Plan
 from kleene.errors import CompileError
 
@@ -210,6 +210,22 @@ def load_functions(plan: Plan, slots: Tensor) -> list[Tensor]:
     return out
 
 
+def map_output(plan: Plan, steps: Tensor, slots: Tensor, params: Tensor, lengths: Tensor) -> Tensor:
+    """The plan's output map on the step outputs ``steps`` (B, T, D), ``slots`` (B, T, S, D) and the output
+    constants (the rows of ``params`` after the static ones); 0 at padding, differentiable.
+
+    Caution: ``plan.output_map`` must not be None."""
+    om = plan.output_map
+    assert om is not None
+    valid = (torch.arange(steps.shape[1], device=steps.device)[None, :] < lengths[:, None])[..., None]
+    y = torch.where(valid, steps, torch.zeros_like(steps))  # padding holds the semiring zero (maybe infinite)
+    names = (OUTPUT, *plan.template.slots, *om.constants)
+    constants = [params[plan.output_constant(c)] for c in range(len(om.constants))]
+    h = torch_expression(om.expr, names)(y, *slots.unbind(2), *constants)
+    h = torch.as_tensor(h, dtype=steps.dtype, device=steps.device).expand_as(steps)
+    return torch.where(valid, h, torch.zeros_like(h))
+
+
 def _emit(plan: Plan, rows: tuple[Tensor, ...], z: list[Tensor], zero: Tensor) -> Tensor:
     s = plan.storage
     terms = [z[q] if p is None else s.times(z[q], rows[p]) for q, p in plan.final]
@@ -237,7 +253,7 @@ def run_reference(
         steps, final, last = _run_one_direction(plan, slots, params, lengths, h0)
     output = plan.options.output
     if output == "steps":
-        return steps, final
+        return (steps if plan.output_map is None else map_output(plan, steps, slots, params, lengths)), final
     if output == "last":
         return last, final
     s = plan.storage

@@ -14,6 +14,14 @@ dimension. Every weight is a semiring product (``Factor``) of
   ``log(sigmoid(f))``, ``2*mu``. The kernels compute their storage form from the raw slots in their load path and
   the chain rule in their backward (``kleene.compile.functions``).
 
+An optional **output map** (``OutputMap``) turns each step's output into the layer's value inside the kernels:
+``h[b, t, d] = map(y[b, t, d], slots[b, t, :, d], output_constants[:, d])``, a real number (not a semiring
+element) written in the weight-function vocabulary over the symbol ``y`` (``functions.OUTPUT``: the step output in
+storage form), raw slots (the template may have slots only the map reads, such as SRU's reset gate and skip input)
+and named per-dimension constants (passed by the caller at each call, after the static parameters). Only with
+``output="steps"``; padding positions of h are 0. The kernels spell it in their store path and its chain rule in
+their backward; the torch reference evaluates the same expression (``functions.torch_expression``).
+
 Consuming arcs (``moves``) match any symbol (∀α); ``epsilons``, initial and final
 weights may not use slots. ``Template.from_wfsa`` reads a kleene ``WFSA`` whose weights
 are such products (``mu(ALPHA)`` -> slot ``mu``, free symbol ``gamma`` -> constant, a factor holding slots in any
@@ -61,7 +69,7 @@ from kleene.automata.labels import ANY, EPSILON, AnySymbol
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
-from kleene.compile.functions import Load, check_elementwise, lower_function
+from kleene.compile.functions import OUTPUT, Load, OutputLoad, check_elementwise, lower_function, lower_output
 from kleene.errors import CompileError
 
 OutputMode = Literal["steps", "sum", "last"]
@@ -78,6 +86,16 @@ class Factor:
     constants: tuple[int, ...] = ()
     literal: float | None = None
     functions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class OutputMap:
+    """A template's output map: ``expr`` over the symbol ``y`` (``functions.OUTPUT``, the step output in storage
+    form), raw slots (symbols named after the template's slots) and the per-dimension ``constants`` (symbols with
+    these names), in the weight-function vocabulary (``functions.CALLS``); its value is a real number."""
+
+    expr: sympy.Expr
+    constants: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +123,7 @@ class Template:
     semiring: str = "real"
     name: str = "template"
     functions: tuple[sympy.Expr, ...] = ()
+    output_map: OutputMap | None = None
 
     def __post_init__(self) -> None:
         n = len(self.states)
@@ -142,6 +161,18 @@ class Template:
             check_elementwise(expr, self.slots, f"{self.name}: weight function {f}")
         if not self.final:
             raise CompileError(f"{self.name}: the template has no final state")
+        if self.output_map is not None:
+            self._check_output_map(self.output_map)
+
+    def _check_output_map(self, om: OutputMap) -> None:
+        if not isinstance(om, OutputMap) or not isinstance(om.expr, sympy.Expr):
+            raise CompileError(f"{self.name}: output_map must be an OutputMap of a sympy expression, got {om!r}")
+        names = (OUTPUT, *self.slots, *om.constants)
+        if len(set(names)) != len(names):
+            raise CompileError(
+                f"{self.name}: the output map's names {names} repeat (y, the slots and its constants must differ)"
+            )
+        check_elementwise(om.expr, names, f"{self.name}: output map")
 
     def _arc_text(self, arc: TemplateArc) -> str:
         return f"{self.states[arc.src]} -> {self.states[arc.dst]}"
@@ -459,6 +490,8 @@ class Plan:
     params: tuple[ParamSource, ...] = field(default=())
     #: The weight functions as the kernels load them (storage form, stable spelling, derivatives).
     loads: tuple[Load, ...] = field(default=())
+    #: The output map as the kernels store it (stable spelling, derivatives), if the template has one.
+    output_map: OutputLoad | None = None
 
     @property
     def storage(self) -> Semiring:
@@ -480,7 +513,26 @@ class Plan:
 
     @property
     def num_params(self) -> int:
+        """Rows of the kernels' parameter table: the static parameters, then the output map's constants."""
+        return len(self.params) + self.num_output_constants
+
+    @property
+    def padding(self) -> float:
+        """The "steps" output at padding positions: the storage semiring's zero, or 0 under an output map."""
+        return float(self.storage.zero) if self.output_map is None else 0.0
+
+    @property
+    def num_static_params(self) -> int:
+        """Rows of the static parameter table (``reference.static_params``)."""
         return len(self.params)
+
+    @property
+    def num_output_constants(self) -> int:
+        return 0 if self.output_map is None else len(self.output_map.constants)
+
+    def output_constant(self, c: int) -> int:
+        """The row of the parameter table holding output-map constant ``c``."""
+        return len(self.params) + c
 
     @property
     def num_functions(self) -> int:
@@ -505,6 +557,7 @@ class Plan:
                 self.num_slots,
                 self.num_params,
                 tuple((str(load.expr), load.inputs, tuple(map(str, load.grads))) for load in self.loads),
+                None if self.output_map is None else (str(self.output_map.expr), self.output_map.constants),
             )
         )
 
@@ -536,6 +589,10 @@ def lower(template: Template, semiring: str | Semiring, options: Options | None 
             not the template's.
     """
     options = options or Options()
+    if template.output_map is not None and options.output != "steps":
+        raise CompileError(
+            f"{template.name}: an output map applies to every step's output (output='steps'), not {options.output!r}"
+        )
     target = get_semiring(semiring)
     target.kernel_algebra()
     if template.functions and target is not get_semiring(template.semiring):
@@ -579,4 +636,6 @@ def lower(template: Template, semiring: str | Semiring, options: Options | None 
         for q, w in template.final
     )
     loads = tuple(lower_function(expr, target, template.slots) for expr in template.functions)
-    return Plan(template, target, options, tuple(moves), tuple(closure), start, final, tuple(params), loads)
+    om = template.output_map
+    mapped = None if om is None else lower_output(om.expr, template.slots, om.constants)
+    return Plan(template, target, options, tuple(moves), tuple(closure), start, final, tuple(params), loads, mapped)

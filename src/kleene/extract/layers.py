@@ -212,7 +212,7 @@ def _isan_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
 
 def _compiled_states(layer: Any, vectors: Any, lengths: Any) -> Any:
     slots, _ = layer.slots(vectors)
-    states, _ = layer.recurrence(slots, lengths)
+    states, _ = layer.recurrence(slots, lengths, mapped=False)  # the states c, not the layer's output map
     return states
 
 

@@ -28,6 +28,7 @@ tanh for F and O there; they are the same sigmoid gates as elsewhere).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -37,7 +38,7 @@ from torch import nn
 
 from kleene.automata.semiring import Semiring
 from kleene.automata.weights import sigmoid
-from kleene.compile import Factor, Template, TemplateArc
+from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc
 from kleene.nn import projection
 from kleene.nn.embedding import check_token_batch
 from kleene.nn.registry import register_model
@@ -51,7 +52,7 @@ from kleene.nn.rrnn import (
     full_lengths,
     gate_semiring,
     last_states,
-    probability_in_storage,
+    rrnn_output_map,
     task_builder,
 )
 
@@ -172,12 +173,16 @@ class QRNNLayer(RationalLayer):
         self.context = projection.Linear(context_size, channels, bias=False) if context_size else None
         # the gates run inside the kernel: its slots are the convolution's raw outputs (qrnn_gated_template); a
         # second kernel reads the forget gates' complement scale (zoneout's mask, the original's evaluation scale)
-        self.recurrence = compile_layer(qrnn_gated_template(pooling, self.algebra), self.algebra, hidden_size, False,
-                                        backend)  # fmt: skip
+        # with an output gate, h = O ⊗ c runs inside the kernel too (the output map of ``rrnn_output_map``)
+        mapped = rrnn_output_map(self.storage, "none", "ao") if "o" in self.gates else None
+
+        def template(scaled: bool) -> Template:
+            return replace(qrnn_gated_template(pooling, self.algebra, scaled=scaled), output_map=mapped)
+
+        self.recurrence = compile_layer(template(False), self.algebra, hidden_size, False, backend)
         self.scaled_recurrence = None
         if zoneout:
-            scaled = qrnn_gated_template(pooling, self.algebra, scaled=True)
-            self.scaled_recurrence = compile_layer(scaled, self.algebra, hidden_size, False, backend)
+            self.scaled_recurrence = compile_layer(template(True), self.algebra, hidden_size, False, backend)
 
     def pre_activations(self, x: Tensor, context: Tensor | None = None, prev_x: Tensor | None = None) -> Tensor:
         """The convolution's raw outputs (B, T, gates, hidden), gates in ``POOLINGS[pooling]`` order (step t sees
@@ -243,17 +248,23 @@ class QRNNLayer(RationalLayer):
             LayerError: ``x`` or ``lengths`` that do not fit the layer (see ``RationalLayer.check``), or ``prev_x``
                 of the wrong shape.
         """
+        lengths, recurrence, slots = self._slots(x, lengths, context, prev_x)
+        c, final = recurrence(slots, lengths, h0, mapped=False)
+        gate = torch.sigmoid(slots[:, :, self.gates.index("o")]) if "o" in self.gates else None
+        valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
+        return c, final, gate, valid
+
+    def _slots(
+        self, x: Tensor, lengths: Tensor, context: Tensor | None, prev_x: Tensor | None
+    ) -> tuple[Tensor, CompiledRecurrence, Tensor]:
+        """(checked lengths, the recurrence to run -- the scaled one under a zoneout mask -- and its slots)."""
         lengths = self.check(x, lengths)
         raw = self.pre_activations(x, context, prev_x)
         scale = self.forget_scale(raw[:, :, 0])
         if scale is None:
-            c, final = self.recurrence(raw, lengths, h0)
-        else:
-            assert self.scaled_recurrence is not None, "forget_scale gives a scale only where zoneout > 0"
-            c, final = self.scaled_recurrence(torch.cat([raw, scale[:, :, None]], 2), lengths, h0)
-        gate = torch.sigmoid(raw[:, :, self.gates.index("o")]) if "o" in self.gates else None
-        valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
-        return c, final, gate, valid
+            return lengths, self.recurrence, raw
+        assert self.scaled_recurrence is not None, "forget_scale gives a scale only where zoneout > 0"
+        return lengths, self.scaled_recurrence, torch.cat([raw, scale[:, :, None]], 2)
 
     def forward(
         self,
@@ -263,9 +274,11 @@ class QRNNLayer(RationalLayer):
         context: Tensor | None = None,
         prev_x: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        c, final, gate, valid = self.run(x, lengths, context, h0, prev_x)
-        h = c if gate is None else self.storage.times(probability_in_storage(self.storage, gate), c)
-        return torch.where(valid, h, torch.zeros_like(h)), final
+        if self.recurrence.plan.output_map is not None:  # O ⊗ c inside the kernel, 0 at padding
+            lengths, recurrence, slots = self._slots(x, lengths, context, prev_x)
+            return recurrence(slots, lengths, h0)
+        c, final, _, valid = self.run(x, lengths, context, h0, prev_x)
+        return torch.where(valid, c, torch.zeros_like(c)), final
 
     def stream(
         self, x: Tensor, state: Any = None, lengths: Tensor | None = None

@@ -11,14 +11,17 @@ each q_j (j ≥ 1) with a self-loop λ, final qn.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import sympy
 import torch
 from torch import nn
 
 from kleene.automata.semiring import Semiring
-from kleene.compile import Template
+from kleene.compile import OutputMap, Template
+from kleene.compile.functions import OUTPUT
 from kleene.nn import projection
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
@@ -55,11 +58,16 @@ def rcnn_template(order: int, adaptive_decay: bool) -> Template:
     )
 
 
+#: RCNN's output tanh(c + b) on the stored c = y, with the learned per-unit bias b as the map's constant.
+RCNN_OUTPUT = OutputMap(sympy.tanh(sympy.Symbol(OUTPUT) + sympy.Symbol("b")), ("b",))
+
+
 class RCNNLayer(SlotLayer):
     """One ``order``-gram RCNN layer of ``hidden_size`` units per direction.
 
     ``semiring`` (default real; any ``gate_semiring``): the chain runs in it, the decay λ = σ(·) entering as an
-    element (``gate_in_storage``) and the inputs u_j as they are; the output ``tanh(c + b)`` reads stored values.
+    element (``gate_in_storage``) and the inputs u_j as they are; the output ``tanh(c + b)`` reads stored values,
+    inside the kernel (``RCNN_OUTPUT``, the learned bias b its constant).
     """
 
     def __init__(
@@ -83,7 +91,12 @@ class RCNNLayer(SlotLayer):
         self.inputs = projection.Linear(input_size, order * dim, bias=False)  # W_1 .. W_n
         self.decay = projection.Linear(input_size, dim) if adaptive_decay else None
         self.bias = nn.Parameter(torch.zeros(dim))
+        template = replace(template, output_map=RCNN_OUTPUT)
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
+
+    def output_constants(self) -> Tensor:
+        """The output map's constant b (1, D)."""
+        return self.bias[None]
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         b, t, _ = x.shape
@@ -93,8 +106,6 @@ class RCNNLayer(SlotLayer):
             named["lam"] = gate_in_storage(self.storage, self.decay(x))
         return torch.stack([named[s] for s in self.recurrence.template.slots], 2), None
 
-    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
-        return torch.tanh(c + self.bias)
 
 
 class RCNNClassifier(RationalClassifier):

@@ -27,6 +27,7 @@ import abc
 import inspect
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -37,9 +38,10 @@ from torch.nn.utils import parametrize
 
 from kleene.automata.labels import ANY, EPSILON
 from kleene.automata.semiring import Semiring, get_semiring
-from kleene.automata.weights import ALPHA, sigmoid
+from kleene.automata.weights import ALPHA, logsigmoid, sigmoid
 from kleene.automata.wfsa import WFSA
-from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from kleene.compile import CompiledRecurrence, Factor, OutputMap, Template, TemplateArc, compile
+from kleene.compile.functions import OUTPUT
 from kleene.data.checks import check_count, check_features, check_lengths, check_real
 from kleene.errors import KleeneError, LayerError
 from kleene.nn import projection
@@ -201,6 +203,21 @@ def rrnn_gated_template(kind: str, semiring: str | Semiring) -> Template:
 
 #: Output activations of the rational layers (Appendix D's tanh; the original code's relu and identity).
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu": torch.relu, "none": lambda x: x}
+#: The activations in the kernels' vocabulary (``kleene.compile.functions.CALLS``), as sympy maps.
+KERNEL_ACTIVATIONS: dict[str, Callable[[sympy.Expr], sympy.Expr]] = {"tanh": sympy.tanh, "none": lambda x: x}
+
+
+def rrnn_output_map(storage: Semiring, activation: str, gate: str | None) -> OutputMap | None:
+    """The output ``act(o ⊗ c)`` (o the gate σ of the raw slot named ``gate``, stored as ``gate_in_storage`` stores
+    it) or ``act(c)`` (``gate`` None) on the stored c = y, as an output map (RRNN's, and QRNN's O ⊗ c); None for an
+    activation outside the kernels' vocabulary (relu)."""
+    if activation not in KERNEL_ACTIVATIONS:
+        return None
+    value: sympy.Expr = sympy.Symbol(OUTPUT)
+    if gate is not None:
+        z = sympy.Symbol(gate)
+        value = storage.sym_times(logsigmoid(z) if storage.log_weights else sigmoid(z), value)
+    return OutputMap(KERNEL_ACTIVATIONS[activation](value))
 
 
 def layer_semiring(semiring: str | Semiring) -> Semiring:
@@ -351,20 +368,31 @@ class RationalLayer(nn.Module):
 
 class SlotLayer(RationalLayer, abc.ABC):
     """A rational layer that is one compiled recurrence (``self.recurrence``) between two maps: ``slots(x)`` gives
-    the kernel's slots (B, T, S, D) and whatever the output needs, ``output(c, x, extra)`` the layer's output from
-    the recurrence's states c (B, T, D)."""
+    the kernel's slots (B, T, S, D) and whatever the output needs, and the layer's output is the recurrence's own
+    output map (``Template.output_map``, run inside the kernel, with ``output_constants()``) when its template has
+    one, else ``output(c, x, extra)`` from the recurrence's states c (B, T, D)."""
 
     @abc.abstractmethod
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
         """The kernel's slots of ``x`` (B, T, input) and the ``extra`` that ``output`` reads."""
 
-    @abc.abstractmethod
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
-        """The layer's output (B, T, out) from the recurrence's states ``c`` and the input ``x``."""
+        """The layer's output (B, T, out) from the recurrence's states ``c`` and the input ``x``.
+
+        Raises:
+            LayerError: the layer defines no such map (its recurrence's output map is its output).
+        """
+        raise LayerError(f"{type(self).__name__} has no output map outside its kernel (see its template's output_map)")
+
+    def output_constants(self) -> Tensor | None:
+        """The constants (C, D) of the recurrence's output map (None: it has none)."""
+        return None
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = self.check(x, lengths)
         slots, extra = self.slots(x)
+        if self.recurrence.plan.output_map is not None:  # the kernel writes h, 0 at padding
+            return self.recurrence(slots, lengths, h0, output_constants=self.output_constants())
         c, final = self.recurrence(slots, lengths, h0)
         h = self.output(c, x, extra)
         valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
@@ -421,8 +449,13 @@ class RRNNLayer(SlotLayer):
         self.forget = projection.Linear(input_size, self.orders * dim)
         self.update = projection.Linear(input_size, self.orders * dim, bias=False)
         self.gate = projection.Linear(input_size, dim) if output_gate else None
-        # one projection's output (forget pre-activations, then inputs) is the kernel's slots: the gates run inside
+        # one projection's output (forget pre-activations, inputs, the output gate's) is the kernel's slots: the
+        # gates and the output map run inside (``rrnn_output_map``; a relu output stays in torch, ``output``)
         template = rrnn_gated_template(kind, self.algebra)
+        mapped = rrnn_output_map(self.storage, activation, "zo" if output_gate else None)
+        if mapped is not None:
+            slots = (*template.slots, "zo") if output_gate else template.slots
+            template = replace(template, slots=slots, output_map=mapped)
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
         if forget_bias is None and self.algebra.best:  # a selecting recurrence: a decayed running best
             forget_bias = MAX_PLUS_FORGET_BIAS
@@ -431,11 +464,16 @@ class RRNNLayer(SlotLayer):
                 self.forget.bias.fill_(forget_bias)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
-        """The raw slots (B, T, 2·orders, D) of ``rrnn_gated_template``: ``W_f v + b_f`` and ``W_u v`` by one GEMM."""
+        """The raw slots (B, T, S, D) of the recurrence's template: ``W_f v + b_f``, ``W_u v`` and, with an output gate
+        inside the kernel, ``W_o v + b_o``, by one GEMM."""
         b, t, _ = x.shape
-        weight = torch.cat([self.forget.weight, self.update.weight], 0)
-        bias = torch.cat([self.forget.bias, self.forget.bias.new_zeros(self.orders * self.dim)], 0)
-        return projection.linear(x, weight, bias).view(b, t, 2 * self.orders, self.dim), None
+        weights = [self.forget.weight, self.update.weight]
+        biases = [self.forget.bias, self.forget.bias.new_zeros(self.orders * self.dim)]
+        if self.gate is not None and self.recurrence.plan.output_map is not None:
+            weights.append(self.gate.weight)
+            biases.append(self.gate.bias)
+        raw = projection.linear(x, torch.cat(weights, 0), torch.cat(biases, 0))
+        return raw.view(b, t, self.recurrence.plan.num_slots, self.dim), None
 
     def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
         act = ACTIVATIONS[self.activation]

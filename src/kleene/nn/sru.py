@@ -10,12 +10,17 @@ this layer is the rational 2017 cell.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import sympy
 import torch
 
 from kleene.automata.semiring import Semiring
+from kleene.automata.weights import sigmoid
+from kleene.compile import OutputMap, Template
+from kleene.compile.functions import OUTPUT
 from kleene.nn import projection
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
@@ -28,18 +33,32 @@ from kleene.nn.rrnn import (
     task_builder,
 )
 
-__all__ = ["SRUClassifier", "SRULanguageModel", "SRULayer"]
+__all__ = ["SRUClassifier", "SRULanguageModel", "SRULayer", "sru_template"]
 
 Tensor = torch.Tensor
+
+
+def sru_template(semiring: str | Semiring) -> Template:
+    """RRNN(B) with the gates inside (``rrnn_gated_template("B")``: slots ``zf``, ``wu``) plus SRU's highway as the
+    output map: slots ``zr`` (the reset gate's pre-activation) and ``skip`` (x', read by the map only) and
+    ``h = σ(zr) tanh(y) + (1 − σ(zr)) skip`` on the stored c = y (max-times: its log value)."""
+    base = rrnn_gated_template("B", semiring)
+    y, zr, skip = sympy.symbols(f"{OUTPUT} zr skip")
+    highway = sigmoid(zr) * sympy.tanh(y) + (1 - sigmoid(zr)) * skip
+    return replace(base, slots=(*base.slots, "zr", "skip"), output_map=OutputMap(highway), name="sru")
 
 
 class SRULayer(SlotLayer):
     """One SRU-2017 layer of ``hidden_size`` units per direction (the upper half reads backwards).
 
     ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``rrnn_gated_template``: the
-    gates inside the kernel); the highway mixes the stored values with real
-    arithmetic.
+    gates inside the kernel); the highway mixes the stored values with real arithmetic, inside the kernel too
+    (``sru_template``'s output map): the layer is one GEMM and one kernel.
     """
+
+    #: Whether the highway runs inside the kernel (``sru_template``); a subclass with another output map sets False,
+    #: gets ``(slots (B, T, 2, D), r)`` from ``slots`` and defines ``output``.
+    fused_output = True
 
     def __init__(
         self,
@@ -59,24 +78,31 @@ class SRULayer(SlotLayer):
         self.transform = projection.Linear(input_size, dim, bias=False)  # W
         self.gates = projection.Linear(input_size, 2 * dim)  # W_f, W_r with biases
         self.highway = None if input_size == dim else projection.Linear(input_size, dim, bias=False)
-        # the forget gate and the interpolation run inside the kernel: its slots are W_f x + b_f and W x
-        template = rrnn_gated_template("B", self.algebra)
+        # the gates and the highway run inside the kernel: its slots are W_f x + b_f, W x, W_r x + b_r and x'
+        template = sru_template(self.algebra) if self.fused_output else rrnn_gated_template("B", self.algebra)
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
-        """The raw slots (B, T, 2, D) of ``rrnn_gated_template("B")`` (one GEMM of [W_f; W]) and the gate r."""
+        """The raw slots (B, T, 4, D) of ``sru_template`` (one GEMM of [W_f; W; W_r; W_h], or x as the skip), or,
+        without ``fused_output``, those (B, T, 2, D) of ``rrnn_gated_template("B")`` and the gate r."""
         b, t, _ = x.shape
         d = self.dim
-        weight = torch.cat([self.gates.weight[:d], self.transform.weight], 0)
-        bias = torch.cat([self.gates.bias[:d], self.gates.bias.new_zeros(d)], 0)
-        raw = projection.linear(x, weight, bias).view(b, t, 2, d)
-        r = torch.sigmoid(projection.linear(x, self.gates.weight[d:], self.gates.bias[d:]))
-        return raw, r
-
-    def output(self, c: Tensor, x: Tensor, extra: Any) -> Tensor:
-        r = extra
-        skip = x if self.highway is None else self.highway(x)
-        return r * torch.tanh(c) + (1 - r) * skip
+        zeros = self.gates.bias.new_zeros(d)
+        if not self.fused_output:
+            weight = torch.cat([self.gates.weight[:d], self.transform.weight], 0)
+            bias = torch.cat([self.gates.bias[:d], zeros], 0)
+            raw = projection.linear(x, weight, bias).view(b, t, 2, d)
+            r = torch.sigmoid(projection.linear(x, self.gates.weight[d:], self.gates.bias[d:]))
+            return raw, r
+        weights = [self.gates.weight[:d], self.transform.weight, self.gates.weight[d:]]
+        biases = [self.gates.bias[:d], zeros, self.gates.bias[d:]]
+        if self.highway is not None:
+            weights.append(self.highway.weight)
+            biases.append(zeros)
+        raw = projection.linear(x, torch.cat(weights, 0), torch.cat(biases, 0)).view(b, t, len(weights), d)
+        if self.highway is None:
+            raw = torch.cat([raw, x.to(raw.dtype)[:, :, None]], 2)
+        return raw, None
 
 
 class SRUClassifier(RationalClassifier):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kleene.automata.semiring import KernelOp
-from kleene.compile.functions import Spelling
+from kleene.compile.functions import OUTPUT, Spelling
 from kleene.compile.template import Plan
 
 
@@ -247,6 +247,39 @@ class LaneWriter:
         """``y = ⊕_(q, ρ) z[q] ⊗ ρ`` as an expression."""
         return self.reduce(self.emit_terms(z))
 
+    # -- the output map (``Template.output_map``) ----------------------------------------------
+    def output_spelling(self, y: str, tag: str) -> Spelling:
+        """A spelling of the output map's expressions with ``y`` the step output, binding names ``om<k><tag>``."""
+        plan = self.plan
+        om = plan.output_map
+        assert om is not None
+        names = (OUTPUT, *plan.template.slots, *om.constants)
+        spelled = [y] + [self.slot(s) for s in range(plan.num_slots)]
+        spelled += [self.param(plan.output_constant(c)) for c in range(len(om.constants))]
+        index = {name: k for k, name in enumerate(names)}
+        return Spelling(self.d, spelled.__getitem__, index, lambda name, expr: self(self.d.let(name, expr)), "om", tag)
+
+    def map_output(self, y: str, tag: str = "") -> str:
+        """The output map's value h at step output ``y`` (the step's slot registers), as an expression; ``y`` itself
+        without a map."""
+        if self.plan.output_map is None:
+            return y
+        return self.output_spelling(y, tag)(self.plan.output_map.expr)
+
+    def map_output_backward(self, y: str, gh: str, tag: str = "") -> tuple[str, dict[int, str]]:
+        """Reverse of ``h = map(y, slots, constants)`` given ``gh``: adds the constants' gradients to their
+        accumulators; returns (the gradient of y, the gradient of each slot the map reads, by slot index)."""
+        om = self.plan.output_map
+        if om is None:
+            return gh, {}
+        spell = self.output_spelling(y, tag)
+        self(self.d.let(f"omg{tag}", gh))
+        gy = f"omg{tag} * {spell(om.y_grad)}"
+        slot_grads = {s: f"omg{tag} * {spell(g)}" for s, g in zip(om.slots, om.slot_grads)}
+        for c, g in enumerate(om.constant_grads):
+            self.accumulate(self.param_grad(self.plan.output_constant(c)), f"omg{tag} * {spell(g)}")
+        return gy, slot_grads
+
     # -- reverse mode -------------------------------------------------------------------------
     def op_grads(self, op: KernelOp, operands: list[str], result: str, grad: str, name: str) -> list[str]:
         """The gradient of each operand of ``result = operands[0] ∘ operands[1] ∘ ...`` given ``grad`` of the
@@ -431,7 +464,8 @@ def lane_forward(w: LaneWriter) -> None:
         w(d.store("states", _state_offset(plan, j, "tt"), f"z{j}"))
     w.close()
     if output == "steps":
-        w(d.store("out", "(b * Tn + tt) * D", w.emit(step.new)))
+        w(d.let("y", w.emit(step.new)))
+        w(d.store("out", "(b * Tn + tt) * D", w.map_output("y")))
     elif output == "sum":
         w(d.let("y", w.emit(step.new)))
         w(d.assign("agg", d.plus("agg", "y")))
@@ -475,9 +509,12 @@ def lane_backward(w: LaneWriter) -> None:
     z_prev = [f"zp{j}" for j in range(q)]
     step = w.step(z_prev)
     gn = [f"g{j}" for j in range(q)]
+    mapped: dict[int, str] = {}
     if output != "last":
         if output == "steps":
-            w(d.let("gy", d.load("grad_out", "(b * Tn + tt) * D")))
+            w(d.let("y", w.emit(step.new)))
+            gy, mapped = w.map_output_backward("y", d.load("grad_out", "(b * Tn + tt) * D"))
+            w(d.let("gy", gy))
         else:
             w(d.let("y", w.emit(step.new)))
             w(d.let("gy", w.output_grad("y", "agg", "gagg")))
@@ -487,7 +524,7 @@ def lane_backward(w: LaneWriter) -> None:
         gn = [f"gn{j}" for j in range(q)]
     gx, g_prev = w.step_backward(step, z_prev, gn)
     for s in range(plan.num_slots):
-        w(d.store("grad_slots", _slot_offset(plan, s), gx[s]))
+        w(d.store("grad_slots", _slot_offset(plan, s), f"{gx[s]} + {mapped[s]}" if s in mapped else gx[s]))
     for j in range(q):
         w(d.assign(f"g{j}", g_prev[j]))
     w.close()

@@ -76,10 +76,6 @@ class Kernels:
     backward: Callable[..., None]
 
 
-def _storage_zero(plan: Plan) -> float:
-    return float(plan.storage.zero)
-
-
 class _GpuRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(  # type: ignore[override]
@@ -91,7 +87,7 @@ class _GpuRecurrence(torch.autograd.Function):
         b, t, _, d = slots.shape
         q = plan.num_states
         shape = (b, t, d) if plan.options.output == "steps" else (b, d)
-        out = slots.new_full(shape, _storage_zero(plan))
+        out = slots.new_full(shape, plan.padding)  # (the storage zero, or 0 under an output map)
         final = slots.new_empty((b, q, d))
         save = any(ctx.needs_input_grad[1:])
         states = slots.new_empty((b, t, q, d) if save else (0,))

@@ -58,7 +58,8 @@ SRU_OPTIONS: dict[str, Any] = {
 
 
 class SRUReferenceLayer(SRULayer):
-    """kleene's ``SRULayer`` with the ``sru`` package's options; ``forward(x, lengths, h0)`` as every layer.
+    """kleene's ``SRULayer`` with the ``sru`` package's options; ``forward(x, lengths, h0)`` as every layer (its
+    output, with the package's options and layer norm, in torch: ``fused_output`` False).
 
     ``skip``: "identity" (``scale · x``), "projection" (the highway matrix, no scale) or "none";
     ``layer_norm``: "none", "before" (on the input of the matrices) or "after" (on h).
@@ -66,6 +67,8 @@ class SRUReferenceLayer(SRULayer):
     Raises:
         OriginalCodeError: an unknown skip or layer-norm mode, or an identity skip between different sizes.
     """
+
+    fused_output = False
 
     def __init__(
         self,
