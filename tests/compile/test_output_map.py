@@ -167,6 +167,9 @@ def test_refusals() -> None:
         module(slots)
     with pytest.raises(CompileError, match="output_constants"):
         module(slots, output_constants=torch.zeros(2, 2))
+    with pytest.raises(CompileError, match="without an output map"):
+        compile(with_map(bare, sympy.tanh(y)), "real", 2, "torch", scan="chunked")
+    assert compile(with_map(bare, sympy.tanh(y)), "real", 2, "torch", scan="auto").scan == "auto"
 
 
 def with_map(template: Template, expr: sympy.Expr, constants: tuple[str, ...] = ()) -> Template:
