@@ -132,25 +132,33 @@ _LOADED: dict[str, NativeKernel] = {}
 _OPS: dict[str, tuple[Any, Any]] = {}
 
 
-def load_kernel(plan: Plan) -> tuple[str, NativeKernel]:
-    """Build (or fetch from the cache) and load ``plan``'s kernel; returns (key, kernel)."""
-    source = generate_cpp(plan)
+def load_native(
+    source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]
+) -> tuple[str, NativeKernel]:
+    """Build (or fetch from the cache) and load generated C++ ``source`` exporting ``{prefix}_forward_f32|f64`` and
+    ``{prefix}_backward_f32|f64`` with the ctypes argument types given; returns (key, kernel), loaded once per
+    process and source."""
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if key not in _LOADED:
         path, _ = build(source)
         lib = ctypes.CDLL(str(path))
-        ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-        forward, backward = {}, {}
+        forward: dict[torch.dtype, Any] = {}
+        backward: dict[torch.dtype, Any] = {}
         for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
-            f = getattr(lib, f"kleene_forward_{suffix}")
-            f.argtypes = [ptr] * 8 + [i64] * 4 + [c_int]
-            f.restype = None
-            g = getattr(lib, f"kleene_backward_{suffix}")
-            g.argtypes = [ptr] * 9 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
-            g.restype = None
-            forward[dtype], backward[dtype] = f, g
+            for table, kind, argtypes in ((forward, "forward", forward_args), (backward, "backward", backward_args)):
+                entry = getattr(lib, f"{prefix}_{kind}_{suffix}")
+                entry.argtypes, entry.restype = argtypes, None
+                table[dtype] = entry
         _LOADED[key] = NativeKernel(lib, forward, backward)
     return key, _LOADED[key]
+
+
+def load_kernel(plan: Plan) -> tuple[str, NativeKernel]:
+    """Build (or fetch from the cache) and load ``plan``'s kernel; returns (key, kernel)."""
+    ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    forward = [ptr] * 8 + [i64] * 4 + [c_int]
+    backward = [ptr] * 9 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
+    return load_native(generate_cpp(plan), "kleene", forward, backward)
 
 
 def _ptr(t: Tensor | None) -> int | None:

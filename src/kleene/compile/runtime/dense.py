@@ -30,7 +30,7 @@ from kleene.compile.codegen.dense import (
     generate_dense_triton,
     selects,
 )
-from kleene.compile.runtime.cpu import NativeKernel, build
+from kleene.compile.runtime.cpu import NativeKernel, load_native
 from kleene.compile.runtime.gpu import import_triton_source, triton_block, triton_interpreting
 from kleene.errors import CompileError
 
@@ -41,7 +41,6 @@ Tensor = torch.Tensor
 DENSE_BACKENDS = ("cpp", "triton", "cuda")
 
 
-_CPU: dict[str, NativeKernel] = {}
 _OPS: dict[str, tuple[Any, Any]] = {}
 
 
@@ -51,23 +50,10 @@ def load_dense_cpu(semiring: Semiring) -> tuple[str, NativeKernel]:
     Raises:
         CompileError: no kernel realisation, no compiler, or the compiler failed.
     """
-    source = generate_dense_cpp(semiring)
-    key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    if key not in _CPU:
-        path, _ = build(source)
-        lib = ctypes.CDLL(str(path))
-        ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-        forward, backward = {}, {}
-        for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
-            f = getattr(lib, f"kleene_dense_forward_{suffix}")
-            f.argtypes = [ptr] * 6 + [i64] * 3 + [c_int]
-            f.restype = None
-            g = getattr(lib, f"kleene_dense_backward_{suffix}")
-            g.argtypes = [ptr] * 10 + [i64] * 3 + [c_int]
-            g.restype = None
-            forward[dtype], backward[dtype] = f, g
-        _CPU[key] = NativeKernel(lib, forward, backward)
-    return key, _CPU[key]
+    ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    forward = [ptr] * 6 + [i64] * 3 + [c_int]
+    backward = [ptr] * 10 + [i64] * 3 + [c_int]
+    return load_native(generate_dense_cpp(semiring), "kleene_dense", forward, backward)
 
 
 def _check_cpu(*tensors: Tensor) -> None:
