@@ -164,7 +164,8 @@ def _prefetch_vector(code: _Code, num_slots: int, rows: int) -> None:
     for k in range(rows):
         for s in range(num_slots):
             at = f"ahead_g + {k} * R + {s} * D + i0"
-            code(f"__builtin_prefetch({at}, 0, {PREFETCH_LOCALITY}); __builtin_prefetch({at} + {ALIGN - 1}, 0, {PREFETCH_LOCALITY});")
+            code(f"__builtin_prefetch({at}, 0, {PREFETCH_LOCALITY});")
+            code(f"__builtin_prefetch({at} + {ALIGN - 1}, 0, {PREFETCH_LOCALITY});  // its last line (double)")
 
 
 def _slot_of(s: int, row: str) -> str:
@@ -369,8 +370,7 @@ def generate_bank_cpp(layout: BankLayout) -> str:
             f'extern "C" void kleene_bank_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, {ctype}* out, {ctype}* final_state, {ctype}* ckpt, "
             "int64_t B, int64_t Tn, int64_t chunk, int threads) {",
-            f"  bank_forward_impl<{ctype}>(slots, params, lengths, h0, out, final_state, ckpt, B, Tn, chunk, "
-            "threads);",
+            f"  bank_forward_impl<{ctype}>(slots, params, lengths, h0, out, final_state, ckpt, B, Tn, chunk, threads);",
             "}",
             f'extern "C" void kleene_bank_backward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, const {ctype}* ckpt, const {ctype}* final_state, "

@@ -61,7 +61,12 @@ def _checkpoint_shape(layout: BankLayout, slots: Tensor, save: bool) -> tuple[in
 
 
 def run_bank_forward(
-    layout: BankLayout, kernel: _BankKernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None,
+    layout: BankLayout,
+    kernel: _BankKernel,
+    slots: Tensor,
+    params: Tensor,
+    lengths: Tensor,
+    h0: Tensor | None,
     save: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Call the bank's forward kernel: (output (B, WT), final state (B, QT), checkpoints if ``save`` else empty)."""
@@ -80,8 +85,17 @@ def run_bank_forward(
 
 
 def run_bank_backward(
-    layout: BankLayout, kernel: _BankKernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None,
-    saved: Tensor, final: Tensor, out: Tensor, grad_out: Tensor, grad_final: Tensor,
+    layout: BankLayout,
+    kernel: _BankKernel,
+    slots: Tensor,
+    params: Tensor,
+    lengths: Tensor,
+    h0: Tensor | None,
+    saved: Tensor,
+    final: Tensor,
+    out: Tensor,
+    grad_out: Tensor,
+    grad_final: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Call the bank's backward kernel on the forward's checkpoints: (grad slots, grad params summed over the
     batch, grad h0)."""
