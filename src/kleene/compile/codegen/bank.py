@@ -165,7 +165,7 @@ def _prefetch_vector(code: _Code, num_slots: int, rows: int) -> None:
         for s in range(num_slots):
             at = f"ahead_g + {k} * R + {s} * D + i0"
             code(f"__builtin_prefetch({at}, 0, {PREFETCH_LOCALITY});")
-            code(f"__builtin_prefetch({at} + {ALIGN - 1}, 0, {PREFETCH_LOCALITY});  // its last line (double)")
+            code(f"if (sizeof(T) > 4) __builtin_prefetch({at} + {ALIGN - 1}, 0, {PREFETCH_LOCALITY});  // 2 lines")
 
 
 def _slot_of(s: int, row: str) -> str:
