@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kleene.compile.bank import CompiledBank
-from kleene.compile.codegen.bank import ALIGN, BankLayout, bank_width
+from kleene.compile.codegen.bank import ALIGNS, BankLayout, bank_width, choose_align
 from kleene.compile.runtime.bank import bank_custom_ops
 from kleene.compile.runtime.cpu import compiler
 from kleene.errors import CompileError
@@ -126,17 +126,34 @@ def test_opcheck() -> None:
 
 def test_layout_pads_every_block_to_whole_vectors() -> None:
     assert [bank_width(c) for c in (1, 16, 17, 85, 86)] == [16, 16, 32, 96, 96]
+    assert [bank_width(c, 8) for c in (1, 16, 17, 85, 86)] == [8, 16, 24, 88, 88]
+    assert choose_align([16, 32]) == 16 and choose_align([85, 86]) == 8  # 8 pads fewer lanes: 176 against 192
     bank = SoftPatterns(3, {2: 3, 5: 20}, backend="cpp")
     layout = bank.one_call_layout().layout
-    assert layout.widths == (16, 32) and all(w % ALIGN == 0 for w in layout.widths)
-    assert layout.slot_offsets == (0, 3 * 16, 3 * 16 + 9 * 32)
-    assert layout.lane_offsets == (0, 16, 48)
+    assert layout.align == 8 and layout.widths == (8, 24)
+    assert layout.slot_offsets == (0, 3 * 8, 3 * 8 + 9 * 24)
+    assert layout.lane_offsets == (0, 8, 32)
+    wide = BankLayout.of(layout.plans, layout.counts, 16)
+    assert wide.widths == (16, 32) and wide.state_offsets == (0, 2 * 16, 2 * 16 + 5 * 32)
+
+
+@pytest.mark.parametrize("align", ALIGNS)
+def test_either_alignment_gives_the_same_scores(align: int) -> None:
+    torch.manual_seed(8)
+    bank = SoftPatterns(3, {2: 3, 4: 9}, semiring="max-times", backend="cpp").double()
+    recurrences = [g.recurrence for g in bank.groups]
+    compiled = CompiledBank(recurrences, align)
+    slots = [torch.randn(2, 5, len(g.template.slots), g.count, dtype=torch.float64) for g in bank.groups]
+    lengths = torch.tensor([5, 2])
+    out, _ = compiled(recurrences, compiled.pack_slots(slots), lengths)
+    expected = torch.cat([r(x, lengths)[0] for r, x in zip(recurrences, slots)], 1)
+    assert torch.equal(out[:, compiled.columns], expected)
 
 
 def test_errors() -> None:
     bank = SoftPatterns(3, {2: 3}, backend="torch")
     with pytest.raises(SoPaError, match="one_call"):
-        bank.bank_scores(torch.zeros(1, 2, 48), torch.tensor([2]))
+        bank.bank_scores(torch.zeros(1, 2, 24), torch.tensor([2]))
     with pytest.raises(CompileError, match="cpp"):
         CompiledBank([bank.groups[0].recurrence])  # type: ignore[list-item]
     steps = SoftPatterns(3, {2: 3}, backend="cpp")
@@ -144,5 +161,7 @@ def test_errors() -> None:
     with pytest.raises(CompileError, match="count"):
         BankLayout.of([plan], [1, 2])
     cpp = steps.one_call_layout()
-    with pytest.raises(CompileError, match="R=48"):
-        cpp([g.recurrence for g in steps.groups], torch.zeros(1, 2, 47), torch.tensor([2]))  # type: ignore[misc]
+    with pytest.raises(CompileError, match="R=24"):
+        cpp([g.recurrence for g in steps.groups], torch.zeros(1, 2, 23), torch.tensor([2]))  # type: ignore[misc]
+    with pytest.raises(CompileError, match="alignment"):
+        BankLayout.of([plan], [3], 4)

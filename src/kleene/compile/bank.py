@@ -24,20 +24,21 @@ Tensor = torch.Tensor
 
 class CompiledBank:
     """One kernel running ``recurrences`` (each a cpp-backend ``CompiledRecurrence`` with ``output="sum"``) side
-    by side over the same sequences.
+    by side over the same sequences; ``align``: the lane alignment of its blocks (default: the one padding fewest
+    lanes, ``kleene.compile.codegen.bank.choose_align``).
 
     Raises:
         CompileError: no recurrences, one not on the cpp backend, bidirectional or whose output is not "sum", or a
             kernel that does not build.
     """
 
-    def __init__(self, recurrences: Sequence[CompiledRecurrence]):
+    def __init__(self, recurrences: Sequence[CompiledRecurrence], align: int | None = None):
         from kleene.compile.runtime.bank import bank_runner
 
         for r in recurrences:
             if r.backend != "cpp":
                 raise CompileError(f"a bank runs cpp-backend recurrences; {r.template.name} runs on {r.backend}")
-        self.layout = BankLayout.of([r.plan for r in recurrences], [r.dim for r in recurrences])
+        self.layout = BankLayout.of([r.plan for r in recurrences], [r.dim for r in recurrences], align)
         self._run = bank_runner(self.layout)
         widths, counts = self.layout.widths, self.layout.counts
         lanes = [torch.arange(c) + o for c, o in zip(counts, self.layout.lane_offsets)]

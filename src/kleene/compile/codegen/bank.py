@@ -2,8 +2,8 @@
 
 A bank is several plans (e.g. SoPa's pattern groups, one template per pattern length), plan ``g`` running
 ``count_g`` copies. The bank lays every per-step tensor out as one row per (sequence, step) holding each plan's
-block in turn, each block padded to ``width_g`` lanes (``bank_width``: a multiple of ``ALIGN`` lanes, so every
-lane loop runs whole vectors and every block starts on a cache line)::
+block in turn, each block padded to ``width_g`` lanes (``bank_width``: a multiple of ``align`` lanes, 16 or 8, so
+every lane loop runs whole vectors, without a scalar remainder)::
 
     slots  (B, T, R)   R  = sum_g S_g * width_g   block g: (S_g, width_g), offset xoff_g
     params (KT,)       KT = sum_g K_g * width_g   block g: (K_g, width_g)
@@ -43,8 +43,10 @@ from kleene.compile.codegen.cpp import _PRELUDE, CHUNK_BYTES, _Code, backward_la
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
 
-#: Lanes each block is padded to a multiple of: 16 float32 lanes = one 64-byte line = one AVX-512 vector.
-ALIGN = 16
+#: Lanes each block is padded to a multiple of: 16 float32 lanes = one 64-byte line = one AVX-512 vector, or 8 (an
+#: AVX2 vector; AVX-512 on AMD Zen 4 runs as two of those) where that pads fewer lanes (``choose_align``).
+ALIGNS = (16, 8)
+ALIGN = ALIGNS[0]
 #: How many steps ahead the forward prefetches its slot rows, and with which locality (``__builtin_prefetch``'s
 #: third argument: 3 = into L1, 2 = L2). Measured on an AMD EPYC (1 thread, SoPa's bench bank at (32, 256, 512),
 #: alternated in one process, 2026-11-25): into L1 (3) 33 ms, into L2 (2) 12.5-12.9 ms at 4-16 steps ahead, 15.6 ms
@@ -57,23 +59,35 @@ def bank_width(count: int, align: int = ALIGN) -> int:
     return -(-count // align) * align
 
 
+def choose_align(counts: Sequence[int]) -> int:
+    """The lane alignment of a bank of blocks of ``counts`` lanes: of ``ALIGNS``, the one padding the fewest lanes
+    (the first, the widest, on a tie)."""
+    return min(ALIGNS, key=lambda a: sum(bank_width(c, a) for c in counts))
+
+
 @dataclass(frozen=True)
 class BankLayout:
-    """Where each plan's block sits in the bank's rows (see the module docstring)."""
+    """Where each plan's block sits in the bank's rows (see the module docstring); ``align``: the lanes of one
+    vector of the lane loops (every width is a multiple of it)."""
 
     plans: tuple[Plan, ...]
     counts: tuple[int, ...]
     widths: tuple[int, ...]
+    align: int
 
     @staticmethod
-    def of(plans: Sequence[Plan], counts: Sequence[int]) -> BankLayout:
-        """The layout of ``plans`` running ``counts`` copies each, blocks padded to multiples of ``ALIGN``.
+    def of(plans: Sequence[Plan], counts: Sequence[int], align: int | None = None) -> BankLayout:
+        """The layout of ``plans`` running ``counts`` copies each, blocks padded to multiples of ``align`` (one of
+        ``ALIGNS``; default ``choose_align(counts)``).
 
         Raises:
             CompileError: no plans, a count < 1, a bidirectional plan or one whose output is not "sum".
         """
         if not plans or len(plans) != len(counts):
             raise CompileError(f"a bank needs one count per plan; got {len(plans)} plans and {len(counts)} counts")
+        align = choose_align(counts) if align is None else align
+        if align not in ALIGNS:
+            raise CompileError(f"a bank's lane alignment must be one of {ALIGNS}, not {align!r}")
         for plan, count in zip(plans, counts):
             if count < 1:
                 raise CompileError(f"a bank block needs at least one copy; {plan.template.name} has {count}")
@@ -82,7 +96,7 @@ class BankLayout:
                     f"a bank runs one-directional plans with output='sum'; {plan.template.name} has "
                     f"output={plan.options.output!r}, bidirectional={plan.options.bidirectional}"
                 )
-        return BankLayout(tuple(plans), tuple(counts), tuple(bank_width(c) for c in counts))
+        return BankLayout(tuple(plans), tuple(counts), tuple(bank_width(c, align) for c in counts), align)
 
     def _offsets(self, per_lane: Sequence[int]) -> tuple[int, ...]:
         offsets, total = [], 0
@@ -139,10 +153,10 @@ def _forward_steps(code: _Code, layout: BankLayout, unroll: int) -> None:
         block(f"T* __restrict__ Zg = Z + {layout.state_offsets[g]};")
         block(f"T* __restrict__ A = AGG + {layout.lane_offsets[g]};")
         block(f"const T* ahead_g = ahead + {layout.slot_offsets[g]};")
-        block.open(f"for (int64_t i0 = 0; i0 < D; i0 += {ALIGN})")
-        _prefetch_vector(block, plan.num_slots, unroll)
+        block.open(f"for (int64_t i0 = 0; i0 < D; i0 += {layout.align})")
+        _prefetch_vector(block, plan.num_slots, unroll, layout.align)
         block("#pragma omp simd")
-        block.open(f"for (int64_t i = i0; i < i0 + {ALIGN}; ++i)")
+        block.open(f"for (int64_t i = i0; i < i0 + {layout.align}; ++i)")
         z = [f"Zg[{j} * D + i]" for j in range(q)]
         for k in range(unroll):
             block.slot = functools.partial(_slot_of, row=f"x{k}")
@@ -158,14 +172,15 @@ def _forward_steps(code: _Code, layout: BankLayout, unroll: int) -> None:
     code.close()
 
 
-def _prefetch_vector(code: _Code, num_slots: int, rows: int) -> None:
-    """Prefetch the lanes ``i0 .. i0 + ALIGN - 1`` of every slot of ``rows`` rows from ``ahead_g``: a vector's lines
+def _prefetch_vector(code: _Code, num_slots: int, rows: int, align: int) -> None:
+    """Prefetch the lanes ``i0 .. i0 + align - 1`` of every slot of ``rows`` rows from ``ahead_g``: a vector's lines
     just before computing it, so the prefetches interleave with the work instead of stalling it in a burst."""
     for k in range(rows):
         for s in range(num_slots):
             at = f"ahead_g + {k} * R + {s} * D + i0"
             code(f"__builtin_prefetch({at}, 0, {PREFETCH_LOCALITY});")
-            code(f"if (sizeof(T) > 4) __builtin_prefetch({at} + {ALIGN - 1}, 0, {PREFETCH_LOCALITY});  // 2 lines")
+            if align > 8:
+                code(f"if (sizeof(T) > 4) __builtin_prefetch({at} + {align - 1}, 0, {PREFETCH_LOCALITY});  // 2 lines")
 
 
 def _slot_of(s: int, row: str) -> str:
@@ -247,10 +262,10 @@ def _reverse_block(layout: BankLayout, g: int) -> list[str]:
     code(f"const T* __restrict__ zp = ZL + (t - t0) * QT + {qo};")
     code("// while this chunk runs from cache, fetch the same lanes of the previous chunk (recomputed next)")
     code("const T* ahead_g = x - (t >= chunk ? chunk : 0) * R;")
-    code("for (int64_t a = 0; a < V; a += ALIGN) {")
+    code(f"for (int64_t a = 0; a < V; a += {layout.align}) {{")
     code.depth += 1
     code("const int64_t i0 = i0v + a;")
-    _prefetch_vector(code, plan.num_slots, 1)
+    _prefetch_vector(code, plan.num_slots, 1, layout.align)
     code.depth -= 1
     code("}")
     code("#pragma omp simd")
@@ -291,10 +306,10 @@ def _recompute_block(layout: BankLayout, g: int) -> list[str]:
     code(f"const T* __restrict__ zp = ZL + (t - t0) * QT + {qo};")
     code(f"T* __restrict__ zn = ZL + (t + 1 - t0) * QT + {qo};")
     code(f"const T* ahead_g = ahead + {layout.slot_offsets[g]};")
-    code.open(f"for (int64_t i0 = 0; i0 < D; i0 += {ALIGN})")
-    _prefetch_vector(code, plan.num_slots, 1)
+    code.open(f"for (int64_t i0 = 0; i0 < D; i0 += {layout.align})")
+    _prefetch_vector(code, plan.num_slots, 1, layout.align)
     code("#pragma omp simd")
-    code.open(f"for (int64_t i = i0; i < i0 + {ALIGN}; ++i)")
+    code.open(f"for (int64_t i = i0; i < i0 + {layout.align}; ++i)")
     code.slot = functools.partial(_slot_of, row="x0")
     for j in range(plan.num_states):
         code(f"const T zp{j} = zp[{j} * D + i];")
@@ -319,7 +334,7 @@ def _backward(layout: BankLayout) -> list[str]:
         "const T* __restrict__ grad_final, T* __restrict__ grad_slots, T* __restrict__ grad_params, "
         "T* __restrict__ grad_h0, int64_t B, int64_t Tn, int64_t chunk, int threads)"
     )
-    code(f"constexpr int64_t R = {r}, QT = {qt}, WT = {wt}, KT = {kt}, ALIGN = {ALIGN};")
+    code(f"constexpr int64_t R = {r}, QT = {qt}, WT = {wt}, KT = {kt};")
     code("(void)h0; (void)final_state;")
     code("if (B == 0) return;")
     code("const int64_t NC = (Tn + chunk - 1) / chunk;")
