@@ -235,6 +235,8 @@ class Contender:
 
     #: kernel(slots) when the modules are not simply run one per slot tensor (SoPa: the layer's groups)
     kernel_fn: Callable[[list[Tensor]], list[Tensor]] | None = None
+    #: the slot values the recurrence needs (default: every value of ``slots``; SoPa's bank rows hold padding)
+    slot_values: int | None = None
 
     def kernel(self, slots: list[Tensor]) -> list[Tensor]:
         if self.kernel_fn is not None:
@@ -257,8 +259,9 @@ def paper_templates() -> dict[str, Template]:
 def make_contender(name: str, shape: tuple[int, int, int], backend: str, gen: torch.Generator) -> Contender:
     """Automaton ``name`` (B, C, F: real semiring; SoPa: a bank of patterns 2-7 in max-times) at ``shape``.
 
-    SoPa is the layer itself (``PatternGroup.score`` on the template's slots): the kernel is the bank on
-    ``backend``, the plain PyTorch contender the same bank (same weights) on the torch backend.
+    SoPa is the layer itself: the kernel is the bank on ``backend`` (on cpp: one call, ``SoftPatterns.bank_scores``
+    on the bank's rows, whose padding lanes are not counted in ``slot_values``; else ``PatternGroup.score`` per
+    group), the plain PyTorch contender the same bank (same weights) on the torch backend.
     """
     b, t, d = shape
     if name == "SoPa":
@@ -275,17 +278,39 @@ def make_contender(name: str, shape: tuple[int, int, int], backend: str, gen: to
         plain = [g for g in reference.groups if isinstance(g, PatternGroup)]
         slots = [torch.rand(b, t, len(g.template.slots), g.count, generator=gen).log() for g in groups]
         full = torch.full((b,), t, dtype=torch.long)
+        values = sum(x.numel() for x in slots)
 
         def scores(layer: list[PatternGroup], xs: list[Tensor]) -> list[Tensor]:
-            return [g.score(x, full) for g, x in zip(layer, xs)]
+            return [torch.cat([g.score(x, full) for g, x in zip(layer, xs)], 1)]
+
+        if backend != "cpp":
+            return Contender(
+                name,
+                [g.recurrence for g in groups + plain],
+                slots,
+                lambda xs, out: scores(plain, xs),
+                per_step_output=False,
+                kernel_fn=lambda xs: scores(groups, xs),
+            )
+        layout = bank.one_call_layout()
+        rows = layout.pad_lanes(slots)  # (B, T, R): every group's slots, lanes padded to whole vectors
+
+        def blocks(xs: list[Tensor]) -> list[Tensor]:
+            """The groups' slots (B, T, S, count) as views of the bank's rows."""
+            offsets, widths = layout.layout.slot_offsets, layout.layout.widths
+            return [
+                xs[0][..., offsets[k] : offsets[k + 1]].unflatten(-1, (-1, widths[k]))[..., : g.count]
+                for k, g in enumerate(plain)
+            ]
 
         return Contender(
             name,
             [g.recurrence for g in groups + plain],
-            slots,
-            lambda xs, out: scores(plain, xs),
+            [rows],
+            lambda xs, out: scores(plain, blocks(xs)),
             per_step_output=False,
-            kernel_fn=lambda xs: scores(groups, xs),
+            kernel_fn=lambda xs: [bank.bank_scores(xs[0], full)],
+            slot_values=values,
         )
     template = paper_templates()[name]
     module = compile(template, "real", d, backend)
@@ -389,7 +414,7 @@ def recurrence_records(
         for name in names:
             contender = make_contender(name, shape, backend, gen)
             difference = check_agreement(contender)
-            slot_values = sum(x.numel() for x in contender.slots)
+            slot_values = contender.slot_values or sum(x.numel() for x in contender.slots)
             out_values = b * t * d if contender.per_step_output else b * d
             if pass_name == FORWARD:
                 out = torch.empty(b, t, d) if contender.per_step_output else None

@@ -52,6 +52,7 @@ from torch.nn.utils import parametrize
 from kleene.automata.semiring import SEMIRINGS as ALL_SEMIRINGS
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
+from kleene.compile.bank import CompiledBank
 from kleene.compile.template import OutputMode
 from kleene.errors import SemiringError, SoPaError, WeightError
 from kleene.nn.embedding import check_token_batch, word_embedding
@@ -406,7 +407,7 @@ class PatternGroup(nn.Module):
         Caution: an active ``dropout`` (training, p > 0) acts per position (the authors drop each transition score
         of each step), so then the vectors are gathered first and encoded per position.
         """
-        if dropout is not None and dropout.training and getattr(dropout, "p", 1.0) > 0:
+        if _drops(dropout):
             main, loop = self.transitions(table[index], dropout)
             return self.slots(main, loop)
         main, loop = self.transitions(table[None])
@@ -426,12 +427,20 @@ class PatternGroup(nn.Module):
             scores, _ = self.recurrence(slots, lengths, h0)
         else:
             scores, _ = self.run(slots, lengths, restart=True, output="sum", constants=constants, h0=h0)
+        return self.finish(scores, lengths, slots.shape[1], constants=constants, floored=floored)
+
+    def finish(
+        self, scores: Tensor, lengths: Tensor, steps: int, *, constants: Tensor | None = None, floored: bool = False
+    ) -> Tensor:
+        """The document scores (B, count) from the recurrence's ⊕ over steps ``scores`` (B, count) of documents
+        padded to ``steps``: the empty span's share (paper mode; ``constants`` as in ``score``) and, if ``floored``
+        (the recurrence started from -100), reference mode's floor."""
         extra = self.empty_span(constants)
-        if extra is not None and slots.shape[1]:
+        if extra is not None and steps:
             # h_0[END] is part of every h_t, so it is ⊕-added once per step (n times in the real semiring)
-            valid = torch.arange(slots.shape[1], device=lengths.device)[None, :] < lengths[:, None]
-            steps = torch.where(valid[..., None], extra.to(scores.dtype), self.storage.zeros((), like=scores))
-            scores = self.storage.plus(scores, self.storage.sum(steps, axis=1))
+            valid = torch.arange(steps, device=lengths.device)[None, :] < lengths[:, None]
+            terms = torch.where(valid[..., None], extra.to(scores.dtype), self.storage.zeros((), like=scores))
+            scores = self.storage.plus(scores, self.storage.sum(terms, axis=1))
         if floored:
             scores = scores.clamp_min(REFERENCE_ZERO)
         return scores
@@ -614,6 +623,11 @@ def _check_index(table: Tensor, index: Tensor) -> None:
         raise SoPaError(f"index holds rows {int(index.min())}..{int(index.max())}; the table has {table.shape[0]}")
 
 
+def _drops(dropout: nn.Module | None) -> bool:
+    """Whether ``dropout`` is active (training, p > 0): it then acts per position."""
+    return dropout is not None and dropout.training and getattr(dropout, "p", 1.0) > 0
+
+
 def _unit_rows(*shape: int) -> Tensor:
     rows = torch.randn(*shape)
     return rows / rows.norm(dim=-1, keepdim=True)
@@ -708,6 +722,10 @@ class SoftPatterns(nn.Module):
             )
             for length, count in self.spec.items()
         )
+        #: run the whole bank as one generated kernel call (``kleene.compile.CompiledBank``) where every group runs
+        #: on the cpp backend; False: one call per group (the same scores and gradients)
+        self.one_call = True
+        self._bank: CompiledBank | None = None
 
     @property
     def num_patterns(self) -> int:
@@ -728,7 +746,63 @@ class SoftPatterns(nn.Module):
         """
         if index is not None:
             _check_index(inputs, index)
-        return torch.cat([group(inputs, lengths, transition_dropout, index) for group in self.groups], 1)
+        bank = self._one_call(inputs)
+        if bank is None:
+            return torch.cat([group(inputs, lengths, transition_dropout, index) for group in self.groups], 1)
+        groups = self._groups()
+        if index is not None and not _drops(transition_dropout):
+            # the transitions of each distinct vector once, as a table of bank rows (U, R), gathered per position
+            table = bank.pad_lanes([group.slots(*group.transitions(inputs[None]))[0] for group in groups])
+            slots = nn.functional.embedding(index, table)
+        else:
+            vectors = inputs if index is None else inputs[index]
+            slots = bank.pad_lanes([group.slots(*group.transitions(vectors, transition_dropout)) for group in groups])
+        return self.bank_scores(slots, lengths)
+
+    def _groups(self) -> list[PatternGroup]:
+        return [group for group in self.groups if isinstance(group, PatternGroup)]
+
+    def _one_call(self, like: Tensor) -> CompiledBank | None:
+        """The bank's one-call kernel (built on first use) when ``one_call`` is on and every group runs its
+        generated C++ kernel on ``like``'s device and dtype, else None (then each group runs its own kernel)."""
+        groups = self._groups()
+        if not self.one_call or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
+            return None
+        if any(group.recurrence.backend != "cpp" for group in groups):
+            return None
+        if self._bank is None:
+            self._bank = CompiledBank([group.recurrence for group in groups])
+        return self._bank
+
+    def bank_scores(self, slots: Tensor, lengths: Tensor, *, floor: bool = True) -> Tensor:
+        """Document scores (B, P) in storage form from the bank's slot rows (B, T, R) (``one_call_layout``: each
+        group's ``PatternGroup.slots`` with its lanes padded, ``CompiledBank.pad_lanes``), in one kernel call; the
+        same values as ``cat([group.score(slots_g, lengths) ...])``.
+
+        Raises:
+            SoPaError: the bank's kernel is off or cannot run (``one_call`` False, a group not on the cpp backend).
+        """
+        bank = self._one_call(slots)
+        if bank is None:
+            raise SoPaError("bank_scores runs the one-call kernel: it needs one_call=True and cpp-backend groups")
+        groups = self._groups()
+        floored = floor and groups[0].floored
+        h0 = slots.new_full((slots.shape[0], bank.layout.state_offsets[-1]), REFERENCE_ZERO) if floored else None
+        out, _ = bank([group.recurrence for group in groups], slots, lengths, h0)
+        scores = out.index_select(1, bank.columns.to(out.device)).split([group.count for group in groups], 1)
+        steps = slots.shape[1]
+        return torch.cat([g.finish(s, lengths, steps, floored=floored) for g, s in zip(groups, scores)], 1)
+
+    def one_call_layout(self) -> CompiledBank:
+        """The one-call kernel's bank (its row layout, ``pad_lanes``), building it if needed.
+
+        Raises:
+            SoPaError: the bank's kernel is off or cannot run (see ``bank_scores``).
+        """
+        bank = self._one_call(torch.empty(0))
+        if bank is None:
+            raise SoPaError("the one-call kernel needs one_call=True and cpp-backend groups")
+        return bank
 
 
 class MLP(nn.Module):

@@ -1,0 +1,87 @@
+"""``CompiledBank``: several compiled recurrences (a SoPa bank's pattern groups) run by one generated kernel call.
+
+The recurrences keep their parameters (a bank is not a module and owns none: it reads each recurrence's static
+parameter table, ``CompiledRecurrence.cached_params``, at every call); the bank fixes the layout of its rows
+(``kleene.compile.codegen.bank.BankLayout``: each recurrence's block padded to whole vectors) and its kernel.
+Slots come in that layout: ``pack_slots`` lays per-recurrence slots out, or a caller builds the rows directly
+(SoPa gathers them from a table of per-word rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from kleene.compile.codegen.bank import BankLayout
+from kleene.compile.module import CompiledRecurrence
+from kleene.data.checks import check_lengths
+from kleene.errors import CompileError
+
+Tensor = torch.Tensor
+
+
+class CompiledBank:
+    """One kernel running ``recurrences`` (each a cpp-backend ``CompiledRecurrence`` with ``output="sum"``) side
+    by side over the same sequences; ``align``: the lane alignment of its blocks (default: the one padding fewest
+    lanes, ``kleene.compile.codegen.bank.choose_align``).
+
+    Raises:
+        CompileError: no recurrences, one not on the cpp backend, bidirectional or whose output is not "sum", or a
+            kernel that does not build.
+    """
+
+    def __init__(self, recurrences: Sequence[CompiledRecurrence], align: int | None = None):
+        from kleene.compile.runtime.bank import bank_runner
+
+        for r in recurrences:
+            if r.backend != "cpp":
+                raise CompileError(f"a bank runs cpp-backend recurrences; {r.template.name} runs on {r.backend}")
+        self.layout = BankLayout.of([r.plan for r in recurrences], [r.dim for r in recurrences], align)
+        self._run = bank_runner(self.layout)
+        widths, counts = self.layout.widths, self.layout.counts
+        lanes = [torch.arange(c) + o for c, o in zip(counts, self.layout.lane_offsets)]
+        #: the output columns holding real lanes (not padding), in recurrence order
+        self.columns = torch.cat(lanes)
+        self._pads = [w - c for w, c in zip(widths, counts)]
+
+    @property
+    def row(self) -> int:
+        """R: the values of one (sequence, step) row of the bank's slots."""
+        return self.layout.slot_offsets[-1]
+
+    def pad_lanes(self, values: Sequence[Tensor]) -> Tensor:
+        """Per-recurrence tensors (..., n_g, count_g) as the bank's rows (..., sum n_g * width_g): each block's
+        lanes padded with zeros to its width (their gradient is dropped)."""
+        blocks = [nn.functional.pad(v, (0, pad)) if pad else v for v, pad in zip(values, self._pads)]
+        return torch.cat([b.flatten(-2) for b in blocks], -1)
+
+    def pack_slots(self, slots: Sequence[Tensor]) -> Tensor:
+        """Per-recurrence slots (B, T, S_g, count_g) as the bank's slots (B, T, R)."""
+        return self.pad_lanes(slots)
+
+    def params(self, recurrences: Sequence[CompiledRecurrence], like: Tensor) -> Tensor:
+        """The bank's parameter table (KT,): each recurrence's ``cached_params`` (K_g, count_g), padded."""
+        tables = [r.cached_params(like.new_empty((1, r.dim))) for r in recurrences]
+        return self.pad_lanes(tables)
+
+    def __call__(
+        self, recurrences: Sequence[CompiledRecurrence], slots: Tensor, lengths: Tensor, h0: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``(out (B, WT), final (B, QT))`` of the bank's ``recurrences`` (the ones it was built from) on ``slots``
+        (B, T, R) and ``h0`` (B, QT) in the bank's layout; ``out[:, columns]`` are the recurrences' outputs
+        (B, sum count_g) in order.
+
+        Raises:
+            CompileError: slots or h0 of the wrong shape or dtype, or lengths not in 0..T.
+        """
+        if slots.dim() != 3 or slots.shape[-1] != self.row or slots.dtype not in (torch.float32, torch.float64):
+            raise CompileError(
+                f"bank slots must be float32/float64 (B, T, R={self.row}); got {slots.dtype} {tuple(slots.shape)}"
+            )
+        qt = self.layout.state_offsets[-1]
+        if h0 is not None and (tuple(h0.shape) != (slots.shape[0], qt) or h0.dtype != slots.dtype):
+            raise CompileError(f"bank h0 must be {slots.dtype} ({slots.shape[0]}, {qt}); got {tuple(h0.shape)}")
+        lengths = check_lengths(lengths, slots.shape[0], slots.shape[1], error=CompileError, device=slots.device)
+        return self._run(slots, self.params(recurrences, slots), lengths, h0)
