@@ -16,10 +16,26 @@ from torch import nn
 
 from kleene.compile.codegen.bank import BankLayout
 from kleene.compile.module import CompiledRecurrence
+from kleene.compile.template import Plan
 from kleene.data.checks import check_lengths
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
+
+
+def prebuild(plans: Sequence[Plan], counts: Sequence[int], align: int | None = None) -> None:
+    """Build the cpp kernels of ``plans`` and of their bank (``BankLayout.of(plans, counts, align)``) concurrently
+    (``runtime.cpu.build_many``), so that compiling the recurrences and the bank afterwards only loads them.
+
+    Raises:
+        CompileError: no compiler, or one of the kernels does not build.
+    """
+    from kleene.compile.codegen.bank import generate_bank_cpp
+    from kleene.compile.codegen.cpp import generate_cpp
+    from kleene.compile.runtime.cpu import build_many
+
+    layout = BankLayout.of(plans, counts, align)
+    build_many([generate_cpp(plan) for plan in plans] + [generate_bank_cpp(layout)])
 
 
 class CompiledBank:

@@ -39,6 +39,7 @@ extraction read (span scores, best spans and their paths: ``PatternGroup.end_sco
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -52,9 +53,9 @@ from torch.nn.utils import parametrize
 from kleene.automata.semiring import SEMIRINGS as ALL_SEMIRINGS
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
-from kleene.compile.bank import CompiledBank
-from kleene.compile.template import OutputMode
-from kleene.errors import SemiringError, SoPaError, WeightError
+from kleene.compile.bank import CompiledBank, prebuild
+from kleene.compile.template import Options, OutputMode, lower
+from kleene.errors import CompileError, SemiringError, SoPaError, WeightError
 from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
@@ -248,6 +249,21 @@ def reference_template(length: int, self_loops: bool, epsilons: bool) -> Templat
 # --------------------------------------------------------------------------------------------
 # One group of patterns of the same length
 # --------------------------------------------------------------------------------------------
+def group_template(
+    length: int, mode: Mode, self_loops: bool, epsilons: bool, epsilon_cap: int | None
+) -> tuple[Template, int | None]:
+    """The template of a group of patterns of ``length`` states and the epsilon cap it compiles with (the paper's
+    ``sopa_pattern``; reference mode: the authors' one-epsilon automaton, exact closure)."""
+    if mode == "paper":
+        return sopa_pattern(length, self_loops=self_loops, epsilons=epsilons), epsilon_cap
+    return reference_template(length, self_loops, epsilons), None
+
+
+def group_options(epsilon_cap: int | None) -> dict[str, Any]:
+    """The compile options of every pattern group: restart at each step, the sum of the steps' scores."""
+    return {"restart": True, "output": "sum", "epsilon_cap": epsilon_cap}
+
+
 class PatternGroup(nn.Module):
     """``count`` patterns of one ``length``: their transition parameters and their compiled recurrence.
 
@@ -304,16 +320,10 @@ class PatternGroup(nn.Module):
         elif self_loops:
             self.end_weight = nn.Parameter(_unit_rows(count, 1, input_dim))
             self.end_bias = nn.Parameter(torch.randn(count, 1))
-        if mode == "paper":
-            template = sopa_pattern(length, self_loops=self_loops, epsilons=epsilons)
-            self._cap: int | None = epsilon_cap
-        else:
-            template = reference_template(length, self_loops, epsilons)
-            self._cap = None
+        template, self._cap = group_template(length, mode, self_loops, epsilons, epsilon_cap)
         self.template = template
-        self.recurrence: CompiledRecurrence = compile(
-            template, self.algebra, count, backend, restart=True, output="sum", epsilon_cap=self._cap
-        )
+        options = group_options(self._cap)
+        self.recurrence: CompiledRecurrence = compile(template, self.algebra, count, backend, **options)
         self._variants: dict[tuple[object, ...], CompiledRecurrence] = {}
         if template.constants:
             with torch.no_grad():
@@ -703,6 +713,8 @@ class SoftPatterns(nn.Module):
         self.algebra = algebra
         self.semiring, self.encoder, self.mode = algebra.name, encoder, mode
         self.input_dim = input_dim
+        if backend in ("cpp", "auto"):
+            self._prebuild(algebra, mode, self_loops, epsilons, epsilon_cap)
         self.groups = nn.ModuleList(
             PatternGroup(
                 input_dim,
@@ -726,6 +738,16 @@ class SoftPatterns(nn.Module):
         #: on the cpp backend; False: one call per group (the same scores and gradients)
         self.one_call = True
         self._bank: CompiledBank | None = None
+
+    def _prebuild(self, algebra: Semiring, mode: Mode, self_loops: bool, epsilons: bool, cap: int | None) -> None:
+        """Build the groups' kernels and the bank's concurrently (``kleene.compile.bank.prebuild``): constructing the
+        groups then only loads them. Without a compiler nothing happens here (the groups choose their backend)."""
+        plans = []
+        for length in self.spec:
+            template, group_cap = group_template(length, mode, self_loops, epsilons, cap)
+            plans.append(lower(template, algebra, Options(**group_options(group_cap))))
+        with contextlib.suppress(CompileError):
+            prebuild(plans, list(self.spec.values()))
 
     @property
     def num_patterns(self) -> int:

@@ -8,48 +8,25 @@ The same cache and compiler as ``runtime.cpu``; two ``torch.library`` custom ops
 from __future__ import annotations
 
 import ctypes
-import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from kleene.compile.codegen.bank import BankLayout, generate_bank_cpp
-from kleene.compile.runtime.cpu import _check_cpu, _ptr, build
+from kleene.compile.runtime.cpu import NativeKernel, _check_cpu, _ptr, load_native
 
 Tensor = torch.Tensor
 
 
-@dataclass
-class _BankKernel:
-    library: Any
-    forward: dict[torch.dtype, Any]
-    backward: dict[torch.dtype, Any]
-
-
-_LOADED: dict[str, _BankKernel] = {}
 _OPS: dict[str, tuple[Any, Any]] = {}
 
 
-def load_bank_kernel(layout: BankLayout) -> tuple[str, _BankKernel]:
+def load_bank_kernel(layout: BankLayout) -> tuple[str, NativeKernel]:
     """Build (or fetch from the cache) and load ``layout``'s kernel; returns (key, kernel)."""
-    source = generate_bank_cpp(layout)
-    key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    if key not in _LOADED:
-        path, _ = build(source)
-        lib = ctypes.CDLL(str(path))
-        ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-        forward, backward = {}, {}
-        for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
-            f = getattr(lib, f"kleene_bank_forward_{suffix}")
-            f.argtypes = [ptr] * 7 + [i64] * 3 + [c_int]
-            f.restype = None
-            g = getattr(lib, f"kleene_bank_backward_{suffix}")
-            g.argtypes = [ptr] * 12 + [i64] * 3 + [c_int]
-            g.restype = None
-            forward[dtype], backward[dtype] = f, g
-        _LOADED[key] = _BankKernel(lib, forward, backward)
-    return key, _LOADED[key]
+    ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    forward = [ptr] * 7 + [i64] * 3 + [c_int]
+    backward = [ptr] * 12 + [i64] * 3 + [c_int]
+    return load_native(generate_bank_cpp(layout), "kleene_bank", forward, backward)
 
 
 def _checkpoint_shape(layout: BankLayout, slots: Tensor, save: bool) -> tuple[int, ...]:
@@ -62,7 +39,7 @@ def _checkpoint_shape(layout: BankLayout, slots: Tensor, save: bool) -> tuple[in
 
 def run_bank_forward(
     layout: BankLayout,
-    kernel: _BankKernel,
+    kernel: NativeKernel,
     slots: Tensor,
     params: Tensor,
     lengths: Tensor,
@@ -86,7 +63,7 @@ def run_bank_forward(
 
 def run_bank_backward(
     layout: BankLayout,
-    kernel: _BankKernel,
+    kernel: NativeKernel,
     slots: Tensor,
     params: Tensor,
     lengths: Tensor,
@@ -176,7 +153,7 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, layout: BankLayout, kernel: _BankKernel, slots: Tensor, params: Tensor, lengths: Tensor,
+        ctx: Any, layout: BankLayout, kernel: NativeKernel, slots: Tensor, params: Tensor, lengths: Tensor,
         h0: Tensor | None,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
         out, final, saved = run_bank_forward(layout, kernel, slots, params, lengths, h0, True)
