@@ -165,3 +165,24 @@ def test_errors() -> None:
         cpp([g.recurrence for g in steps.groups], torch.zeros(1, 2, 23), torch.tensor([2]))  # type: ignore[misc]
     with pytest.raises(CompileError, match="alignment"):
         BankLayout.of([plan], [3], 4)
+
+
+def test_construction_builds_every_kernel_the_bank_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SoftPatterns`` builds its groups' kernels and the bank's up front (``compile.bank.prebuild``, concurrently):
+    the first forward and backward build nothing more."""
+    from kleene.compile.runtime import cpu
+
+    bank = SoftPatterns(4, {2: 3, 3: 17, 5: 5}, backend="cpp").double()  # CASES[1]'s kernels
+    built: list[str] = []
+    real_build = cpu.build
+
+    def counting(source: str):  # type: ignore[no-untyped-def]
+        path, compiled = real_build(source)
+        if compiled:  # not found in the cache
+            built.append(source)
+        return path, compiled
+
+    monkeypatch.setattr(cpu, "build", counting)
+    x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    bank(x, torch.tensor([5, 2])).sum().backward()
+    assert bank._bank is not None and built == []
