@@ -34,6 +34,28 @@ def paths(
         yield from walk(q, 0, 0, wfsa.numeric(lam, None, env, "initial"), [])
 
 
+def path_count(wfsa: WFSA, symbols: Sequence[Hashable], max_epsilons: int) -> int:
+    """How many paths ``paths`` enumerates (counted by dynamic programming over (state, position, epsilon run),
+    without enumerating them): a test's guard against a random automaton whose enumeration would take minutes."""
+    memo: dict[tuple[int, int, int], int] = {}
+
+    def count(state: int, position: int, run: int) -> int:
+        key = (state, position, run)
+        if key not in memo:
+            total = int(position == len(symbols) and state in wfsa.final)
+            for arc in wfsa.arcs:
+                if arc.src != state:
+                    continue
+                if not arc.label.consumes:
+                    total += count(arc.dst, position, run + 1) if run < max_epsilons else 0
+                elif position < len(symbols) and arc.label.matches(symbols[position]):
+                    total += count(arc.dst, position + 1, 0)
+            memo[key] = total
+        return memo[key]
+
+    return sum(count(q, 0, 0) for q in wfsa.initial)
+
+
 def brute_force_score(
     wfsa: WFSA, symbols: Sequence[Hashable], max_epsilons: int, env: dict[str, Any] | None = None
 ) -> Any:
