@@ -708,22 +708,23 @@ BUILD_VOCAB, BUILD_CLASSES = 1000, 2
 
 def model_build_seconds(name: str) -> tuple[float, float]:
     """(seconds to build registry model ``name`` at its defaults and run one forward on a (2, 5) batch, the part of
-    them spent making its kernels ready: ``load_kernel``'s and ``load_dense_cpu``'s source generation, compilation
-    or cache lookup and loading). Torch and kleene are imported before the clock starts. Classifiers get
-    ``BUILD_CLASSES`` classes, language models (builders without ``num_classes``) none.
+    them spent making its kernels ready: ``load_kernel``'s, ``load_dense_cpu``'s and ``load_bank_kernel``'s source
+    generation, compilation or cache lookup and loading, and ``build_many``'s concurrent builds). Torch and kleene
+    are imported before the clock starts. Classifiers get ``BUILD_CLASSES`` classes, language models (builders
+    without ``num_classes``) none.
 
     Raises:
         ModelConfigError: the model cannot be built from a vocabulary alone (``regex`` needs rules).
     """
     import inspect
 
-    from kleene.compile.runtime import cpu, dense
+    from kleene.compile.runtime import bank, cpu, dense
     from kleene.nn.registry import build_model, model_builder
 
     loading = 0.0
-    # the loaders of the template kernels and of the dense path's (their modules' own callers look the names up at
-    # call time, so replacing the module attributes times every load)
-    loaders = [(cpu, "load_kernel"), (dense, "load_dense_cpu")]
+    # the loaders of the template kernels, of the dense path's and of a SoPa bank's, and the concurrent builds done
+    # ahead of them (their callers look the names up at call time, so replacing the module attributes times them all)
+    loaders = [(cpu, "load_kernel"), (dense, "load_dense_cpu"), (bank, "load_bank_kernel"), (cpu, "build_many")]
     originals = [getattr(module, attribute) for module, attribute in loaders]
 
     def timed(load: Callable[..., Any]) -> Callable[..., Any]:
