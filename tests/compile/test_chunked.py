@@ -88,8 +88,9 @@ def test_chunked_agrees_with_sequential_and_reference(semiring: str, seed: int) 
     lengths = torch.tensor([10, 7, 0, 3])  # full, not a multiple of the chunks, empty, shorter than a chunk
     h0 = random_slots(semiring, (4, template.num_states, 4), gen) if with_h0 else None
     expected = _results(run_reference, plan, slots, module.constants, lengths, h0, case)
-    # the torch backend for every case; the cpp kernels (built cold: seconds each) for one template per semiring
-    for backend in BACKENDS if seed == 0 else ("torch",):
+    # the torch backend for every case; the cpp kernels (built cold: seconds each, three plans per template) for
+    # two templates (the chunked runner calls whatever backend it is given: its logic is tested on torch)
+    for backend in BACKENDS if seed == 0 and semiring in ("real", "max-times") else ("torch",):
         runners = [(f"{backend} sequential", _BACKENDS[backend](plan))]
         runners += [(f"{backend} chunk {k}", ChunkedRunner(plan, _BACKENDS[backend], k)) for k in (1, 3, 4, 10)]
         for name, runner in runners:
