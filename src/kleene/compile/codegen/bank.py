@@ -39,7 +39,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kleene.compile.codegen.cpp import _PRELUDE, CHUNK_BYTES, _Code, backward_lanes, c_helpers
+from kleene.compile.codegen.cpp import _PRELUDE, CHUNK_BYTES, PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
 
@@ -47,11 +47,11 @@ from kleene.errors import CompileError
 #: AVX2 vector; AVX-512 on AMD Zen 4 runs as two of those) where that pads fewer lanes (``choose_align``).
 ALIGNS = (16, 8)
 ALIGN = ALIGNS[0]
-#: How many steps ahead the forward prefetches its slot rows, and with which locality (``__builtin_prefetch``'s
-#: third argument: 3 = into L1, 2 = L2). Measured on an AMD EPYC (1 thread, SoPa's bench bank at (32, 256, 512),
+#: How many steps ahead the forward prefetches its slot rows (with ``cpp.PREFETCH_LOCALITY``: ``__builtin_prefetch``'s
+#: third argument, 3 = into L1, 2 = L2). Measured on an AMD EPYC (1 thread, SoPa's bench bank at (32, 256, 512),
 #: alternated in one process, 2026-11-25): into L1 (3) 33 ms, into L2 (2) 12.5-12.9 ms at 4-16 steps ahead, 15.6 ms
 #: with locality 1; a whole row prefetched in one burst per step (instead of per vector) 19 ms.
-PREFETCH_STEPS, PREFETCH_LOCALITY = 8, 2
+PREFETCH_STEPS = 8
 
 
 def bank_width(count: int, align: int = ALIGN) -> int:
