@@ -35,7 +35,15 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from kleene.compile.codegen.cpp import CDialect, c_helpers
-from kleene.compile.codegen.writer import LaneWriter, lane_backward, lane_forward, param
+from kleene.compile.codegen.writer import (
+    BACKWARD_ARGS,
+    FORWARD_ARGS,
+    PARAM_TABLE,
+    LaneWriter,
+    lane_backward,
+    lane_forward,
+    param,
+)
 from kleene.compile.template import Plan
 
 #: Flags the source is written for (``load_inline`` and the tests pass them to nvcc).
@@ -76,35 +84,24 @@ def _kernel(plan: Plan, signature: str, body: Callable[[LaneWriter], None]) -> l
     w("const int64_t rev = d >= half ? 1 : 0;")
     w("const int64_t n_steps = lengths[b];")
     for k in range(plan.num_params):
-        w(f"const T {param(k)} = params[{k} * D + d];")
+        w(f"const T {param(k)} = {PARAM_TABLE}[{k} * D + d];")
     body(w)
     w.close()
     return w.lines
 
 
 _FORWARD_PARAMS = (
-    "const {t}* slots, const {t}* params, const int64_t* lengths, const {t}* h0, {t}* out, {t}* final_state, "
-    "{t}* states, int64_t B, int64_t Tn, int64_t D"
+    "const {t}* slots, const {t}* " + PARAM_TABLE + ", const int64_t* lengths, const {t}* h0, {t}* out, "
+    "{t}* final_state, {t}* states, int64_t B, int64_t Tn, int64_t D"
 )
 _BACKWARD_PARAMS = (
-    "const {t}* slots, const {t}* params, const int64_t* lengths, const {t}* h0, const {t}* states, const {t}* out, "
+    "const {t}* slots, const {t}* " + PARAM_TABLE + ", const int64_t* lengths, const {t}* h0, const {t}* states, "
+    "const {t}* out, "
     "const {t}* grad_out, const {t}* grad_final, {t}* grad_slots, {t}* grad_params, {t}* grad_h0, int64_t B, "
     "int64_t Tn, int64_t D"
 )
-_FORWARD_ARGS = ("slots", "params", "lengths", "h0", "out", "final_state", "states")
-_BACKWARD_ARGS = (
-    "slots",
-    "params",
-    "lengths",
-    "h0",
-    "states",
-    "out",
-    "grad_out",
-    "grad_final",
-    "grad_slots",
-    "grad_params",
-    "grad_h0",
-)
+_FORWARD_ARGS = FORWARD_ARGS
+_BACKWARD_ARGS = BACKWARD_ARGS
 _FORWARD_LAUNCHER = (
     "void kleene_forward_launch(bool f64, "
     + ", ".join(f"int64_t {a}" for a in _FORWARD_ARGS)
@@ -159,13 +156,14 @@ def generate_cuda(plan: Plan) -> str:
     header = f"// plan: {plan.template.name}, semiring {plan.semiring.name}, {plan.options}"
     forward = _kernel(
         plan,
-        "forward_impl(const T* __restrict__ slots, const T* __restrict__ params, const int64_t* __restrict__ lengths, "
+        f"forward_impl(const T* __restrict__ slots, const T* __restrict__ {PARAM_TABLE}, "
+        "const int64_t* __restrict__ lengths, "
         "const T* h0, T* out, T* final_state, T* states, int64_t B, int64_t Tn, int64_t D)",
         lane_forward,
     )
     backward = _kernel(
         plan,
-        "backward_impl(const T* __restrict__ slots, const T* __restrict__ params, "
+        f"backward_impl(const T* __restrict__ slots, const T* __restrict__ {PARAM_TABLE}, "
         "const int64_t* __restrict__ lengths, const T* h0, const T* states, const T* out, const T* grad_out, "
         "const T* grad_final, T* grad_slots, T* grad_params, T* grad_h0, int64_t B, int64_t Tn, int64_t D)",
         lane_backward,

@@ -29,6 +29,7 @@ import torch
 
 from kleene.compile.codegen.cuda import NVCC_FLAGS, generate_cuda, generate_cuda_bindings
 from kleene.compile.codegen.triton import generate_triton
+from kleene.compile.codegen.writer import BACKWARD_ARGS, FORWARD_ARGS
 from kleene.compile.runtime.cpu import cache_dir
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
@@ -289,11 +290,8 @@ def triton_ptx(
 
     value = "*" + _TRITON_TYPES[dtype]
     sizes = {"Tn": "i32", "D": "i32", "HALF": "i32"}
-    forward = dict.fromkeys(("slots", "params", "h0", "out", "final_state", "states"), value)
-    backward = dict.fromkeys(
-        ("slots", "params", "h0", "states", "out", "grad_out", "grad_final", "grad_slots", "grad_params", "grad_h0"),
-        value,
-    )
+    forward = dict.fromkeys(FORWARD_ARGS, value)
+    backward = dict.fromkeys(BACKWARD_ARGS, value)
     signatures = {
         "kleene_forward": ({**forward, "lengths": "*i64", **sizes}, {"HAS_H0": False, "SAVE_STATES": True}),
         "kleene_backward": ({**backward, "lengths": "*i64", **sizes}, {"HAS_H0": False}),
