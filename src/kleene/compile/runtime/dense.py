@@ -15,6 +15,7 @@ nothing recomputed but one step's products, so there is no store-or-recompute ch
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import warnings
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from kleene.compile.codegen.dense import (
     generate_dense_triton,
     selects,
 )
+from kleene.compile.module import HALF_DTYPES, kernel_dtype
 from kleene.compile.runtime.cpu import NativeKernel, load_native
 from kleene.compile.runtime.gpu import import_triton_source, triton_block, triton_interpreting
 from kleene.errors import CompileError
@@ -252,6 +254,15 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
     kernel = load_dense_cpu(semiring)[1] if backend == "cpp" else None
 
     def run(matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
+        inputs = (matrices, offsets, c0)
+        if not any(x.dtype in HALF_DTYPES for x in inputs):
+            return run_kernel(matrices, offsets, lengths, c0)
+        dtype = functools.reduce(torch.promote_types, (x.dtype for x in inputs))  # half precision: in float32
+        compute = kernel_dtype(dtype)
+        h, final = run_kernel(matrices.to(compute), offsets.to(compute), lengths, c0.to(compute))
+        return h.to(dtype), final.to(dtype)
+
+    def run_kernel(matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
         if offsets.dim() != 3:
             raise CompileError(f"dense_recurrence: offsets must be (B, T, d); got shape {tuple(offsets.shape)}")
         b, t, d = offsets.shape
@@ -295,7 +306,8 @@ def dense_recurrence(
     Differentiable in ``matrices``, ``offsets`` and ``c0``. (Under ``torch.compile`` use ``dense_runner``.)
 
     Caution:
-        ``lengths`` are trusted to lie in 0..T (the layers check them); float32 or float64 only.
+        ``lengths`` are trusted to lie in 0..T (the layers check them). float16/bfloat16 inputs run in float32
+        and return in their (promoted) dtype.
 
     Raises:
         CompileError: an unknown backend, mismatched shapes, dtypes or devices, a semiring without kernels, or a
