@@ -1,0 +1,48 @@
+"""scripts/gpu_check.sh on this machine (no GPU): its CPU parts run and pass, and it says what it skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import torch
+
+from kleene.gpu_check import TOLERANCE, kernel_kinds
+from kleene.nn import registered_models
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_check_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path: Path) -> None:
+    if torch.cuda.is_available():  # pragma: no cover - the GPU run is the check itself, minutes long
+        return
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHON"] = os.environ.get("PYTHON", __import__("sys").executable)
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["device"] == "cpu" and report["environment"]["torch"] == torch.__version__
+    assert not report["failures"]
+    skipped = " | ".join(report["skipped"])
+    for part in ("cuda backend", "speed table", "--device cuda"):
+        assert part in skipped and "skipped: " in result.stdout
+    rows = {(r["kind"], r["backend"], r["dtype"]) for r in report["correctness"] if r["passed"]}
+    for kind in kernel_kinds(dim=2):
+        for backend in ("torch", "cpp"):
+            for dtype in TOLERANCE:
+                assert (kind.name, backend, str(dtype).removeprefix("torch.")) in rows
+    if importlib.util.find_spec("triton") is not None:
+        assert ("template F", "triton", "float64") in rows  # the interpreter's tiny case
+    for row in report["correctness"]:
+        assert row["empty_batch"] and row["value_error"] <= TOLERANCE[getattr(torch, row["dtype"])]
+    trained = {r["model"] for r in report["training"] if r["passed"]}
+    assert trained == set(registered_models())
