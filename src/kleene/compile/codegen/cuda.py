@@ -31,6 +31,7 @@ in the C dialect of the CPU kernels, with a thread's scalars as lanes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -183,3 +184,31 @@ def generate_cuda(plan: Plan) -> str:
 def generate_cuda_bindings() -> tuple[str, list[str]]:
     """(C++ declarations, function names) of the launchers, for ``load_inline``'s cpp_sources and functions."""
     return f"{_FORWARD_LAUNCHER};\n{_BACKWARD_LAUNCHER};\n", ["kleene_forward_launch", "kleene_backward_launch"]
+
+
+_LAUNCHER = re.compile(r"void (\w+)\(bool f64, ([^)]*)\);")
+
+
+def c_api(declarations: str) -> tuple[str, dict[str, int]]:
+    """``extern "C"`` wrappers of the launchers ``declarations`` declares (as ``generate_cuda_bindings`` and
+    ``kleene.compile.codegen.dense.generate_dense_cuda`` write them), for a library loaded with ctypes:
+    ``int NAME_c(bool f64, int64_t ..., char* error, int64_t capacity)`` returns 0, or 1 with the launcher's
+    exception message in ``error``. Returns (source, {launcher name: number of its int64 arguments}).
+
+    Caution:
+        Append the source to the kernels' own (it calls their launchers); compile it with nvcc.
+    """
+    lines = ["#ifdef __CUDACC__", "#include <cstring>", "#include <exception>"]
+    arities: dict[str, int] = {}
+    for name, params in _LAUNCHER.findall(declarations):
+        names = [p.split()[-1] for p in params.split(",")]
+        arities[name] = len(names)
+        lines += [
+            f'extern "C" int {name}_c(bool f64, {params}, char* error, int64_t capacity) {{',
+            f"  try {{ {name}(f64, {', '.join(names)}); return 0; }}",
+            "  catch (const std::exception& e) {",
+            "    std::strncpy(error, e.what(), size_t(capacity - 1)); error[capacity - 1] = 0; return 1;",
+            "  }",
+            "}",
+        ]
+    return "\n".join([*lines, "#endif  // __CUDACC__", ""]), arities

@@ -33,7 +33,7 @@ from kleene.compile.codegen.dense import (
 )
 from kleene.compile.module import HALF_DTYPES, kernel_dtype
 from kleene.compile.runtime.cpu import NativeKernel, load_native
-from kleene.compile.runtime.gpu import import_triton_source, triton_block, triton_interpreting
+from kleene.compile.runtime.gpu import cuda_launchers, import_triton_source, triton_block, triton_interpreting
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -164,7 +164,6 @@ class _CpuEager(torch.autograd.Function):
 # --------------------------------------------------------------------------------------------
 # GPU: Triton and CUDA (one autograd function; launchers fill preallocated tensors)
 # --------------------------------------------------------------------------------------------
-_CUDA: dict[str, Any] = {}
 
 
 def load_dense_triton(semiring: Semiring) -> ModuleType:
@@ -180,21 +179,9 @@ def load_dense_triton(semiring: Semiring) -> ModuleType:
 def _cuda_extension(semiring: Semiring) -> Any:
     if torch.version.cuda is None or not torch.cuda.is_available():
         raise CompileError("the cuda backend needs a CUDA build of torch and a GPU (it is compiled, not run, in CI)")
-    from torch.utils.cpp_extension import load_inline
-
-    from kleene.compile.codegen.cuda import NVCC_FLAGS
-
     source, declarations, functions = generate_dense_cuda(semiring)
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    if key not in _CUDA:
-        _CUDA[key] = load_inline(
-            name=f"kleene_dense_cuda_{key}",
-            cpp_sources=[declarations],
-            cuda_sources=[source],
-            functions=functions,
-            extra_cuda_cflags=["-O3", *NVCC_FLAGS],
-        )
-    return _CUDA[key]
+    return cuda_launchers(source, declarations, functions, f"kleene_dense_cuda_{key}")
 
 
 def _gpu_launch(backend: str, semiring: Semiring, kind: str, tensors: list[Tensor], b: int, t: int, d: int) -> None:
