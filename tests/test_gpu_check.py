@@ -46,3 +46,34 @@ def test_the_check_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path: Path) -
         assert row["empty_batch"] and row["value_error"] <= TOLERANCE[getattr(torch, row["dtype"])]
     trained = {r["model"] for r in report["training"] if r["passed"]}
     assert trained == set(registered_models())
+
+
+def test_the_speed_table_code_runs_on_tiny_shapes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The speed functions (GPU only in the check) on the CPU with the cpp backend and tiny shapes: every row
+    is written with its ratios, so the one GPU run cannot stop on a misspelt call."""
+    from kleene import gpu_check
+
+    monkeypatch.setattr(gpu_check, "TEMPLATE_SHAPE", (2, 8, 16))
+    monkeypatch.setattr(gpu_check, "LONG_SHAPES", ((1, 300, 4),))
+    monkeypatch.setattr(gpu_check, "LAYER_SHAPES", ((2, 6, 8),))
+    monkeypatch.setattr(gpu_check, "SOPA_SHAPE", (2, 6, 8))
+    monkeypatch.setattr(gpu_check, "SOPA_SPEED_PATTERNS", {2: 3, 3: 2})
+    calls = []
+
+    def once(fn, device, repeats=10):  # type: ignore[no-untyped-def]
+        calls.append(fn())  # each timed call runs (once: the timings themselves are the GPU run's)
+        return 1.0
+
+    monkeypatch.setattr(gpu_check, "device_time", once)
+    cpu = torch.device("cpu")
+    report = gpu_check.CheckReport("cpu", {})
+    bandwidth = gpu_check.copy_bandwidth(cpu, elements=2**16)
+    gpu_check.speed_templates(report, cpu, ["cpp"], bandwidth)
+    gpu_check.speed_long(report, cpu, ["cpp"])
+    gpu_check.speed_layers(report, cpu, ["cpp"])
+    tables = [row["table"] for row in report.speed]
+    assert tables.count("template (64,1024,1024)") == 3 and tables.count("long sequences") == 1
+    assert tables.count("RRNN(F) layer") == 1 and tables.count("SoPa vs BiLSTM") == 1
+    for row in report.speed:
+        assert all(value > 0 for key, value in row.items() if key.endswith(("_ms", "_ratio", "_speedup")))
+    assert not report.failures and len(calls) == 1 + 3 * 2 + 2 + 3 + 2

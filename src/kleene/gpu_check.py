@@ -59,6 +59,13 @@ TINY_SIZES: dict[str, dict[str, Any]] = {
 VOCAB = 12
 #: SoPa's pattern lengths in the check (those of the tiny registry model: their kernels are built once).
 SOPA_PATTERNS = {2: 3, 3: 5}
+#: The speed table's shapes (B, T, D): template kernels, long sequences, RRNN(F) layers, SoPa (B, T, E) and its
+#: patterns (the lengths of ``SOPA_PATTERNS``: no further builds).
+TEMPLATE_SHAPE = (64, 1024, 1024)
+LONG_SHAPES = ((1, 16384, 512), (4, 16384, 512))
+LAYER_SHAPES = ((32, 256, 512), (64, 1024, 1024), (8, 2048, 1024))
+SOPA_SHAPE = (64, 256, 300)
+SOPA_SPEED_PATTERNS = {2: 100, 3: 100}
 
 
 @dataclass
@@ -217,8 +224,7 @@ def check_kind(
             kind.run(module, x),
             kind.run(reference, x.to(ref_device, ref_dtype)),
         )
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        _synchronize(device)
         if len(values) != len(want_values) or len(grads) != len(want_grads) or not grads:
             raise RuntimeError(
                 f"{len(values)}+{len(grads)} results against the reference's {len(want_values)}+{len(want_grads)}"
@@ -313,26 +319,38 @@ def cli_training_run(report: CheckReport, device: torch.device, steps: int, out:
 
 
 # -- speed ---------------------------------------------------------------------------------------------------------
-def cuda_time(fn: Callable[[], object], repeats: int = 10) -> float:
-    """The median of ``repeats`` CUDA-event timings of ``fn`` in milliseconds (after one warm-up call)."""
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_time(fn: Callable[[], object], device: torch.device, repeats: int = 10) -> float:
+    """The median of ``repeats`` timings of ``fn`` in milliseconds after one warm-up call: CUDA events on a GPU,
+    the wall clock on the CPU."""
     fn()
-    torch.cuda.synchronize()
+    _synchronize(device)
     times = []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end))
+        else:
+            began = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - began) * 1e3)
     return statistics.median(times)
 
 
-def copy_bandwidth(device: torch.device) -> float:
-    """Bytes per millisecond of a device-to-device copy of 1 GiB, counting bytes read and written."""
-    src = torch.empty(2**28, dtype=torch.float32, device=device)
+def copy_bandwidth(device: torch.device, elements: int = 2**28) -> float:
+    """Bytes per millisecond of a device-to-device copy of ``elements`` float32 (1 GiB), counting bytes read and
+    written."""
+    src = torch.empty(elements, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    ms = cuda_time(lambda: dst.copy_(src))
+    ms = device_time(lambda: dst.copy_(src), device)
     return 2 * src.numel() * 4 / ms
 
 
@@ -348,7 +366,7 @@ def speed_templates(report: CheckReport, device: torch.device, backends: list[st
     from kleene.compile import compile
     from kleene.nn.rrnn import rrnn_template
 
-    b, t, d = 64, 1024, 1024
+    b, t, d = TEMPLATE_SHAPE
     for kind in "BCF":
         for backend in backends:
             started = time.perf_counter()
@@ -357,13 +375,13 @@ def speed_templates(report: CheckReport, device: torch.device, backends: list[st
             slots = torch.rand(b, t, s, d, device=device) * 0.6
             with torch.no_grad():
                 module(slots)
-            torch.cuda.synchronize()
+            _synchronize(device)
             build = time.perf_counter() - started
             report.builds.append({"template": kind, "backend": backend, "first_call_s": build})
             with torch.no_grad():
-                fwd = cuda_time(lambda: module(slots))
+                fwd = device_time(lambda: module(slots), device)
             x = slots.detach().requires_grad_()
-            both = cuda_time(lambda: torch.autograd.grad(module(x)[0].sum(), [x]))
+            both = device_time(lambda: torch.autograd.grad(module(x)[0].sum(), [x]), device)
             slot_bytes, out_bytes = slots.numel() * 4, b * t * d * 4
             floor_fwd = (slot_bytes + out_bytes) / bandwidth
             floor_both = (2 * slot_bytes + 2 * out_bytes + slot_bytes) / bandwidth  # + grad_out read, grad_slots write
@@ -382,7 +400,8 @@ def speed_templates(report: CheckReport, device: torch.device, backends: list[st
                 f"fwd+bwd {both:8.2f} ms ({row['forward_backward_floor_ratio']:.2f}x floor)  first call {build:.1f} s",
                 flush=True,
             )
-            torch.cuda.empty_cache()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
 
 
 def speed_long(report: CheckReport, device: torch.device, backends: list[str]) -> None:
@@ -390,14 +409,14 @@ def speed_long(report: CheckReport, device: torch.device, backends: list[str]) -
     from kleene.compile import compile
     from kleene.nn.rrnn import rrnn_template
 
-    for b, t, d in ((1, 16384, 512), (4, 16384, 512)):
+    for b, t, d in LONG_SHAPES:
         for backend in backends:
             times = {}
             for scan in ("sequential", "chunked"):
                 module = compile(rrnn_template("F"), "real", d, backend, scan=scan).to(device)  # type: ignore[arg-type]
                 slots = torch.rand(b, t, module.plan.num_slots, d, device=device) * 0.6
                 with torch.no_grad():
-                    times[scan] = cuda_time(lambda: module(slots), repeats=5)
+                    times[scan] = device_time(lambda: module(slots), device, repeats=5)
             row = {
                 "table": "long sequences",
                 "shape": [b, t, d],
@@ -418,15 +437,15 @@ def speed_layers(report: CheckReport, device: torch.device, backends: list[str])
     from kleene.nn.rrnn import RRNNLayer
     from kleene.nn.sopa import SoftPatterns
 
-    for b, t, d in ((32, 256, 512), (64, 1024, 1024), (8, 2048, 1024)):
+    for b, t, d in LAYER_SHAPES:
         x = torch.randn(b, t, d, device=device)
         lengths = torch.full((b,), t, dtype=torch.int64, device=device)
         lstm = nn.LSTM(d, d, batch_first=True).to(device)
-        lstm_ms = cuda_time(_forward_backward(lambda v: lstm(v)[0], x, lstm), repeats=5)
+        lstm_ms = device_time(_forward_backward(lambda v: lstm(v)[0], x, lstm), device, repeats=5)
         for backend in backends:
             layer = RRNNLayer(d, d, "F", backend=backend).to(device)
-            layer_ms = cuda_time(_forward_backward(lambda v: layer(v, lengths)[0], x, layer), repeats=5)
-            gemm_ms = cuda_time(_forward_backward(lambda v: layer.slots(v)[0], x, layer), repeats=5)
+            layer_ms = device_time(_forward_backward(lambda v: layer(v, lengths)[0], x, layer), device, repeats=5)
+            gemm_ms = device_time(_forward_backward(lambda v: layer.slots(v)[0], x, layer), device, repeats=5)
             row = {
                 "table": "RRNN(F) layer",
                 "shape": [b, t, d],
@@ -443,16 +462,16 @@ def speed_layers(report: CheckReport, device: torch.device, backends: list[str])
                 f"LSTM {lstm_ms:.2f} ms ({row['lstm_over_layer']:.2f}x slower)",
                 flush=True,
             )
-    b, t, e = 64, 256, 300
+    b, t, e = SOPA_SHAPE
     x = torch.randn(b, t, e, device=device)
     lengths = torch.full((b,), t, dtype=torch.int64, device=device)
     for backend in backends:
-        bank = SoftPatterns(e, {3: 50, 4: 50, 5: 50, 6: 50}, backend=backend).to(device)
+        bank = SoftPatterns(e, SOPA_SPEED_PATTERNS, backend=backend).to(device)
         count = sum(p.numel() for p in bank.parameters())
         hidden = _bilstm_hidden(e, count)
         bilstm = nn.LSTM(e, hidden, batch_first=True, bidirectional=True).to(device)
-        sopa_ms = cuda_time(_forward_backward(lambda v: bank(v, lengths), x, bank), repeats=5)
-        lstm_ms = cuda_time(_forward_backward(lambda v: bilstm(v)[0], x, bilstm), repeats=5)
+        sopa_ms = device_time(_forward_backward(lambda v: bank(v, lengths), x, bank), device, repeats=5)
+        lstm_ms = device_time(_forward_backward(lambda v: bilstm(v)[0], x, bilstm), device, repeats=5)
         row = {
             "table": "SoPa vs BiLSTM",
             "shape": [b, t, e],
@@ -465,6 +484,50 @@ def speed_layers(report: CheckReport, device: torch.device, backends: list[str])
         }
         report.speed.append(row)
         print(f"speed SoPa {backend:6s} {sopa_ms:.2f} ms against BiLSTM({hidden}) {lstm_ms:.2f} ms", flush=True)
+
+
+def build_times(report: CheckReport, device: torch.device) -> None:
+    """First builds of one template (RRNN(C) in log space, used nowhere else here) into an empty kernel cache: the
+    cuda backend through nvcc (``build_cuda_library``) and through a torch extension (``load_inline``), and Triton's
+    compile at the first launch."""
+    from kleene.compile import compile
+    from kleene.compile.codegen.cuda import generate_cuda, generate_cuda_bindings
+    from kleene.compile.runtime import gpu
+    from kleene.nn.rrnn import rrnn_template
+
+    template = rrnn_template("C")
+    previous = os.environ.get("KLEENE_CACHE")
+    os.environ["KLEENE_CACHE"] = tempfile.mkdtemp(prefix="kleene-build-times-")
+    try:
+        module = compile(template, "log", 64, "torch")
+        source = generate_cuda(module.plan)
+        declarations, functions = generate_cuda_bindings()
+        ways: list[tuple[str, Callable[[], object]]] = []
+        arch = gpu.device_arch() if device.type == "cuda" else "sm_80"
+        if gpu.find_nvcc() is not None:
+            ways.append(("cuda (nvcc library)", lambda: gpu.build_cuda_library(source, declarations, arch)))
+        if "cuda" in gpu_backends() and device.type == "cuda":
+            name = f"kleene_cuda_timing_{os.getpid()}"
+            os.environ["KLEENE_CUDA_BUILD"] = "torch"
+            ways.append(("cuda (torch extension)", lambda: gpu.cuda_launchers(source, declarations, functions, name)))
+        if "triton" in gpu_backends() and device.type == "cuda":
+            slots = torch.rand(2, 8, module.plan.num_slots, 64, device=device)
+            ways.append(("triton (first launch)", lambda: compile(template, "log", 64, "triton").to(device)(slots)))
+        for label, build in ways:
+            started = time.perf_counter()
+            build()
+            _synchronize(device)
+            seconds = time.perf_counter() - started
+            report.builds.append({"template": "RRNN(C) log", "way": label, "first_build_s": seconds})
+            print(f"build RRNN(C) log: {label} {seconds:.1f} s", flush=True)
+    except Exception as error:  # noqa: BLE001 - a timing that cannot run is reported, the check goes on
+        report.fail(f"build times: {type(error).__name__}: {error}"[:400])
+    finally:
+        os.environ.pop("KLEENE_CUDA_BUILD", None)
+        if previous is None:
+            os.environ.pop("KLEENE_CACHE", None)
+        else:
+            os.environ["KLEENE_CACHE"] = previous
 
 
 def _bilstm_hidden(inputs: int, parameters: int) -> int:
@@ -518,6 +581,7 @@ def run_check(out_dir: Path, *, speed: bool = True, train_steps: int = 50, inter
         gpu_list = gpu_backends()
         bandwidth = copy_bandwidth(device)
         report.environment["copy_bandwidth_tb_s"] = bandwidth * 1e3 / 1e12
+        build_times(report, device)
         speed_templates(report, device, gpu_list, bandwidth)
         speed_long(report, device, gpu_list)
         speed_layers(report, device, gpu_list)
