@@ -2,21 +2,22 @@
 
 The CUDA backend is compiled, not run, in CI: no GPU exists where kleene's tests run, so the
 tests compile this source with ``nvcc -ptx -arch=sm_80`` and check the kernels are there;
-``kleene.compile.runtime.gpu`` loads it with ``torch.utils.cpp_extension.load_inline`` only when torch
-is a CUDA build and a GPU is present.
+``kleene.compile.runtime.gpu`` builds it, when torch is a CUDA build and a GPU is present, with nvcc into a
+shared library whose ctypes entry points ``c_api`` writes (``build_cuda_library``), or else with
+``torch.utils.cpp_extension.load_inline``.
 
 The source needs no torch headers. It defines, for ``T`` in float (``f32``) and double (``f64``),
 the kernels::
 
-    extern "C" __global__ void kleene_forward_f32(const T* slots, const T* params, const int64_t* lengths,
+    extern "C" __global__ void kleene_forward_f32(const T* slots, const T* param_table, const int64_t* lengths,
         const T* h0, T* out, T* final_state, T* states, int64_t B, int64_t Tn, int64_t D)
-    extern "C" __global__ void kleene_backward_f32(const T* slots, const T* params, const int64_t* lengths,
+    extern "C" __global__ void kleene_backward_f32(const T* slots, const T* param_table, const int64_t* lengths,
         const T* h0, const T* states, const T* out, const T* grad_out, const T* grad_final,
         T* grad_slots, T* grad_params, T* grad_h0, int64_t B, int64_t Tn, int64_t D)
 
 with the tensor contract of ``kleene.compile.codegen.triton`` (``h0``/``states`` may be null; the
 caller pre-fills padding of ``out`` with semiring zero and ``grad_slots`` with 0), and two host
-launchers taking raw device pointers as integers, bound by ``load_inline``::
+launchers taking raw device pointers as integers (wrapped by ``c_api`` for ctypes, or bound by ``load_inline``)::
 
     void kleene_forward_launch(bool f64, int64_t slots, ..., int64_t B, int64_t Tn, int64_t D, int64_t stream)
     void kleene_backward_launch(bool f64, int64_t slots, ..., int64_t B, int64_t Tn, int64_t D, int64_t stream)

@@ -6,9 +6,10 @@ or on CPU tensors when ``TRITON_INTERPRET=1`` was set before the module was load
 interpreter -- how the tests run them here, thousands of times slower than a GPU).
 
 ``cuda``: ``kleene.compile.codegen.cuda`` writes CUDA C++ (kernels plus a launcher taking raw
-pointers), built with ``torch.utils.cpp_extension.load_inline`` when torch is a CUDA build and
-a GPU is present. No GPU exists where kleene's tests run: the CUDA backend is compiled
-(``nvcc -ptx``) but never run in CI.
+pointers), built when torch is a CUDA build and a GPU is present: by nvcc into a shared library called through
+ctypes (``build_cuda_library``; seconds), or by ``torch.utils.cpp_extension.load_inline`` without nvcc. No GPU
+exists where kleene's tests run: the CUDA backend is compiled (``nvcc -ptx``, the library for sm_80) but never
+run in CI.
 
 Both share one autograd function: forward saves the closed state after each step, backward
 runs the generated reverse kernel; per-sequence parameter gradients are summed here.
