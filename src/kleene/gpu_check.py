@@ -145,6 +145,8 @@ class Kind:
     make: Callable[[str], nn.Module]
     inputs: Callable[[int, torch.device, torch.dtype], Tensor]
     run: Callable[[nn.Module, Tensor], Results]
+    #: The reference module (default: ``make("torch")``).
+    reference: Callable[[], nn.Module] | None = None
 
 
 def _lengths(batch: int, steps: int) -> Tensor:
@@ -199,7 +201,13 @@ def kernel_kinds(dim: int, steps: int = 9, chunked_steps: int = 300) -> list[Kin
     return [
         Kind("template F", lambda b: compile(f, "real", dim, b, scan="sequential"), slots(steps), _run),
         Kind("output map (RRNN(F) layer)", lambda b: RRNNLayer(dim, dim, "F", backend=b), features, _run),
-        Kind("chunked scan F", lambda b: compile(f, "real", dim, b, scan="chunked"), slots(chunked_steps), _run),
+        Kind(
+            "chunked scan F",
+            lambda b: compile(f, "real", dim, b, scan="chunked"),
+            slots(chunked_steps),
+            _run,
+            reference=lambda: compile(f, "real", dim, "torch", scan="sequential"),  # the sequential recurrence
+        ),
         Kind("dense (ISAN layer)", lambda b: ISANLayer(dim, 6, backend=b), features, _run),
         Kind("bank (SoPa patterns)", lambda b: SoftPatterns(dim, SOPA_PATTERNS, backend=b), features, _run),
     ]
@@ -215,7 +223,7 @@ def check_kind(
     row: dict[str, Any] = {"kind": kind.name, "backend": backend, "dtype": str(dtype).removeprefix("torch.")}
     try:
         module = kind.make(backend).to(device, dtype)
-        reference = kind.make("torch")
+        reference = kind.make("torch") if kind.reference is None else kind.reference()
         reference.load_state_dict(module.state_dict())
         ref_device, ref_dtype = (torch.device("cpu"), torch.float64) if backend == "torch" else (device, dtype)
         reference = reference.to(ref_device, ref_dtype)
