@@ -44,8 +44,10 @@ def test_the_check_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path: Path) -
         assert ("template F", "triton", "float64") in rows  # the interpreter's tiny case
     for row in report["correctness"]:
         assert row["empty_batch"] and row["value_error"] <= TOLERANCE[getattr(torch, row["dtype"])]
-    trained = {r["model"] for r in report["training"] if r["passed"]}
-    assert trained == set(registered_models())
+    trained = [r["model"] for r in report["training"] if r["passed"]]
+    # every model the child process registers (this process may hold more: tests register their own)
+    assert trained == report["environment"]["models"] and set(trained) <= set(registered_models())
+    assert {"sopa", "rrnn-f", "isan", "qrnn", "sru", "rcnn", "regex", "lstm-lm"} <= set(trained)
 
 
 def test_the_speed_table_code_runs_on_tiny_shapes(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -579,6 +579,7 @@ def run_check(out_dir: Path, *, speed: bool = True, train_steps: int = 50, inter
             report.skip("triton in its interpreter (run with TRITON_INTERPRET=1 and triton installed)")
     from kleene.nn import registered_models
 
+    report.environment["models"] = registered_models()
     for name in registered_models():
         training_step(report, name, device)
     if gpu and train_steps:
