@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 
 from kleene.gpu_check import TOLERANCE, kernel_kinds
@@ -79,3 +80,9 @@ def test_the_speed_table_code_runs_on_tiny_shapes(monkeypatch) -> None:  # type:
     for row in report.speed:
         assert all(value > 0 for key, value in row.items() if key.endswith(("_ms", "_ratio", "_speedup")))
     assert not report.failures and len(calls) == 1 + 3 * 2 + 2 + 3 + 2
+    assert gpu_check.auto_verdict(report) is None  # (no triton and cuda rows to compare here)
+    for backend, ms in (("triton", 2.0), ("cuda", 1.0)):
+        report.speed += [{"table": "template (64,1024,1024)", "template": k, "backend": backend,
+                          "forward_backward_ms": ms} for k in "BCF"]
+    verdict = gpu_check.auto_verdict(report)
+    assert verdict is not None and verdict["triton_over_cuda_forward_backward"] == pytest.approx(2.0) and not verdict["rule_holds"]

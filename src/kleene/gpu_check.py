@@ -538,6 +538,29 @@ def build_times(report: CheckReport, device: torch.device) -> None:
             os.environ["KLEENE_CACHE"] = previous
 
 
+def auto_verdict(report: CheckReport) -> dict[str, Any] | None:
+    """What the measurements say about ``backend="auto"`` trying triton before cuda (docs/gpu.md): the geometric
+    mean over the template rows of triton's forward+backward time over cuda's, and both first builds."""
+    rows = [r for r in report.speed if r.get("table") == "template (64,1024,1024)"]
+    times = {(r["template"], r["backend"]): r["forward_backward_ms"] for r in rows}
+    pairs = [
+        (times[(k, "triton")], times[(k, "cuda")]) for k in "BCF" if (k, "triton") in times and (k, "cuda") in times
+    ]
+    if not pairs:
+        return None
+    ratio = statistics.geometric_mean(t / c for t, c in pairs)
+    builds = {b["way"]: b["first_build_s"] for b in report.builds if "way" in b}
+    verdict = {"triton_over_cuda_forward_backward": ratio, "first_builds_s": builds}
+    verdict["rule_holds"] = ratio <= 1.1  # triton first: as fast (within 10%) and cheaper to build
+    report.environment["auto_verdict"] = verdict
+    print(
+        f"auto: triton/cuda forward+backward {ratio:.2f} (geometric mean over B, C, F); first builds {builds}; "
+        f"triton-first {'holds' if verdict['rule_holds'] else 'does NOT hold: revisit AUTO_ORDER'}",
+        flush=True,
+    )
+    return verdict
+
+
 def _bilstm_hidden(inputs: int, parameters: int) -> int:
     """The hidden size h whose bidirectional nn.LSTM has about ``parameters`` parameters: 8h(inputs + h + 2)."""
     h = 1
@@ -592,6 +615,7 @@ def run_check(out_dir: Path, *, speed: bool = True, train_steps: int = 50, inter
         report.environment["copy_bandwidth_tb_s"] = bandwidth * 1e3 / 1e12
         build_times(report, device)
         speed_templates(report, device, gpu_list, bandwidth)
+        auto_verdict(report)
         speed_long(report, device, gpu_list)
         speed_layers(report, device, gpu_list)
     elif not gpu:
