@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kleene"
-LAYERS = ["errors", "automata", "rational", "data", "compile", "nn", "extract", "viz", "bench|tour", "cli"]
+LAYERS = ["errors", "automata", "rational", "data", "compile", "nn", "extract", "viz", "bench|tour|gpu_check", "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split("|")}
 
 

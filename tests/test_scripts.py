@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = [ROOT / "scripts" / name for name in ("setup.sh", "test.sh", "tour.sh")] + [ROOT / ".ci" / "run"]
+SCRIPTS = [ROOT / "scripts" / name for name in ("setup.sh", "test.sh", "tour.sh", "gpu_check.sh")]
+SCRIPTS.append(ROOT / ".ci" / "run")
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

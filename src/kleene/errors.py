@@ -128,3 +128,7 @@ class InterpretError(KleeneError, ValueError):
 
 class ReportError(KleeneError, ValueError):
     """A checkpoint or data set the report cannot use (the message says why)."""
+
+
+class DeviceError(KleeneError, ValueError):
+    """A device that is not "cpu", "cuda" or "cuda:N", or one this machine does not have."""

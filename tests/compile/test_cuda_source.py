@@ -203,3 +203,34 @@ def test_cuda_kernels_run_on_the_cpu_agree_with_reference(variant: str, dtype: t
             assert got is None or not bool(got.any())
         else:
             torch.testing.assert_close(got, expected, **tol)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The cuda backend's build: nvcc straight to a shared library (no torch extension), loaded with ctypes
+# ---------------------------------------------------------------------------------------------------------------
+def test_nvcc_builds_a_launcher_library_that_loads_without_a_gpu() -> None:
+    """The library the cuda backend builds (``build_cuda_library``, here for sm_80) loads with ctypes; a launch of
+    no work returns, and a launch that needs the GPU this machine lacks is a CompileError naming the CUDA error."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH (the CUDA toolkit is needed to build the cuda backend's kernels)")
+    from kleene.compile.codegen.cuda import c_api
+    from kleene.compile.runtime.gpu import CudaLibrary, build_cuda_library
+    from kleene.errors import CompileError as Error
+
+    declarations, functions = generate_cuda_bindings()
+    api, arities = c_api(declarations)
+    assert set(arities) == set(functions) and arities == {"kleene_forward_launch": 11, "kleene_backward_launch": 15}
+    assert api.count('extern "C" int ') == 2
+    source = generate_cuda(_plan("F-real-steps-bidir"))
+    path, arities, _ = build_cuda_library(source, declarations, "sm_80")
+    assert build_cuda_library(source, declarations, "sm_80") == (path, arities, False)  # cached
+    library = CudaLibrary(path, arities)
+    sizes = (0, 5, 4, 0)  # B = 0: nothing to launch
+    library.kleene_forward_launch(False, *[0] * 7, *sizes)
+    library.kleene_backward_launch(True, *[0] * 11, *sizes)
+    if torch.cuda.is_available():  # pragma: no cover - the GPU check runs the launchers for real
+        return
+    with pytest.raises(Error, match=r"kleene_forward_launch: kleene_forward: \S"):
+        library.kleene_forward_launch(False, *[0] * 7, 1, 5, 4, 0)
+    with pytest.raises(AttributeError):
+        library.kleene_nothing  # noqa: B018

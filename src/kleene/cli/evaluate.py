@@ -9,6 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
+from kleene.cli.device import add_device_option, device_from
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -25,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--fold", type=int, help="cross-validation fold (default: the training fold)")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_device_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -33,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from kleene.data import load
     from kleene.nn import CheckpointError, TrainConfig, Trainer, load_checkpoint
 
-    checkpoint = load_checkpoint(args.checkpoint)
+    checkpoint = load_checkpoint(args.checkpoint, map_location=device_from(args))
     metadata = checkpoint.config.get("metadata") or {}
     data_name = args.data or metadata.get("data")
     if not isinstance(data_name, str) or not data_name:

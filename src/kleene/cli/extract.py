@@ -12,6 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
+from kleene.cli.device import add_device_option, device_from
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -37,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "over the words of the first sentences, at most this many",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_device_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         sentences=args.sentences,
         max_words=args.max_words,
         history_words=args.history_words,
+        device=device_from(args),
         progress=Console(stderr=True).status,  # a spinner on the terminal, silent when stderr is not one
     )
     extraction, sentences, data_name = result.extraction, result.sentences, result.data

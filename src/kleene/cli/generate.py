@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from kleene.cli.device import add_device_option, device_from
+
 
 def _positive(text: str) -> int:
     value = int(text)
@@ -45,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (the same seed gives the same text)")
     parser.add_argument("--level", choices=["char", "word"], help="tokenization (default: the training data's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_device_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from kleene.nn import load_checkpoint
     from kleene.nn.generate import generate
 
-    checkpoint = load_checkpoint(args.checkpoint)
+    checkpoint = load_checkpoint(args.checkpoint, map_location=device_from(args))
     vocab = checkpoint.vocab
     if vocab is None or getattr(checkpoint.model, "task", None) != "language_model":
         raise CheckpointError(f"{args.checkpoint}: not a language model with a vocabulary (train a *-lm model)")

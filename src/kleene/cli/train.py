@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kleene.cli.device import add_device_option, device_from
+
 #: Stands for the registered model names in the help text; filled in only when help is shown (the registry loads torch).
 MODELS = "<registered models>"
 
@@ -77,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--threads", type=int, help="torch threads per process (default: torch's choice)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    add_device_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -140,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         fold=args.fold,
         train_size=args.train_size,
         pretrained=None if args.pretrained == "none" else args.pretrained,
+        device=device_from(args),
     )
     if result.checkpoint is None:  # a rank other than 0 under torchrun
         return 0

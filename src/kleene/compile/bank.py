@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from kleene.compile.codegen.bank import BankLayout
-from kleene.compile.module import CompiledRecurrence
+from kleene.compile.module import CompiledRecurrence, kernel_dtype
 from kleene.compile.template import Plan
 from kleene.data.checks import check_lengths
 from kleene.errors import CompileError
@@ -92,10 +92,14 @@ class CompiledBank:
         Raises:
             CompileError: slots or h0 of the wrong shape or dtype, or lengths not in 0..T.
         """
-        if slots.dim() != 3 or slots.shape[-1] != self.row or slots.dtype not in (torch.float32, torch.float64):
+        if slots.dim() != 3 or slots.shape[-1] != self.row or not slots.dtype.is_floating_point:
             raise CompileError(
-                f"bank slots must be float32/float64 (B, T, R={self.row}); got {slots.dtype} {tuple(slots.shape)}"
+                f"bank slots must be floating (B, T, R={self.row}); got {slots.dtype} {tuple(slots.shape)}"
             )
+        dtype = slots.dtype  # half precision runs in float32 and returns in its own dtype
+        if dtype != kernel_dtype(dtype):
+            out, final = self(recurrences, slots.to(kernel_dtype(dtype)), lengths, None if h0 is None else h0.float())
+            return out.to(dtype), final.to(dtype)
         qt = self.layout.state_offsets[-1]
         if h0 is not None and (tuple(h0.shape) != (slots.shape[0], qt) or h0.dtype != slots.dtype):
             raise CompileError(f"bank h0 must be {slots.dtype} ({slots.shape[0]}, {qt}); got {tuple(h0.shape)}")

@@ -25,6 +25,15 @@ from kleene.errors import CompileError
 Tensor = torch.Tensor
 
 
+#: Half-precision dtypes: the kernels compute them in float32 (states and accumulation) and return their own dtype.
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a kernel computes values of ``dtype`` in: float32 for a half-precision dtype, else ``dtype``."""
+    return torch.float32 if dtype in HALF_DTYPES else dtype
+
+
 class Runner(Protocol):
     def __call__(
         self, plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
@@ -125,7 +134,7 @@ class CompiledRecurrence(nn.Module):
     (B, T, S, dim) in the slot order ``template.slots``, output (B, T, dim) for
     ``output="steps"`` else (B, dim), and final_state (B, Q, dim). Values are in the
     semiring's storage form (max-times: log-weights). bfloat16/float16 slots are computed in
-    float32 and the outputs are float32.
+    float32 (states and accumulation) and the outputs are in the slots' dtype.
 
     ``scan``: "sequential" runs the backend's kernel over the steps in order; "chunked" cuts the sequences into
     chunks run in parallel and combined by a semiring scan (``kleene.compile.chunked``: same results, (Q + 2)×
@@ -286,8 +295,8 @@ class CompiledRecurrence(nn.Module):
         if h0 is not None:
             check_features(h0, self.dim, error=CompileError, name="h0", shape=f"(B, Q={self.plan.num_states}, D)")
         lengths = check_lengths(lengths, slots.shape[0], slots.shape[1], error=CompileError, device=slots.device)
-        if slots.dtype not in (torch.float32, torch.float64):
-            slots = slots.float()
+        dtype = slots.dtype  # half precision runs in float32 (states, accumulation) and returns in its own dtype
+        slots = slots.to(kernel_dtype(dtype))
         if h0 is not None and h0.dtype != slots.dtype:
             h0 = h0.to(slots.dtype)
         check_shapes(plan, slots, h0)
@@ -300,7 +309,8 @@ class CompiledRecurrence(nn.Module):
             runner = run_reference
         elif plan is self.plan:
             runner = self._scan_runner(slots)
-        return runner(plan, slots, params, lengths, h0)
+        out, final = runner(plan, slots, params, lengths, h0)
+        return out.to(dtype), final.to(dtype)
 
     def _scan_runner(self, slots: Tensor) -> Runner:
         """The runner of this call: the backend's sequential one or the chunked scan (see ``scan``)."""

@@ -32,6 +32,10 @@ class Batch:
     def num_tokens(self) -> int:
         return int(self.lengths.sum())
 
+    def to(self, device: torch.device | str) -> Batch:
+        """This batch with its tensors on ``device``."""
+        return Batch(self.tokens.to(device), self.lengths.to(device), self.targets.to(device))
+
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, max length) padded ids and the (B,) lengths. An empty sequence becomes one padding token of length 1, so

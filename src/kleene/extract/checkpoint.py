@@ -7,6 +7,7 @@ Forward is checked against the model's own numbers (pattern scores, cell states)
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -60,28 +61,34 @@ def _within(sentences: list[list[str]], limit: int) -> list[list[str]]:
     return kept
 
 
-def _extract_sopa(model: Any, words: list[Hashable], sentences: list[list[str]], vocab: Any) -> Extraction:
+def _extract_sopa(
+    model: Any, words: list[Hashable], sentences: list[list[str]], vocab: Any, device: torch.device
+) -> Extraction:
     extraction = from_sopa(model, words)
+    runner = model if device.type == "cpu" else copy.deepcopy(model).to(device)
     with torch.no_grad():
         lengths = torch.tensor([len(s) for s in sentences])
         ids = torch.zeros((len(sentences), int(lengths.max())), dtype=torch.int64)
         for b, sentence in enumerate(sentences):
             ids[b, : len(sentence)] = torch.tensor(vocab.encode(sentence))
-        vectors, padded = model.embed(ids, lengths)
-        scores = model.patterns(vectors, padded).double().numpy()
+        vectors, padded = runner.embed(ids.to(device), lengths.to(device))
+        scores = runner.patterns(vectors, padded).double().cpu().numpy()
     extraction.verify_documents([sopa_document(s, model.boundary) for s in sentences], scores)
     return extraction
 
 
 def _extract_layer(
-    layer: Any, embedding: Any, words: list[Hashable], sentences: list[list[str]], vocab: Any
+    layer: Any, embedding: Any, words: list[Hashable], sentences: list[list[str]], vocab: Any, device: torch.device
 ) -> Extraction:
     extraction = from_kleene_layer(layer, embedding.weight[vocab.encode(words)], words)
+    if device.type != "cpu":
+        layer, embedding = copy.deepcopy(layer).to(device), copy.deepcopy(embedding).to(device)
     states = []
     with torch.no_grad():
         for sentence in sentences:
-            vectors = embedding(torch.tensor([vocab.encode(sentence)]))
-            states.append(kleene_layer_states(layer, vectors, torch.tensor([len(sentence)]))[0].double().numpy())
+            vectors = embedding(torch.tensor([vocab.encode(sentence)], device=device))
+            lengths = torch.tensor([len(sentence)], device=device)
+            states.append(kleene_layer_states(layer, vectors, lengths)[0].double().cpu().numpy())
     extraction.verify(sentences, states)
     return extraction
 
@@ -94,11 +101,13 @@ def extract_checkpoint(
     max_words: int = 1000,
     history_words: int = HISTORY_WORDS,
     progress: Progress | None = None,
+    device: str | torch.device = "cpu",
 ) -> CheckpointExtraction:
     """Extract the automata of the checkpoint at ``path`` and verify them on ``sentences`` dev sentences of ``data``
     (default: the data set the model was trained on).
 
-    ``progress(message)`` is a context manager shown around each long step (e.g. a rich spinner).
+    ``progress(message)`` is a context manager shown around each long step (e.g. a rich spinner). The automata are
+    built on the CPU; the model's own numbers they are verified against are computed on ``device``.
 
     Raises:
         ExtractionError: the model is not rational (use spectral extraction), has no vocabulary, or no sentence
@@ -131,7 +140,7 @@ def extract_checkpoint(
     export_words = words[:max_words]
     if layer is None:
         with step(f"building {model.patterns.num_patterns} pattern automata and verifying on {len(chosen)} sentences"):
-            extraction = _extract_sopa(model, words, chosen, vocab)
+            extraction = _extract_sopa(model, words, chosen, vocab, torch.device(device))
         export_words = [*export_words, SOPA_START, SOPA_END]
     else:
         if history_window(layer) > 1:
@@ -143,5 +152,5 @@ def extract_checkpoint(
             used = {w for s in chosen for w in s}
             words = export_words = [w for w in words if w in used]
         with step(f"building one automaton per unit and verifying on {len(chosen)} {data_name} sentences"):
-            extraction = _extract_layer(layer, model.embedding, words, chosen, vocab)
+            extraction = _extract_layer(layer, model.embedding, words, chosen, vocab, torch.device(device))
     return CheckpointExtraction(extraction, data_name, chosen, export_words)

@@ -47,9 +47,15 @@ def next_token_log_probs(model: nn.Module, prefixes: Sequence[Sequence[int]]) ->
     tokens = torch.zeros((len(prefixes), int(lengths.max())), dtype=torch.int64)
     for row, prefix in enumerate(prefixes):
         tokens[row, : len(prefix)] = torch.tensor(list(prefix), dtype=torch.int64)
-    logits = model(tokens, lengths)
+    device = _device(model)
+    logits = model(tokens.to(device), lengths.to(device)).cpu()  # (decoding runs on the CPU: same draws anywhere)
     last = logits[torch.arange(len(prefixes)), lengths - 1]
     return torch.log_softmax(last.double(), dim=-1)
+
+
+def _device(model: nn.Module) -> torch.device:
+    """The model's device (its first parameter's; the CPU without parameters)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
 def _check(model: nn.Module, prompt: Sequence[int], max_new_tokens: int, options: dict[str, object]) -> list[int]:
@@ -143,8 +149,9 @@ class _Decoder:
     def _first(self, prompt: list[int], rows: int) -> Tensor:
         if not self.streaming:
             return next_token_log_probs(self.model, self.prefixes)
-        logits, self.states = self.stream(torch.tensor([prompt] * rows, dtype=torch.int64))
-        return torch.log_softmax(logits[:, -1].double(), dim=-1)
+        prompts = torch.tensor([prompt] * rows, dtype=torch.int64, device=_device(self.model))
+        logits, self.states = self.stream(prompts)
+        return torch.log_softmax(logits[:, -1].double().cpu(), dim=-1)
 
     def advance(self, rows: Sequence[int], tokens: Sequence[int]) -> None:
         """Keep hypotheses ``rows`` (in this order; a row may repeat), extended by ``tokens``."""
@@ -152,10 +159,11 @@ class _Decoder:
         if not self.streaming:
             self.log_probs = next_token_log_probs(self.model, self.prefixes)
             return
-        index = torch.tensor(list(rows), dtype=torch.int64)
+        device = _device(self.model)
+        index = torch.tensor(list(rows), dtype=torch.int64, device=device)
         states = [type(s)(*(None if f is None else f.index_select(0, index) for f in s)) for s in self.states]
-        logits, self.states = self.stream(torch.tensor([[token] for token in tokens]), states)
-        self.log_probs = torch.log_softmax(logits[:, -1].double(), dim=-1)
+        logits, self.states = self.stream(torch.tensor([[token] for token in tokens], device=device), states)
+        self.log_probs = torch.log_softmax(logits[:, -1].double().cpu(), dim=-1)
 
 
 def _left_to_right(

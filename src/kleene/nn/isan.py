@@ -110,8 +110,6 @@ class ISANLayer(RationalLayer):
         matrices = self.matrix(x).view(b, t, d, d)
         offsets = s.times(source[:, None, :], self.offset(x))  # q0 ⊗ b_x
         if self._dense is not None:
-            if x.dtype not in (torch.float32, torch.float64):
-                raise LayerError(f"ISANLayer: the {self.backend} backend runs float32 or float64, got {x.dtype}")
             try:
                 h, c = self._dense(matrices, offsets, lengths, c)
             except CompileError as error:

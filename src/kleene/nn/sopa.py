@@ -788,7 +788,7 @@ class SoftPatterns(nn.Module):
         """The bank's one-call kernel (built on first use) when ``one_call`` is on and every group runs its
         generated C++ kernel on ``like``'s device and dtype, else None (then each group runs its own kernel)."""
         groups = self._groups()
-        if not self.one_call or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
+        if not self.one_call or like.device.type != "cpu" or not like.dtype.is_floating_point:
             return None
         if any(group.recurrence.backend != "cpp" for group in groups):
             return None

@@ -192,6 +192,8 @@ class Trainer:
         if task != expected:
             raise TrainingError(f"model {model_name!r} is a {task} model but data set {data.name!r} needs {expected}")
         self.model = model
+        #: where the batches go: the model's device (its first parameter's; the CPU without parameters)
+        self.device = next((p.device for p in model.parameters()), torch.device("cpu"))
         self.data = data
         self.vocab = vocab
         self.config = config
@@ -266,6 +268,7 @@ class Trainer:
         meter = _Meter()
         states = None
         for batch in self.batches(split):
+            batch = batch.to(self.device)
             logits, states = self._forward(self.model, batch, states)
             loss, correct, count = self._loss(logits, batch)
             meter.add(float(loss), count, correct, batch.num_tokens)
@@ -322,6 +325,7 @@ class Trainer:
             for epoch, batch in self._steps():
                 if epoch != state_epoch:  # each epoch reads the stream from its start
                     states, state_epoch = None, epoch
+                batch = batch.to(self.device)
                 logits, states = self._forward(self.network, batch, states)
                 loss, correct, count = self._loss(logits, batch)
                 self.optimizer.zero_grad()
@@ -504,8 +508,10 @@ def train(
     fold: int = 0,
     train_size: int | None = None,
     pretrained: str | None = "glove",
+    device: str | torch.device | None = None,
 ) -> TrainResult:
-    """Train a registered model on a named data set or a user's labelled text (``prepare`` + ``Trainer.fit``).
+    """Train a registered model on a named data set or a user's labelled text (``prepare`` + ``Trainer.fit``), on
+    ``device`` (default: the CPU).
 
     Note:
         A data path is recorded in the checkpoint as an absolute path, so that ``kleene evaluate`` and ``kleene
@@ -525,6 +531,8 @@ def train(
         pretrained=pretrained,
         seed=config.seed,
     )
+    if device is not None:
+        model.to(device)
     metadata = {"data": data_name, "fold": fold, "train_size": train_size, "pretrained": pretrained}
     trainer = Trainer(model, data, vocab, config, model_name=model_name, model_kwargs=kwargs, metadata=metadata)
     return trainer.fit(out_dir)

@@ -2,21 +2,22 @@
 
 The CUDA backend is compiled, not run, in CI: no GPU exists where kleene's tests run, so the
 tests compile this source with ``nvcc -ptx -arch=sm_80`` and check the kernels are there;
-``kleene.compile.runtime.gpu`` loads it with ``torch.utils.cpp_extension.load_inline`` only when torch
-is a CUDA build and a GPU is present.
+``kleene.compile.runtime.gpu`` builds it, when torch is a CUDA build and a GPU is present, with nvcc into a
+shared library whose ctypes entry points ``c_api`` writes (``build_cuda_library``), or else with
+``torch.utils.cpp_extension.load_inline``.
 
 The source needs no torch headers. It defines, for ``T`` in float (``f32``) and double (``f64``),
 the kernels::
 
-    extern "C" __global__ void kleene_forward_f32(const T* slots, const T* params, const int64_t* lengths,
+    extern "C" __global__ void kleene_forward_f32(const T* slots, const T* param_table, const int64_t* lengths,
         const T* h0, T* out, T* final_state, T* states, int64_t B, int64_t Tn, int64_t D)
-    extern "C" __global__ void kleene_backward_f32(const T* slots, const T* params, const int64_t* lengths,
+    extern "C" __global__ void kleene_backward_f32(const T* slots, const T* param_table, const int64_t* lengths,
         const T* h0, const T* states, const T* out, const T* grad_out, const T* grad_final,
         T* grad_slots, T* grad_params, T* grad_h0, int64_t B, int64_t Tn, int64_t D)
 
 with the tensor contract of ``kleene.compile.codegen.triton`` (``h0``/``states`` may be null; the
 caller pre-fills padding of ``out`` with semiring zero and ``grad_slots`` with 0), and two host
-launchers taking raw device pointers as integers, bound by ``load_inline``::
+launchers taking raw device pointers as integers (wrapped by ``c_api`` for ctypes, or bound by ``load_inline``)::
 
     void kleene_forward_launch(bool f64, int64_t slots, ..., int64_t B, int64_t Tn, int64_t D, int64_t stream)
     void kleene_backward_launch(bool f64, int64_t slots, ..., int64_t B, int64_t Tn, int64_t D, int64_t stream)
@@ -31,11 +32,20 @@ in the C dialect of the CPU kernels, with a thread's scalars as lanes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import ClassVar
 
 from kleene.compile.codegen.cpp import CDialect, c_helpers
-from kleene.compile.codegen.writer import LaneWriter, lane_backward, lane_forward, param
+from kleene.compile.codegen.writer import (
+    BACKWARD_ARGS,
+    FORWARD_ARGS,
+    PARAM_TABLE,
+    LaneWriter,
+    lane_backward,
+    lane_forward,
+    param,
+)
 from kleene.compile.template import Plan
 
 #: Flags the source is written for (``load_inline`` and the tests pass them to nvcc).
@@ -76,35 +86,24 @@ def _kernel(plan: Plan, signature: str, body: Callable[[LaneWriter], None]) -> l
     w("const int64_t rev = d >= half ? 1 : 0;")
     w("const int64_t n_steps = lengths[b];")
     for k in range(plan.num_params):
-        w(f"const T {param(k)} = params[{k} * D + d];")
+        w(f"const T {param(k)} = {PARAM_TABLE}[{k} * D + d];")
     body(w)
     w.close()
     return w.lines
 
 
 _FORWARD_PARAMS = (
-    "const {t}* slots, const {t}* params, const int64_t* lengths, const {t}* h0, {t}* out, {t}* final_state, "
-    "{t}* states, int64_t B, int64_t Tn, int64_t D"
+    "const {t}* slots, const {t}* " + PARAM_TABLE + ", const int64_t* lengths, const {t}* h0, {t}* out, "
+    "{t}* final_state, {t}* states, int64_t B, int64_t Tn, int64_t D"
 )
 _BACKWARD_PARAMS = (
-    "const {t}* slots, const {t}* params, const int64_t* lengths, const {t}* h0, const {t}* states, const {t}* out, "
+    "const {t}* slots, const {t}* " + PARAM_TABLE + ", const int64_t* lengths, const {t}* h0, const {t}* states, "
+    "const {t}* out, "
     "const {t}* grad_out, const {t}* grad_final, {t}* grad_slots, {t}* grad_params, {t}* grad_h0, int64_t B, "
     "int64_t Tn, int64_t D"
 )
-_FORWARD_ARGS = ("slots", "params", "lengths", "h0", "out", "final_state", "states")
-_BACKWARD_ARGS = (
-    "slots",
-    "params",
-    "lengths",
-    "h0",
-    "states",
-    "out",
-    "grad_out",
-    "grad_final",
-    "grad_slots",
-    "grad_params",
-    "grad_h0",
-)
+_FORWARD_ARGS = FORWARD_ARGS
+_BACKWARD_ARGS = BACKWARD_ARGS
 _FORWARD_LAUNCHER = (
     "void kleene_forward_launch(bool f64, "
     + ", ".join(f"int64_t {a}" for a in _FORWARD_ARGS)
@@ -159,13 +158,14 @@ def generate_cuda(plan: Plan) -> str:
     header = f"// plan: {plan.template.name}, semiring {plan.semiring.name}, {plan.options}"
     forward = _kernel(
         plan,
-        "forward_impl(const T* __restrict__ slots, const T* __restrict__ params, const int64_t* __restrict__ lengths, "
+        f"forward_impl(const T* __restrict__ slots, const T* __restrict__ {PARAM_TABLE}, "
+        "const int64_t* __restrict__ lengths, "
         "const T* h0, T* out, T* final_state, T* states, int64_t B, int64_t Tn, int64_t D)",
         lane_forward,
     )
     backward = _kernel(
         plan,
-        "backward_impl(const T* __restrict__ slots, const T* __restrict__ params, "
+        f"backward_impl(const T* __restrict__ slots, const T* __restrict__ {PARAM_TABLE}, "
         "const int64_t* __restrict__ lengths, const T* h0, const T* states, const T* out, const T* grad_out, "
         "const T* grad_final, T* grad_slots, T* grad_params, T* grad_h0, int64_t B, int64_t Tn, int64_t D)",
         lane_backward,
@@ -185,3 +185,31 @@ def generate_cuda(plan: Plan) -> str:
 def generate_cuda_bindings() -> tuple[str, list[str]]:
     """(C++ declarations, function names) of the launchers, for ``load_inline``'s cpp_sources and functions."""
     return f"{_FORWARD_LAUNCHER};\n{_BACKWARD_LAUNCHER};\n", ["kleene_forward_launch", "kleene_backward_launch"]
+
+
+_LAUNCHER = re.compile(r"void (\w+)\(bool f64, ([^)]*)\);")
+
+
+def c_api(declarations: str) -> tuple[str, dict[str, int]]:
+    """``extern "C"`` wrappers of the launchers ``declarations`` declares (as ``generate_cuda_bindings`` and
+    ``kleene.compile.codegen.dense.generate_dense_cuda`` write them), for a library loaded with ctypes:
+    ``int NAME_c(bool f64, int64_t ..., char* error, int64_t capacity)`` returns 0, or 1 with the launcher's
+    exception message in ``error``. Returns (source, {launcher name: number of its int64 arguments}).
+
+    Caution:
+        Append the source to the kernels' own (it calls their launchers); compile it with nvcc.
+    """
+    lines = ["#ifdef __CUDACC__", "#include <cstring>", "#include <exception>"]
+    arities: dict[str, int] = {}
+    for name, params in _LAUNCHER.findall(declarations):
+        names = [p.split()[-1] for p in params.split(",")]
+        arities[name] = len(names)
+        lines += [
+            f'extern "C" int {name}_c(bool f64, {params}, char* error, int64_t capacity) {{',
+            f"  try {{ {name}(f64, {', '.join(names)}); return 0; }}",
+            "  catch (const std::exception& e) {",
+            "    std::strncpy(error, e.what(), size_t(capacity - 1)); error[capacity - 1] = 0; return 1;",
+            "  }",
+            "}",
+        ]
+    return "\n".join([*lines, "#endif  // __CUDACC__", ""]), arities

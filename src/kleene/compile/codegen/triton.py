@@ -3,12 +3,13 @@
 ``generate_triton(plan)`` returns the text of a Python module defining two ``@triton.jit``
 kernels (the contract ``kleene.compile.runtime.gpu`` launches)::
 
-    kleene_forward(slots, params, lengths, h0, out, final_state, states, Tn, D, HALF,
+    kleene_forward(slots, param_table, lengths, h0, out, final_state, states, Tn, D, HALF,
                    HAS_H0: constexpr, SAVE_STATES: constexpr, BLOCK: constexpr)
-    kleene_backward(slots, params, lengths, h0, states, out, grad_out, grad_final,
+    kleene_backward(slots, param_table, lengths, h0, states, out, grad_out, grad_final,
                     grad_slots, grad_params, grad_h0, Tn, D, HALF, HAS_H0: constexpr, BLOCK: constexpr)
 
-with the shapes of ``kleene.compile.template``: slots (B, T, S, D), params (K, D), lengths
+(``writer.FORWARD_ARGS``/``BACKWARD_ARGS``) with the shapes of ``kleene.compile.template``: slots (B, T, S, D),
+param_table (K, D), lengths
 (B,) int64, h0 / final_state / grad_h0 (B, Q, D), states (B, T, Q, D) (the closed state after
 each consumed step), out / grad_out (B, T, D) or (B, D), grad_params (B, K, D) (per sequence,
 summed by the caller). The grid is (B, ceil(HALF / BLOCK) + ceil((D - HALF) / BLOCK)): the
@@ -25,7 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from kleene.compile.codegen.writer import Dialect, LaneWriter, lane_backward, lane_forward, param
+from kleene.compile.codegen.writer import (
+    BACKWARD_ARGS,
+    FORWARD_ARGS,
+    PARAM_TABLE,
+    Dialect,
+    LaneWriter,
+    lane_backward,
+    lane_forward,
+    param,
+)
 from kleene.compile.template import Plan
 
 
@@ -123,7 +133,7 @@ def _lane_setup(w: LaneWriter) -> None:
     w(f"ZERO = FZERO + {w.d.number(float(storage.zero))}")
     w(f"ONE = FZERO + {w.d.number(float(storage.one))}")
     for k in range(w.plan.num_params):
-        w(f"{param(k)} = tl.load(params + {k} * D + d, mask=mask, other=0.0)")
+        w(f"{param(k)} = tl.load({PARAM_TABLE} + {k} * D + d, mask=mask, other=0.0)")
 
 
 def _kernel(plan: Plan, signature: list[str], body: Callable[[LaneWriter], None]) -> list[str]:
@@ -143,7 +153,7 @@ def generate_triton(plan: Plan) -> str:
     forward = _kernel(
         plan,
         [
-            "def kleene_forward(slots, params, lengths, h0, out, final_state, states, Tn, D, HALF,",
+            f"def kleene_forward({', '.join(FORWARD_ARGS)}, Tn, D, HALF,",
             "                   HAS_H0: tl.constexpr, SAVE_STATES: tl.constexpr, BLOCK: tl.constexpr):",
         ],
         lane_forward,
@@ -151,8 +161,8 @@ def generate_triton(plan: Plan) -> str:
     backward = _kernel(
         plan,
         [
-            "def kleene_backward(slots, params, lengths, h0, states, out, grad_out, grad_final, grad_slots,",
-            "                    grad_params, grad_h0, Tn, D, HALF, HAS_H0: tl.constexpr, BLOCK: tl.constexpr):",
+            f"def kleene_backward({', '.join(BACKWARD_ARGS)},",
+            "                    Tn, D, HALF, HAS_H0: tl.constexpr, BLOCK: tl.constexpr):",
         ],
         lane_backward,
     )

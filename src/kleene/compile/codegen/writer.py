@@ -110,6 +110,27 @@ class Dialect:
         return self.if_form.format(cond=cond)
 
 
+#: The name of the static parameter table (K, D) in the kernels' argument lists. Not ``params``: Triton's launcher
+#: binds a kernel's arguments in a generated function whose own local ``params`` would shadow it (Triton 3.5-3.6:
+#: "failed to specialize argument of type: dict"); tests/compile/test_triton_names.py checks every generated kernel.
+PARAM_TABLE = "param_table"
+#: The lane kernels' arguments before the sizes (CUDA and Triton; ``kleene.compile.runtime.gpu`` passes them in order).
+FORWARD_ARGS = ("slots", PARAM_TABLE, "lengths", "h0", "out", "final_state", "states")
+BACKWARD_ARGS = (
+    "slots",
+    PARAM_TABLE,
+    "lengths",
+    "h0",
+    "states",
+    "out",
+    "grad_out",
+    "grad_final",
+    "grad_slots",
+    "grad_params",
+    "grad_h0",
+)
+
+
 def param(k: int) -> str:
     """The register holding static parameter k (loaded once, before the time loop)."""
     return f"p{k}"

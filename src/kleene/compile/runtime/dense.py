@@ -15,6 +15,7 @@ nothing recomputed but one step's products, so there is no store-or-recompute ch
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import warnings
 from collections.abc import Callable
@@ -30,8 +31,9 @@ from kleene.compile.codegen.dense import (
     generate_dense_triton,
     selects,
 )
+from kleene.compile.module import HALF_DTYPES, kernel_dtype
 from kleene.compile.runtime.cpu import NativeKernel, load_native
-from kleene.compile.runtime.gpu import import_triton_source, triton_block, triton_interpreting
+from kleene.compile.runtime.gpu import cuda_launchers, import_triton_source, triton_block, triton_interpreting
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -162,7 +164,6 @@ class _CpuEager(torch.autograd.Function):
 # --------------------------------------------------------------------------------------------
 # GPU: Triton and CUDA (one autograd function; launchers fill preallocated tensors)
 # --------------------------------------------------------------------------------------------
-_CUDA: dict[str, Any] = {}
 
 
 def load_dense_triton(semiring: Semiring) -> ModuleType:
@@ -178,21 +179,9 @@ def load_dense_triton(semiring: Semiring) -> ModuleType:
 def _cuda_extension(semiring: Semiring) -> Any:
     if torch.version.cuda is None or not torch.cuda.is_available():
         raise CompileError("the cuda backend needs a CUDA build of torch and a GPU (it is compiled, not run, in CI)")
-    from torch.utils.cpp_extension import load_inline
-
-    from kleene.compile.codegen.cuda import NVCC_FLAGS
-
     source, declarations, functions = generate_dense_cuda(semiring)
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    if key not in _CUDA:
-        _CUDA[key] = load_inline(
-            name=f"kleene_dense_cuda_{key}",
-            cpp_sources=[declarations],
-            cuda_sources=[source],
-            functions=functions,
-            extra_cuda_cflags=["-O3", *NVCC_FLAGS],
-        )
-    return _CUDA[key]
+    return cuda_launchers(source, declarations, functions, f"kleene_dense_cuda_{key}")
 
 
 def _gpu_launch(backend: str, semiring: Semiring, kind: str, tensors: list[Tensor], b: int, t: int, d: int) -> None:
@@ -252,6 +241,15 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
     kernel = load_dense_cpu(semiring)[1] if backend == "cpp" else None
 
     def run(matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
+        inputs = (matrices, offsets, c0)
+        if not any(x.dtype in HALF_DTYPES for x in inputs):
+            return run_kernel(matrices, offsets, lengths, c0)
+        dtype = functools.reduce(torch.promote_types, (x.dtype for x in inputs))  # half precision: in float32
+        compute = kernel_dtype(dtype)
+        h, final = run_kernel(matrices.to(compute), offsets.to(compute), lengths, c0.to(compute))
+        return h.to(dtype), final.to(dtype)
+
+    def run_kernel(matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
         if offsets.dim() != 3:
             raise CompileError(f"dense_recurrence: offsets must be (B, T, d); got shape {tuple(offsets.shape)}")
         b, t, d = offsets.shape
@@ -295,7 +293,8 @@ def dense_recurrence(
     Differentiable in ``matrices``, ``offsets`` and ``c0``. (Under ``torch.compile`` use ``dense_runner``.)
 
     Caution:
-        ``lengths`` are trusted to lie in 0..T (the layers check them); float32 or float64 only.
+        ``lengths`` are trusted to lie in 0..T (the layers check them). float16/bfloat16 inputs run in float32
+        and return in their (promoted) dtype.
 
     Raises:
         CompileError: an unknown backend, mismatched shapes, dtypes or devices, a semiring without kernels, or a

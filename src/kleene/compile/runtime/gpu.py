@@ -6,9 +6,10 @@ or on CPU tensors when ``TRITON_INTERPRET=1`` was set before the module was load
 interpreter -- how the tests run them here, thousands of times slower than a GPU).
 
 ``cuda``: ``kleene.compile.codegen.cuda`` writes CUDA C++ (kernels plus a launcher taking raw
-pointers), built with ``torch.utils.cpp_extension.load_inline`` when torch is a CUDA build and
-a GPU is present. No GPU exists where kleene's tests run: the CUDA backend is compiled
-(``nvcc -ptx``) but never run in CI.
+pointers), built when torch is a CUDA build and a GPU is present: by nvcc into a shared library called through
+ctypes (``build_cuda_library``; seconds), or by ``torch.utils.cpp_extension.load_inline`` without nvcc. No GPU
+exists where kleene's tests run: the CUDA backend is compiled (``nvcc -ptx``, the library for sm_80) but never
+run in CI.
 
 Both share one autograd function: forward saves the closed state after each step, backward
 runs the generated reverse kernel; per-sequence parameter gradients are summed here.
@@ -16,19 +17,25 @@ runs the generated reverse kernel; per-sequence parameter gradients are summed h
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from kleene.compile.codegen.cuda import NVCC_FLAGS, generate_cuda, generate_cuda_bindings
+from kleene.compile.codegen.cuda import NVCC_FLAGS, c_api, generate_cuda, generate_cuda_bindings
 from kleene.compile.codegen.triton import generate_triton
+from kleene.compile.codegen.writer import BACKWARD_ARGS, FORWARD_ARGS
 from kleene.compile.runtime.cpu import cache_dir
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
@@ -289,11 +296,8 @@ def triton_ptx(
 
     value = "*" + _TRITON_TYPES[dtype]
     sizes = {"Tn": "i32", "D": "i32", "HALF": "i32"}
-    forward = dict.fromkeys(("slots", "params", "h0", "out", "final_state", "states"), value)
-    backward = dict.fromkeys(
-        ("slots", "params", "h0", "states", "out", "grad_out", "grad_final", "grad_slots", "grad_params", "grad_h0"),
-        value,
-    )
+    forward = dict.fromkeys(FORWARD_ARGS, value)
+    backward = dict.fromkeys(BACKWARD_ARGS, value)
     signatures = {
         "kleene_forward": ({**forward, "lengths": "*i64", **sizes}, {"HAS_H0": False, "SAVE_STATES": True}),
         "kleene_backward": ({**backward, "lengths": "*i64", **sizes}, {"HAS_H0": False}),
@@ -333,6 +337,119 @@ def triton_runner(plan: Plan) -> Callable[..., tuple[Tensor, Tensor]]:
 # CUDA
 # --------------------------------------------------------------------------------------------
 _CUDA_EXTENSIONS: dict[str, Any] = {}
+#: nvcc flags of a launcher library (beside ``NVCC_FLAGS``): a shared object with the CUDA runtime linked in.
+NVCC_LIBRARY_FLAGS = ("-O3", "--shared", "-Xcompiler", "-fPIC", "--cudart", "static")
+#: Bytes of a launcher's error message.
+_ERROR_CAPACITY = 512
+
+
+def find_nvcc() -> str | None:
+    """nvcc: ``$KLEENE_NVCC``, else on PATH, else under ``$CUDA_HOME``; None when there is none."""
+    named = os.environ.get("KLEENE_NVCC")
+    if named:
+        return shutil.which(named)
+    found = shutil.which("nvcc")
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if found is None and home and os.path.exists(os.path.join(home, "bin", "nvcc")):
+        found = os.path.join(home, "bin", "nvcc")
+    return found
+
+
+def device_arch(device: torch.device | None = None) -> str:
+    """The current (or ``device``'s) GPU as an nvcc architecture, ``sm_XY``."""
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+class CudaLibrary:
+    """Launchers of a library ``build_cuda_library`` made: ``library.NAME(f64, *int64s)`` calls ``NAME_c``.
+
+    Raises (when a launcher is called):
+        CompileError: the launch failed (the CUDA error's text).
+    """
+
+    def __init__(self, path: Path, arities: dict[str, int]):
+        self.path = path
+        self._lib = ctypes.CDLL(str(path))
+        self._entries: dict[str, Any] = {}
+        for name, count in arities.items():
+            entry = getattr(self._lib, f"{name}_c")
+            entry.argtypes = [ctypes.c_bool, *[ctypes.c_int64] * count, ctypes.c_char_p, ctypes.c_int64]
+            entry.restype = ctypes.c_int
+            self._entries[name] = entry
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        entries = self.__dict__.get("_entries", {})
+        if name not in entries:
+            raise AttributeError(name)
+        entry = entries[name]
+
+        def launch(f64: bool, *values: int) -> None:
+            error = ctypes.create_string_buffer(_ERROR_CAPACITY)
+            if entry(bool(f64), *[int(v) for v in values], error, _ERROR_CAPACITY) != 0:
+                raise CompileError(f"{name}: {error.value.decode(errors='replace')}")
+
+        return launch
+
+
+def build_cuda_library(source: str, declarations: str, arch: str) -> tuple[Path, dict[str, int], bool]:
+    """Compile generated CUDA ``source`` and ctypes entry points of its launchers (``codegen.cuda.c_api`` of
+    ``declarations``) with nvcc into a shared library for ``arch`` (``sm_XY``), cached under the kernel cache;
+    returns (path, launcher arities, whether it was built now). No torch headers: seconds, where a torch
+    extension build of the same source takes tens of seconds. Needs no GPU to build.
+
+    Raises:
+        CompileError: no nvcc, or nvcc failed (its output is in the message).
+    """
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CompileError("no nvcc: the CUDA toolkit is needed to build the cuda backend's kernels")
+    api, arities = c_api(declarations)
+    text = source + "\n" + api
+    flags = [*NVCC_LIBRARY_FLAGS, *NVCC_FLAGS, f"-arch={arch}"]
+    key = hashlib.sha256("\n".join([text, nvcc, " ".join(flags)]).encode()).hexdigest()[:20]
+    directory = cache_dir() / "cuda"
+    library = directory / f"kleene_cuda_{key}_{arch}.so"
+    if library.exists():
+        return library, arities, False
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as tmp:
+        src, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.so"
+        src.write_text(text, encoding="utf-8")
+        result = subprocess.run([nvcc, *flags, str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise CompileError(f"nvcc failed on generated CUDA kernels:\n{result.stderr[-4000:]}")
+        os.replace(out, library)
+    return library, arities, True
+
+
+_CUDA_LIBRARIES: dict[Path, CudaLibrary] = {}
+
+
+def cuda_launchers(source: str, declarations: str, functions: list[str], name: str) -> Any:
+    """The launchers ``functions`` of generated CUDA ``source``: an nvcc-built library (``build_cuda_library``,
+    for the current GPU) when nvcc is found, else a torch extension (``load_inline``, named ``name``, cached by
+    torch). ``$KLEENE_CUDA_BUILD=torch`` forces the extension.
+
+    Raises:
+        CompileError: the build failed.
+    """
+    if os.environ.get("KLEENE_CUDA_BUILD", "nvcc") != "torch" and find_nvcc() is not None:
+        path, arities, _ = build_cuda_library(source, declarations, device_arch())
+        if path not in _CUDA_LIBRARIES:
+            _CUDA_LIBRARIES[path] = CudaLibrary(path, arities)
+        return _CUDA_LIBRARIES[path]
+    if name not in _CUDA_EXTENSIONS:
+        from torch.utils.cpp_extension import load_inline
+
+        _CUDA_EXTENSIONS[name] = load_inline(
+            name=name,
+            cpp_sources=[declarations],
+            cuda_sources=[source],
+            functions=functions,
+            extra_cuda_cflags=["-O3", *NVCC_FLAGS],
+        )
+    return _CUDA_EXTENSIONS[name]
 
 
 def cuda_kernels(plan: Plan) -> Kernels:
@@ -343,20 +460,10 @@ def cuda_kernels(plan: Plan) -> Kernels:
     """
     if torch.version.cuda is None or not torch.cuda.is_available():
         raise CompileError("the cuda backend needs a CUDA build of torch and a GPU (it is compiled, not run, in CI)")
-    from torch.utils.cpp_extension import load_inline
-
     source = generate_cuda(plan)
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    if key not in _CUDA_EXTENSIONS:
-        declarations, functions = generate_cuda_bindings()
-        _CUDA_EXTENSIONS[key] = load_inline(
-            name=f"kleene_cuda_{key}",
-            cpp_sources=[declarations],
-            cuda_sources=[source],
-            functions=functions,
-            extra_cuda_cflags=["-O3", *NVCC_FLAGS],
-        )
-    ext = _CUDA_EXTENSIONS[key]
+    declarations, functions = generate_cuda_bindings()
+    ext = cuda_launchers(source, declarations, functions, f"kleene_cuda_{key}")
 
     def ptr(x: Tensor | None) -> int:
         return 0 if x is None or x.numel() == 0 else int(x.data_ptr())
