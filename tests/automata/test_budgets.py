@@ -3,9 +3,11 @@ bad input becomes a kleene error naming the argument (issue 23, "bad input that 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from kleene.automata import regex
+from kleene.automata import WFSA, determinize, minimize, regex
 from kleene.errors import ArgumentError, BudgetExceededError, FormatError
 
 # -- regex ---------------------------------------------------------------------------------------------------------
@@ -47,3 +49,42 @@ def test_regex_long_bounded_repetition_does_not_recurse() -> None:
     a = regex("a{0,2000}", "tropical", max_arcs=10_000)
     assert a.score(["a"] * 2000) == 0.0 and a.score(["a"] * 2001) == float("inf")
     assert regex("a{2,3}").score(["a"] * 3) == 1.0 and regex("a{2,3}").score(["a"]) == 0.0
+
+
+# -- determinize, minimize -----------------------------------------------------------------------------------------
+
+
+def two_loops(second_loop: float, second_exit: str) -> WFSA:
+    """q0 -a-> q1, q2; q1 and q2 loop on a (weights 1 and ``second_loop``) and leave on b and ``second_exit``."""
+    a = WFSA("tropical", alphabet=["a", "b", "c"])
+    for name in "0123":
+        a.add_state(name)
+    a.set_initial(0)
+    a.set_final(3)
+    a.add_arc(0, 1, "a", 0.0)
+    a.add_arc(0, 2, "a", 0.0)
+    a.add_arc(1, 1, "a", 1.0)
+    a.add_arc(2, 2, "a", second_loop)
+    a.add_arc(1, 3, "b", 0.0)
+    a.add_arc(2, 3, second_exit, 0.0)
+    return a
+
+
+@pytest.mark.parametrize("operation", [determinize, minimize])
+def test_unambiguous_automaton_without_twins_is_refused_at_once(operation: Any) -> None:
+    with pytest.raises(BudgetExceededError, match="twins property fails"):
+        operation(two_loops(2.0, "c"))
+
+
+def test_ambiguous_automaton_without_twins_stops_at_max_states_naming_it() -> None:
+    with pytest.raises(BudgetExceededError, match=r"max_states=3000 subsets \(raise max_states\); the twins property"):
+        determinize(two_loops(2.0, "b"), max_states=3000)
+
+
+def test_twins_check_keeps_determinizable_automata_with_many_subsets() -> None:
+    a = regex("(a|b)* a (a|b){10}", "tropical")  # unambiguous, twins: 2^11 subsets
+    d = determinize(a)
+    assert d.num_states == 2**11 + 1  # past TWINS_CHECK_AFTER = 1000 subsets
+    for word in (list("ab" * 6), list("a" * 11), list("b" * 12)):
+        assert d.score(word) == a.score(word)
+    assert determinize(two_loops(1.0, "c")).num_states == 3  # equal loops: the twins property holds
