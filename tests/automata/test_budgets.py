@@ -3,12 +3,13 @@ bad input becomes a kleene error naming the argument (issue 23, "bad input that 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from kleene.automata import WFSA, determinize, minimize, regex
-from kleene.errors import ArgumentError, BudgetExceededError, FormatError
+from kleene.automata import WFSA, determinize, from_json, minimize, regex, to_json
+from kleene.errors import ArgumentError, BudgetExceededError, FormatError, KleeneError
 
 # -- regex ---------------------------------------------------------------------------------------------------------
 
@@ -88,3 +89,61 @@ def test_twins_check_keeps_determinizable_automata_with_many_subsets() -> None:
     for word in (list("ab" * 6), list("a" * 11), list("b" * 12)):
         assert d.score(word) == a.score(word)
     assert determinize(two_loops(1.0, "c")).num_states == 3  # equal loops: the twins property holds
+
+
+# -- symbolic weights from files -----------------------------------------------------------------------------------
+
+
+def document_with_weight(weight: object) -> str:
+    a = WFSA("real", alphabet=["a"])
+    a.add_state("q")
+    a.set_initial(0)
+    a.set_final(0)
+    a.add_arc(0, 0, "a", 0.5)
+    doc = json.loads(to_json(a))
+    doc["arcs"][0]["weight"] = weight
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "weight",
+    ["9**9**9**9", "2**(10**9)", {"expression": {"op": "Pow", "args": [{"int": 2}, {"int": 10**9}]}}],
+    ids=["text-tower", "text-power", "tree-power"],
+)
+def test_from_json_bounds_powers_before_sympy_evaluates(weight: object) -> None:
+    with pytest.raises(KleeneError, match="MAX_NUMBER_BITS=10000"):
+        from_json(document_with_weight(weight))
+
+
+def test_from_json_reads_reasonable_powers() -> None:
+    assert str(from_json(document_with_weight("2**10 * mu(alpha)")).arcs[0].weight) == "1024*mu(alpha)"
+    tree = {"expression": {"op": "Pow", "args": [{"int": 3}, {"int": 100}]}}
+    assert from_json(document_with_weight(tree)).arcs[0].weight == float(3**100)  # a number: stored as one
+
+
+@pytest.mark.parametrize(
+    ("node", "says"),
+    [
+        ({"int": "abc"}, "expected an integer"),
+        ({"rational": [1]}, "expected \\[numerator, denominator\\]"),
+        ({"rational": [1, 0]}, "denominator is 0"),
+        ({"float": None}, "expected a number or a string"),
+        ({"float": "x"}, "not a number"),
+        ({"function": "mu"}, "a function needs 'args'"),
+        ({"function": "mu", "args": 3}, "'args' must be a list"),
+        ({"op": "factorial", "args": [{"int": 10**9}]}, "unknown expression node"),
+    ],
+)
+def test_from_json_malformed_tree_nodes_are_format_errors(node: object, says: str) -> None:
+    with pytest.raises(FormatError, match=f"arcs\\[0\\].weight.expression: .*{says}"):
+        from_json(document_with_weight({"expression": node}))
+
+
+def test_from_json_deep_nesting_is_a_format_error() -> None:
+    with pytest.raises(FormatError, match="nested too deeply"):
+        from_json("[" * 100_000 + "]" * 100_000)
+    deep = json.loads('{"op": "exp", "args": [' * 300 + '{"int": 1}' + "]}" * 300)
+    with pytest.raises(FormatError, match="MAX_TREE_DEPTH=200"):
+        from_json(document_with_weight({"expression": deep}))
+    with pytest.raises(FormatError, match="4300 digits"):
+        from_json('{"format": ' + "9" * 5000 + "}")
