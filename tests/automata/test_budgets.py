@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from kleene.automata import WFSA, determinize, from_json, minimize, regex, to_json
+from kleene.automata import WFSA, determinize, from_json, minimize, random_paths, regex, to_json
+from kleene.automata.algorithms import pathsum, score, score_batch, viterbi
 from kleene.errors import ArgumentError, BudgetExceededError, FormatError, KleeneError
 
 # -- regex ---------------------------------------------------------------------------------------------------------
@@ -147,3 +148,30 @@ def test_from_json_deep_nesting_is_a_format_error() -> None:
         from_json(document_with_weight({"expression": deep}))
     with pytest.raises(FormatError, match="4300 digits"):
         from_json('{"format": ' + "9" * 5000 + "}")
+
+
+# -- arguments -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [-1, "x", 1.5, True])
+def test_random_paths_seed_is_checked(seed: object) -> None:
+    a = regex("a | b b", "real")
+    with pytest.raises(ArgumentError, match=f"random_paths: seed must be None or an integer >= 0, got {seed!r}"):
+        random_paths(a, 3, seed)  # type: ignore[arg-type]
+    assert random_paths(a, 5, 2**80) == random_paths(a, 5, 2**80)  # numpy takes any size of seed
+
+
+@pytest.mark.parametrize("cap", [-1, 1.5, "2", True])
+def test_epsilon_cap_is_checked_by_every_entry_point(cap: object) -> None:
+    a = regex("a b", "real")
+    calls = [
+        lambda: a.score(["a", "b"], epsilon_cap=cap),
+        lambda: score(a, ["a", "b"], epsilon_cap=cap),
+        lambda: score_batch(a, [["a", "b"]], epsilon_cap=cap),
+        lambda: pathsum(a, epsilon_cap=cap),
+        lambda: viterbi(a, ["a", "b"], epsilon_cap=cap),
+    ]
+    for call in calls:
+        with pytest.raises(ArgumentError, match=r"epsilon_cap must be None .* or an integer >= 0"):
+            call()
+    assert score(a, ["a", "b"], epsilon_cap=0) == 1.0
