@@ -7,9 +7,13 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kleene.automata import WFSA, determinize, from_json, minimize, random_paths, regex, to_json
 from kleene.automata.algorithms import pathsum, score, score_batch, viterbi
+from kleene.automata.determinize import twins_failure
+from kleene.automata.ops import trim
 from kleene.errors import ArgumentError, BudgetExceededError, FormatError, KleeneError
 
 # -- regex ---------------------------------------------------------------------------------------------------------
@@ -175,3 +179,58 @@ def test_epsilon_cap_is_checked_by_every_entry_point(cap: object) -> None:
         with pytest.raises(ArgumentError, match=r"epsilon_cap must be None .* or an integer >= 0"):
             call()
     assert score(a, ["a", "b"], epsilon_cap=0) == 1.0
+
+
+def brute_force_twins(a: WFSA) -> bool:
+    """The twins property by its definition, over strings short enough for an automaton of n states (n² pairs):
+    states q, q' reached by one string u whose cycles on one string v weigh the same."""
+    n = a.num_states
+    symbols = list(a.alphabet)
+    arcs = [(x.src, x.dst, x.label.symbol, x.weight) for x in a.arcs]  # type: ignore[union-attr]
+    words: list[tuple[str, ...]] = [()]
+    for _ in range(n * n):
+        words += [(*w, s) for w in words if len(w) == len(words[-1]) for s in symbols]
+    reached = set()
+    for u in words:
+        here = set(a.initial)
+        for s in u:
+            here = {dst for src, dst, sym, _ in arcs if src in here and sym == s}
+        reached |= {(p, q) for p in here for q in here}
+    for v in words[1:]:
+        cycles: list[set[float]] = []
+        for q in range(n):
+            paths = {q: {0.0}}
+            for s in v:
+                after: dict[int, set[float]] = {}
+                for src, dst, sym, w in arcs:
+                    if sym == s and src in paths:
+                        after.setdefault(dst, set()).update(x + w for x in paths[src])
+                paths = after
+            cycles.append(paths.get(q, set()))
+        for p, q in reached:
+            if cycles[p] and cycles[q] and len(cycles[p] | cycles[q]) > 1:
+                return False
+    return True
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arcs=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 2), st.sampled_from("ab"), st.integers(0, 2)), max_size=6
+    ),
+    finals=st.sets(st.integers(0, 2), min_size=1),
+)
+def test_twins_failure_agrees_with_the_definition(arcs: list[tuple[int, int, str, int]], finals: set[int]) -> None:
+    a = WFSA("tropical", alphabet=["a", "b"])
+    for name in "012":
+        a.add_state(name)
+    a.set_initial(0)
+    for q in finals:
+        a.set_final(q)
+    for src, dst, symbol, weight in arcs:
+        a.add_arc(src, dst, symbol, float(weight))
+    a = trim(a)
+    if not a.num_states:
+        return
+    failure, _ = twins_failure(a, 1e-6)
+    assert (failure is None) == brute_force_twins(a)
