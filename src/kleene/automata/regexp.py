@@ -40,6 +40,10 @@ result has at most ``n + 1`` states for ``n`` occurrences, and the predicate lab
 The construction relies on ⊗ being commutative (all kleene semirings are), which lets the weight of a group be
 carried on the arcs that enter it.
 
+Budgets. A short expression can ask for a huge automaton (``(a*){k}`` has k(k+1)/2 arcs): ``regex`` stops with a
+``BudgetExceededError`` naming ``max_arcs`` once the arcs, or the symbol occurrences with every ``{m,n}`` expanded,
+pass it (``DEFAULT_MAX_ARCS``); groups and postfix operators nest at most ``MAX_NESTING`` deep.
+
 ``to_regex`` goes the other way by state elimination (Brzozowski and McCluskey), with the simplifications
 listed in its docstring.
 """
