@@ -19,7 +19,23 @@ TOKENS = [
     "-Infinity", "INF", "nan", "0x1p3", "1e999", "0.1e-400", "1e", "e5", "--1", "1_000", "1_0", "١", "１", "٣.٥",
     "١٢", "9" * 19, "9" * 25, "9223372036854775807", "9223372036854775808", "2147483647",
 ]
-LINE = st.lists(st.sampled_from(TOKENS), min_size=1, max_size=5)
+ODD = ["1_000", "1_0", "١", "１", "٣.٥", "١٢", "9" * 19, "9" * 25, "9223372036854775808", "1e", "e5", "--1", "a"]
+STATE = st.one_of(
+    st.sampled_from(["0", "1", "2", "3", "007", "2147483647", "9223372036854775807"]), st.sampled_from(ODD)
+)
+LABEL = st.one_of(st.sampled_from(["1", "2", "7", "0", "a", "b", "<eps>"]), st.sampled_from(ODD))
+WEIGHT = st.one_of(
+    st.sampled_from(["0.5", "1", "-2.5", ".5", "5.", "1e3", "1E-3", "+1", "-0", "inf", "-Infinity", "INF", "nan",
+                     "0x1p3", "1e999", "0.1e-400"]),
+    st.sampled_from(ODD),
+)
+LINE = st.one_of(
+    st.tuples(STATE, STATE, LABEL, WEIGHT).map(list),  # an arc
+    st.tuples(STATE, STATE, LABEL).map(list),
+    st.tuples(STATE, WEIGHT).map(list),  # a final state
+    st.tuples(STATE).map(list),
+    st.lists(st.sampled_from(TOKENS), min_size=1, max_size=5),  # anything
+)
 PAD = "\n" + " " * (1 << 16) + "\n"  # a blank line: past 64 KiB, the bulk readers' size
 
 
@@ -39,7 +55,7 @@ def outcome(text: str, semiring: str) -> Any:
 
 
 @pytest.mark.parametrize("native_off", ["", "1"], ids=["compiled", "numpy"])
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lines=st.lists(st.tuples(LINE, st.sampled_from([" ", "\t", "  "])), min_size=1, max_size=6),
     ending=st.sampled_from(["\n", "\r\n"]),
