@@ -94,3 +94,9 @@ def test_ids_beyond_64_bits_are_format_errors() -> None:
 def test_the_padding_takes_the_bulk_path(monkeypatch: pytest.MonkeyPatch, native_off: str) -> None:
     monkeypatch.setenv("KLEENE_NO_NATIVE", native_off)
     assert read_att("0 1 7 0.5\n1\n" + PAD)._arcs is None  # filled into the arc store: a bulk reader read it
+
+
+def test_errors_do_not_echo_long_lines() -> None:
+    with pytest.raises(KleeneError) as error:
+        read_att("0 1 " + "9" * 5000 + "\n1\n")
+    assert len(str(error.value)) < 300 and "(5004 characters)" in str(error.value)

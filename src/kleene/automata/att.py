@@ -276,7 +276,9 @@ def _numbered_lines(text: str) -> list[tuple[int, str, list[str]]]:
 
 
 def _where(number: int, line: str) -> str:
-    return f"line {number} ({line.strip()!r})"
+    """``line N ('text')``, the text shortened to 80 characters (a long line is not echoed whole)."""
+    text = line.strip()
+    return f"line {number} ({text if len(text) <= 80 else text[:60] + f'... ({len(text)} characters)'!r})"
 
 
 def _parse_symbols(text: str) -> tuple[dict[int, str], str, dict[int, int]]:
