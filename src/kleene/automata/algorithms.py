@@ -319,6 +319,20 @@ def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequ
     return _Stepper(wfsa, env, epsilon_cap, symbols) if store is None else SparseStepper(wfsa, store, epsilon_cap)
 
 
+def check_epsilon_cap(epsilon_cap: Any, operation: str) -> None:
+    """Refuse an ``epsilon_cap`` that is not None or a non-negative integer.
+
+    Raises:
+        ArgumentError: naming the operation and the value.
+    """
+    if epsilon_cap is not None and (
+        isinstance(epsilon_cap, bool) or not isinstance(epsilon_cap, (int, np.integer)) or epsilon_cap < 0
+    ):
+        raise ArgumentError(
+            f"{operation}: epsilon_cap must be None (the exact closure) or an integer >= 0, got {epsilon_cap!r}"
+        )
+
+
 def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The Forward score of ``symbols``: the semiring sum over all paths deriving it.
 
@@ -330,6 +344,7 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
         DivergenceError: the exact epsilon closure diverges on a successful path of ``symbols`` (cycles off
             every such path do not count, as after ``trim``).
     """
+    check_epsilon_cap(epsilon_cap, "score")
     from kleene.automata.sparse import engine_store, forward
 
     if engine_store(wfsa) is not None:
@@ -353,6 +368,7 @@ def score_batch(
         AlphabetError: a symbol outside the alphabet (naming it, its position and its string's index).
         DivergenceError: as ``score``.
     """
+    check_epsilon_cap(epsilon_cap, "score_batch")
     from kleene.automata.sparse import arc_store, forward_batch
 
     if isinstance(strings, str | bytes) or not isinstance(strings, Sequence):
@@ -388,6 +404,7 @@ def all_spans(
     In the real semiring this is the expected count of matches; in max semirings
     the best match. ``ends[j-1]`` sums the spans ending at ``j``.
     """
+    check_epsilon_cap(epsilon_cap, "all_spans")
     stepper = _stepper(wfsa, env, epsilon_cap)
     s = wfsa.semiring
     restart = stepper.start()
@@ -426,6 +443,7 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
         DivergenceError: the sum diverges (naming a cycle).
         AlphabetError: predicate labels with no alphabet to enumerate.
     """
+    check_epsilon_cap(epsilon_cap, "pathsum")
     from . import sparse
 
     if sparse.engine_store(wfsa) is not None:
@@ -531,6 +549,7 @@ def viterbi(
         WeightError: a negative arc weight in the real semiring (no max-times order).
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
+    check_epsilon_cap(epsilon_cap, "viterbi")
     from . import sparse
 
     if sparse.engine_store(wfsa) is not None:

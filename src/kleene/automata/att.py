@@ -58,6 +58,8 @@ from kleene.automata.wfsa import WFSA, IdIndex, IdNames, WeightVector
 from kleene.errors import AlphabetError, FormatError, SemiringError, WeightError
 
 _DIGITS = re.compile(r"[0-9]+")
+#: The largest state or label id (OpenFst's ids are 64-bit); larger ones are refused, not read.
+_MAX_ID = 2**63 - 1
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _HEXADECIMAL = re.compile(r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
 _INFINITY = re.compile(r"([+-]?)(?:inf|infinity)", re.IGNORECASE)
@@ -209,7 +211,7 @@ class _LabelTable:
 
     def resolve(self, text: str) -> Label:
         if _DIGITS.fullmatch(text):
-            number = int(text)
+            number = _id_number(text, "label")
             if number == SymbolTable.EPSILON_ID:
                 return EPSILON
             if number not in self.by_id:
@@ -240,12 +242,24 @@ def _names_of(symbols: Any) -> dict[str, Hashable]:
     return names
 
 
+def _id_number(text: str, what: str) -> int:
+    """The id of a field of ASCII digits.
+
+    Raises:
+        FormatError: an id beyond ``_MAX_ID`` (named, shortened).
+    """
+    if len(text) > len(str(_MAX_ID)) or int(text) > _MAX_ID:
+        shown = text if len(text) <= 30 else f"{text[:20]}... ({len(text)} digits)"
+        raise FormatError(f"{what} id {shown} is larger than 2^63 - 1 (OpenFst's ids are 64-bit)")
+    return int(text)
+
+
 def _resolve_without_table(text: str) -> Label:
     """Labels without a table: digits are ints (0 is epsilon), the epsilon spellings epsilon, the rest strings."""
     if text in _EPSILON_SPELLINGS:
         return EPSILON
     if _DIGITS.fullmatch(text):
-        number = int(text)
+        number = _id_number(text, "label")
         return EPSILON if number == SymbolTable.EPSILON_ID else Sym(number)
     return Sym(text)
 
@@ -262,7 +276,9 @@ def _numbered_lines(text: str) -> list[tuple[int, str, list[str]]]:
 
 
 def _where(number: int, line: str) -> str:
-    return f"line {number} ({line.strip()!r})"
+    """``line N ('text')``, the text shortened to 80 characters (a long line is not echoed whole)."""
+    text = line.strip()
+    return f"line {number} ({text if len(text) <= 80 else text[:60] + f'... ({len(text)} characters)'!r})"
 
 
 def _parse_symbols(text: str) -> tuple[dict[int, str], str, dict[int, int]]:
@@ -500,6 +516,10 @@ def _read_att_text(
         for field in line.fields[: 2 if width in widths["arc"] else 1]:
             if not _DIGITS.fullmatch(field):
                 raise FormatError(f"{_where(line.number, line.text)}: state {field!r} is not a non-negative integer")
+            try:
+                _id_number(field, "state")
+            except FormatError as exc:
+                raise FormatError(f"{_where(line.number, line.text)}: {exc}") from None
 
     wfsa = WFSA(semiring, alphabet, name)
     ids = sorted({int(f) for line in lines for f in line.fields[: 2 if len(line.fields) in widths["arc"] else 1]})
@@ -522,8 +542,8 @@ def _read_att_text(
     def label_of(line: _Line, field: str, output: bool = False) -> Label:
         try:
             return resolve_output(field) if output else resolve(field)
-        except AlphabetError as exc:
-            raise AlphabetError(f"{_where(line.number, line.text)}: {exc}") from None
+        except (AlphabetError, FormatError) as exc:
+            raise type(exc)(f"{_where(line.number, line.text)}: {exc}") from None
 
     found: dict[Hashable, None] = {}  # the symbols of a file read without a table, in order
 
@@ -594,7 +614,7 @@ def _read_att_native(
             if isinstance(lab, Sym):
                 lut[value] = len(symbols)
                 symbols.append(lab.symbol)
-    except AlphabetError:
+    except (AlphabetError, FormatError):
         return None
     for begin in range(0, len(label), block):  # in place: "clip" (the ids are within lut) spares a buffered output
         part = label[begin : begin + block]
@@ -697,28 +717,31 @@ def _read_att_fast(
         for r in (*arcs3, *arcs4):
             if r[2] not in labels:
                 labels[r[2]] = resolve(r[2])
-    except AlphabetError:
+    except (AlphabetError, FormatError):
         return None
     if acceptor is None:  # a 4-field line whose 4th field names its 3rd's label may be a transducer arc
         for ilabel, field in {(r[2], r[3]) for r in arcs4 if r[3] in labels or _DIGITS.fullmatch(r[3])}:
             try:
                 if resolve(field) == labels[ilabel]:
                     return None  # the general reader decides the columns (or calls the file ambiguous)
-            except AlphabetError:
+            except (AlphabetError, FormatError):
                 continue
     arc_rows = arcs3 + arcs4  # arc order is file order within each width: restore it below
     line_of = {id(r): i for i, r in enumerate(rows)}
     arc_rows.sort(key=lambda r: line_of[id(r)])
     fields = [f for r in arc_rows for f in r[:2]] + [r[0] for r in finals]
     joined = "".join(fields)
-    if not (joined.isascii() and joined.isdigit()):
+    if not (joined.isascii() and joined.isdigit()) or any(len(f) > 18 for f in fields):
+        return None  # the general reader names the field (ids of 19 digits and more are checked there)
+    numbers: dict[str, float | None] = {"nan": math.nan}  # the general reader's own number syntax (_parse_number)
+    for r in (*arc_rows, *finals):
+        if len(r) in (2, 4) and r[-1] not in numbers:
+            numbers[r[-1]] = _parse_number(r[-1])
+    if any(number is None or math.isnan(number) for text, number in numbers.items() if text != "nan"):
         return None
-    try:
-        ends = np.array([int(f) for f in fields], dtype=np.int64)
-        weights = np.array([r[3] if len(r) == 4 else "nan" for r in arc_rows], dtype=float)
-        final_weights = np.array([r[1] if len(r) == 2 else "nan" for r in finals], dtype=float)
-    except ValueError:
-        return None
+    ends = np.array([int(f) for f in fields], dtype=np.int64)
+    weights = np.array([numbers[r[3] if len(r) == 4 else "nan"] for r in arc_rows], dtype=float)
+    final_weights = np.array([numbers[r[1] if len(r) == 2 else "nan"] for r in finals], dtype=float)
     has_weight = np.array([len(r) == 4 for r in arc_rows], dtype=bool)
     if np.isnan(weights[has_weight]).any() or np.isnan(final_weights[[len(r) == 2 for r in finals]]).any():
         return None

@@ -23,8 +23,14 @@ from .ops import bind, remove_epsilon, trim
 from .weights import Env, Weight
 from .wfsa import WFSA, LazyNames
 
-#: The default bound on the number of states a construction may build before giving up.
-DEFAULT_MAX_STATES = 1_000_000
+#: The default bound on the number of states a construction may build before giving up (about 20 s of subsets on
+#: one core; an unambiguous automaton without the twins property is refused long before, see ``TWINS_CHECK_AFTER``).
+DEFAULT_MAX_STATES = 100_000
+#: After this many subsets a construction tests the twins property (``twins_failure``): an unambiguous automaton
+#: without it has no finite deterministic equivalent, and is refused at once instead of filling ``max_states``.
+TWINS_CHECK_AFTER = 1_000
+#: The twins test is skipped for inputs with more states than this (its product has up to n² pairs).
+TWINS_CHECK_MAX_STATES = 1_000
 #: The quantisation step for comparing weights (pywrapfst's default for determinize and minimize).
 DEFAULT_DELTA = 1e-6
 
@@ -116,11 +122,156 @@ def check_determinizable(a: WFSA, max_states: int, delta: float, operation: str)
     _check_budget(max_states, delta, operation)
 
 
-def budget_exceeded(operation: str, max_states: int) -> BudgetExceededError:
-    return BudgetExceededError(
-        f"{operation}: more than max_states={max_states} subsets; the automaton may lack the twins property "
-        "(then no finite deterministic equivalent exists)"
+def budget_exceeded(operation: str, max_states: int, twins: str | None = None) -> BudgetExceededError:
+    why = (
+        f"the twins property fails ({twins}), so it may have no finite deterministic equivalent"
+        if twins is not None
+        else "the automaton may lack the twins property (then no finite deterministic equivalent exists)"
     )
+    return BudgetExceededError(f"{operation}: more than max_states={max_states} subsets (raise max_states); {why}")
+
+
+def admit_subset(a: WFSA, count: int, max_states: int, delta: float, operation: str) -> None:
+    """Called before the ``count``-th subset (0-based) of a construction over ``a`` (epsilon-free, numeric, trimmed)
+    is made: refuses it over budget, and once ``TWINS_CHECK_AFTER`` subsets exist tests the twins property.
+
+    Raises:
+        BudgetExceededError: ``count`` reaches ``max_states``, or ``a`` is unambiguous and lacks the twins property
+            (Mohri 1997: no finite deterministic equivalent exists).
+    """
+    if count >= max_states:
+        twins = twins_failure(a, delta)[0] if a.num_states <= TWINS_CHECK_MAX_STATES else None
+        raise budget_exceeded(operation, max_states, twins)
+    if count == TWINS_CHECK_AFTER and a.num_states <= TWINS_CHECK_MAX_STATES:
+        twins, ambiguous = twins_failure(a, delta)
+        if twins is not None and not ambiguous:
+            raise BudgetExceededError(
+                f"{operation}: no finite deterministic equivalent exists: the automaton is unambiguous and the twins "
+                f"property fails ({twins}); no max_states is enough"
+            )
+
+
+def twins_failure(a: WFSA, delta: float) -> tuple[str | None, bool]:
+    """Whether ``a`` (epsilon-free, numeric, trimmed) lacks the twins property, and whether it is ambiguous.
+
+    The twins property: any two states reached by one string that both loop on one string loop with the same
+    weight. It is tested on the product of ``a`` with itself (pairs reached by one string) weighted by
+    ``w ⊗ w'^-1`` (``Semiring.divide``): it holds iff every cycle of that product weighs one, i.e. iff every
+    strongly connected component has a potential (Allauzen and Mohri 2003). ``a`` is ambiguous iff some pair of
+    distinct states is both reached and co-reached by one string.
+
+    Returns:
+        (a description of two looping states with different cycle weights, or None; whether ``a`` is ambiguous).
+    """
+    from .ops import _meet
+
+    s = a.semiring
+    outgoing: list[list[tuple[int, Label, Any]]] = [[] for _ in range(a.num_states)]
+    for arc in a.arcs:
+        outgoing[arc.src].append((arc.dst, arc.label, arc.weight))
+    index: dict[tuple[int, int], int] = {}
+    pairs: list[tuple[int, int]] = []
+    edges: list[list[tuple[int, Any]]] = []
+
+    def pair(p: int, q: int) -> int:
+        if (p, q) not in index:
+            index[(p, q)] = len(pairs)
+            pairs.append((p, q))
+            edges.append([])
+        return index[(p, q)]
+
+    for p in a.initial:
+        for q in a.initial:
+            pair(p, q)
+    k = 0
+    while k < len(pairs):
+        p, q = pairs[k]
+        for p2, x, u in outgoing[p]:
+            for q2, y, v in outgoing[q]:
+                if _meet(x, y) is not None:
+                    edges[k].append((pair(p2, q2), s.divide(u, v)))
+        k += 1
+    n = len(pairs)
+    reverse: list[list[int]] = [[] for _ in range(n)]
+    for u in range(n):
+        for v, _ in edges[u]:
+            reverse[v].append(u)
+    coreached = [pairs[u][0] in a.final and pairs[u][1] in a.final for u in range(n)]
+    stack = [u for u in range(n) if coreached[u]]
+    while stack:
+        for v in reverse[stack.pop()]:
+            if not coreached[v]:
+                coreached[v] = True
+                stack.append(v)
+    ambiguous = any(coreached[u] and pairs[u][0] != pairs[u][1] for u in range(n))
+    component = _components(edges)
+    potential: dict[int, Any] = {}
+    one = s.quantize(s.one, delta)
+    for root in range(n):
+        if root in potential:
+            continue
+        potential[root] = s.one
+        todo = [root]
+        while todo:
+            u = todo.pop()
+            for v, w in edges[u]:
+                if component[v] != component[u]:
+                    continue
+                reached = s.times(potential[u], w)
+                if v not in potential:
+                    potential[v] = reached
+                    todo.append(v)
+                elif s.quantize(s.divide(reached, potential[v]), delta) != one:
+                    p, q = pairs[v]
+                    return (
+                        f"states {a.state_name(p)!r} and {a.state_name(q)!r} are reached by one string and loop on "
+                        "one string with different weights"
+                    ), ambiguous
+    return None, ambiguous
+
+
+def _components(edges: list[list[tuple[int, Any]]]) -> list[int]:
+    """The strongly connected component of every node (Tarjan's algorithm, iterative)."""
+    n = len(edges)
+    number, low, component = [-1] * n, [0] * n, [-1] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    counter = components = 0
+    for root in range(n):
+        if number[root] >= 0:
+            continue
+        work = [(root, 0)]
+        number[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            u, i = work[-1]
+            if i < len(edges[u]):
+                work[-1] = (u, i + 1)
+                v = edges[u][i][0]
+                if number[v] < 0:
+                    number[v] = low[v] = counter
+                    counter += 1
+                    stack.append(v)
+                    on_stack[v] = True
+                    work.append((v, 0))
+                elif on_stack[v]:
+                    low[u] = min(low[u], number[v])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[u])
+            if low[u] == number[u]:
+                while True:
+                    v = stack.pop()
+                    on_stack[v] = False
+                    component[v] = components
+                    if v == u:
+                        break
+                components += 1
+    return component
 
 
 def determinize(
@@ -137,11 +288,14 @@ def determinize(
         Needs a zero-sum-free semiring with division (``Semiring.zero_sum_free``, ``Semiring.divide``): boolean,
         min-plus (tropical), max-plus, max-times and log. Real weights can cancel and are refused (use log for
         probabilities). Automata without the twins property (and, in log, ambiguous ones whose numbers of paths
-        grow) have no finite deterministic equivalent; the construction then stops at ``max_states``.
+        grow) may have no finite deterministic equivalent: after ``TWINS_CHECK_AFTER`` subsets an unambiguous one
+        without the twins property is refused (it has none), any other stops at ``max_states`` (default
+        ``DEFAULT_MAX_STATES``, 100 000: about 20 s).
 
     Raises:
         SemiringError: a semiring that is not zero-sum-free.
-        BudgetExceededError: more than ``max_states`` states would be built.
+        BudgetExceededError: more than ``max_states`` states would be built (raise ``max_states``), or an
+            unambiguous input lacks the twins property.
         WeightError: symbolic weights without ``env``.
         ArgumentError: a bad ``max_states`` or ``delta``.
     """
@@ -165,8 +319,7 @@ def determinize(
     def state_of(subset: Subset) -> int:
         key = construction.key(subset)
         if key not in index:
-            if len(index) >= max_states:
-                raise budget_exceeded("determinize", max_states)
+            admit_subset(a, len(index), max_states, delta, "determinize")
             name = "{" + ",".join(a.state_name(q) for q, _ in subset) + "}"
             uses[name] = uses.get(name, 0) + 1
             index[key] = out.add_state(name if uses[name] == 1 else f"{name}#{uses[name]}")
@@ -296,8 +449,7 @@ def _determinize_store(a: WFSA, store: Any, max_states: int, delta: float) -> WF
         for g, key, state_key in sorted(new, key=lambda item: item[0]):  # numbered as the construction meets them
             found = index.get(key)
             if found is None:
-                if len(index) >= max_states:
-                    raise budget_exceeded("determinize", max_states)
+                admit_subset(a, len(index), max_states, delta, "determinize")
                 found = index[key] = len(subset_states)
                 subset_states.append(states[starts[g] : starts[g] + lengths[g]])
                 subset_residuals.append(residuals[starts[g] : starts[g] + lengths[g]])

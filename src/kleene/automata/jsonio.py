@@ -22,8 +22,9 @@ such as ``exp``).
 
 Expressions are read without ever evaluating arbitrary Python: a string may contain only
 numbers, operators, parentheses, commas and names (no attributes, subscripts or strings).
-sympy still evaluates what it parses, so a crafted expression such as ``9**9**9**9`` can take
-unbounded time: this guards against code execution, not against denial of service.
+Powers of numbers are bounded before sympy evaluates them (``weights.MAX_NUMBER_BITS``: ``9**9**9**9`` is
+refused), expression trees are at most ``weights.MAX_TREE_DEPTH`` deep and the JSON text itself is read without
+recursion errors, so that a crafted file answers with a ``FormatError`` or ``WeightError`` at once.
 Symbol assumptions (``positive=True``) are not stored. Floats inside expressions are stored at
 double precision (53 bits; sympy Floats of higher precision are rounded to it) and read back
 exactly, magnitudes beyond the double range included.
@@ -217,7 +218,7 @@ def _read_weight(value: Any, semiring: Semiring, locals_: dict[str, Any], path: 
             raise WeightError(f"{path}: {value} is too large for a float weight") from None
     if isinstance(value, dict) and set(value) == {"expression"}:
         try:
-            return expression_from_tree(value["expression"])
+            return expression_from_tree(value["expression"], f"{path}.expression")
         except FormatError as exc:
             raise _fail(f"{path}.expression", str(exc)) from None
     if not isinstance(value, str):
@@ -360,4 +361,8 @@ def from_json(text: str) -> WFSA:
         doc = json.loads(text, parse_constant=_reject_non_json_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise FormatError(f"line {exc.lineno}, column {exc.colno}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise FormatError("not a kleene.wfsa document: the JSON is nested too deeply to read") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise FormatError(f"not JSON kleene can read: {exc}") from None
     return from_document(doc)

@@ -330,12 +330,14 @@ def random_paths(a: WFSA, n: int, seed: int | None = None, *, env: Env | None = 
         a finite pathsum. Predicate labels need the alphabet.
 
     Raises:
-        ArgumentError: ``n`` is not a non-negative integer.
+        ArgumentError: ``n`` or ``seed`` is not a non-negative integer (``seed`` may be None: fresh entropy).
         SemiringError: an idempotent semiring (its ⊕ picks a path instead of adding them).
         WeightError: a negative real weight; symbolic weights without ``env``; a zero pathsum.
         DivergenceError: the pathsum diverges.
     """
     n = _count_argument(n, "random_paths")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ArgumentError(f"random_paths: seed must be None or an integer >= 0, got {seed!r}")
     s = a.semiring
     if not s.has_real_image:
         raise SemiringError(

@@ -40,6 +40,10 @@ result has at most ``n + 1`` states for ``n`` occurrences, and the predicate lab
 The construction relies on ⊗ being commutative (all kleene semirings are), which lets the weight of a group be
 carried on the arcs that enter it.
 
+Budgets. A short expression can ask for a huge automaton (``(a*){k}`` has k(k+1)/2 arcs): ``regex`` stops with a
+``BudgetExceededError`` naming ``max_arcs`` once the arcs, or the symbol occurrences with every ``{m,n}`` expanded,
+pass it (``DEFAULT_MAX_ARCS``); groups and postfix operators nest at most ``MAX_NESTING`` deep.
+
 ``to_regex`` goes the other way by state elimination (Brzozowski and McCluskey), with the simplifications
 listed in its docstring.
 """
@@ -55,7 +59,17 @@ from kleene.automata.labels import ANY, AnySymbol, Epsilon, Label, NoneOf, OneOf
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import Weight, is_symbolic
 from kleene.automata.wfsa import WFSA
-from kleene.errors import AlphabetError, DivergenceError, FormatError, WeightError
+from kleene.errors import AlphabetError, ArgumentError, BudgetExceededError, DivergenceError, FormatError, WeightError
+
+#: The default bound on the arcs ``regex`` builds (and on its symbol occurrences once ``{m,n}`` is expanded): the
+#: position automaton of ``(a*){k}`` has k²/2 arcs, so a short expression can ask for millions. Raise it with
+#: ``regex(..., max_arcs=...)``; 100 000 arcs take about a second.
+DEFAULT_MAX_ARCS = 100_000
+#: The deepest nesting of groups and postfix operators an expression may have (a deeper one is refused: the parser
+#: and the compiler recurse on it).
+MAX_NESTING = 100
+#: The most digits a repetition count ``{m,n}`` may have.
+_MAX_COUNT_DIGITS = 18
 
 #: The characters with a meaning of their own (whitespace separates symbols too).
 SPECIAL = frozenset('()[]|*+?.<>{}"\\')
@@ -239,6 +253,7 @@ class _Parser:
         self.i = 0
         self.semiring = semiring
         self.alphabet = alphabet
+        self.depth = 0  # groups open
 
     @property
     def peek(self) -> _Token:
@@ -303,7 +318,11 @@ class _Parser:
             if self.peek.kind == ")":
                 self.take()
                 return Empty()
+            if self.depth >= MAX_NESTING:
+                raise _error(token.column, f"groups nested more than MAX_NESTING={MAX_NESTING} deep")
+            self.depth += 1
             inner = self.alternation()
+            self.depth -= 1
             if self.peek.kind != ")":
                 raise _error(
                     self.peek.column,
@@ -348,8 +367,13 @@ class _Parser:
 
     def bounds(self, token: _Token) -> tuple[int, int | None]:
         parts = [p.strip() for p in token.text.split(",")]
-        if len(parts) > 2 or not all(p.isdigit() or p == "" for p in parts) or parts == ["", ""] or parts == [""]:
+        digits = all((p.isascii() and p.isdigit()) or p == "" for p in parts)
+        if len(parts) > 2 or not digits or parts == ["", ""] or parts == [""]:
             raise _error(token.column, f"expected {{m}}, {{m,}}, {{,n}} or {{m,n}} with integers, not {{{token.text}}}")
+        if any(len(p) > _MAX_COUNT_DIGITS for p in parts):
+            raise _error(
+                token.column, f"repetition count {{{token.text[:40]}...}} has more than {_MAX_COUNT_DIGITS} digits"
+            )
         low = int(parts[0]) if parts[0] else 0
         high: int | None = low if len(parts) == 1 else (int(parts[1]) if parts[1] else None)
         if high is not None and high < low:
@@ -378,7 +402,37 @@ def parse_regex(
     table = alphabet if isinstance(alphabet, SymbolTable) or alphabet is None else SymbolTable(alphabet)
     if not text.strip():
         raise _error(1, "empty expression; write () for the empty string or [] for the empty language")
-    return _Parser(text, unit, get_semiring(semiring), table).parse()
+    expr = _Parser(text, unit, get_semiring(semiring), table).parse()
+    if _depth(expr) > MAX_NESTING:
+        raise FormatError(f"regex: operators nested more than MAX_NESTING={MAX_NESTING} deep")
+    return expr
+
+
+def _children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, (Alt, Seq)):
+        return e.items
+    if isinstance(e, (Star, Plus, Opt, Repeat, Weighted)):
+        return (e.item,)
+    return ()
+
+
+def _depth(e: Expr) -> int:
+    """The depth of the tree (without recursion: it is what decides whether recursing is safe)."""
+    deepest, stack = 0, [(e, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in _children(node))
+    return deepest
+
+
+def _occurrences(e: Expr) -> int:
+    """The symbol occurrences of ``e`` once every ``{m,n}`` is expanded (an exact Python int, however large)."""
+    if isinstance(e, Atom):
+        return 1
+    if isinstance(e, Repeat):
+        return _occurrences(e.item) * (e.high if e.high is not None else max(e.low, 1))
+    return sum(_occurrences(child) for child in _children(e))
 
 
 # ----------------------------------------------------------------------------------------
@@ -395,10 +449,11 @@ class _Positions:
 
 
 class _Glushkov:
-    def __init__(self, semiring: Semiring):
+    def __init__(self, semiring: Semiring, max_arcs: int):
         self.s = semiring
         self.labels: list[Label] = []
         self.follow: dict[tuple[int, int], Any] = {}
+        self.max_arcs = max_arcs
 
     def scale(self, weights: dict[int, Any], w: Any) -> dict[int, Any]:
         """Every weight ⊗ ``w`` (zeros dropped)."""
@@ -417,8 +472,14 @@ class _Glushkov:
         for p, u in last.items():
             for q, v in first.items():
                 w = s.times(s.times(u, middle), v)
-                if not s.is_zero(w):
-                    self.follow[(p, q)] = s.plus(self.follow[(p, q)], w) if (p, q) in self.follow else w
+                if s.is_zero(w):
+                    continue
+                if (p, q) in self.follow:
+                    self.follow[(p, q)] = s.plus(self.follow[(p, q)], w)
+                elif len(self.follow) >= self.max_arcs:
+                    raise _too_many_arcs(self.max_arcs, "arcs")
+                else:
+                    self.follow[(p, q)] = w
 
     def star(self, null: Any, at: int, operator: str) -> Any:
         try:
@@ -462,8 +523,25 @@ class _Glushkov:
             inner = self.visit(e.item)
             return _Positions(s.times(inner.null, e.weight), self.scale(inner.first, e.weight), inner.last)
         if isinstance(e, Repeat):
-            return self.visit(_expand(e))
+            return self.repeat(e)
         raise TypeError(f"not a regex node: {e!r}")  # pragma: no cover - Expr is closed
+
+    def repeat(self, e: Repeat) -> _Positions:
+        """``x{m,n}`` as ``x ... x (() | x (() | x ...))`` (every count from m to n exactly once), or ``x ... x x*``
+        for ``{m,}``; each copy of ``x`` is visited anew (fresh positions), iteratively (no deeper recursion)."""
+        s = self.s
+        tail: _Positions | None = None
+        if e.high is None:
+            tail = self.visit(Star(e.item, e.at))
+        else:
+            for _ in range(e.high - e.low):  # innermost first: (() | x tail)
+                copy = self.visit(e.item)
+                inner = copy if tail is None else self.concat(copy, tail)
+                tail = _Positions(s.plus(inner.null, s.one), inner.first, inner.last)
+        out = _Positions(s.one, {}, {})
+        for _ in range(e.low):
+            out = self.concat(out, self.visit(e.item))
+        return out if tail is None else self.concat(out, tail)
 
     def concat(self, x: _Positions, y: _Positions) -> _Positions:
         s = self.s
@@ -473,36 +551,44 @@ class _Glushkov:
         return _Positions(s.times(x.null, y.null), first, last)
 
 
-def _expand(e: Repeat) -> Expr:
-    """``x{m,n}`` as ``x ... x (() | x (() | x ...))``: every count from m to n exactly once (fresh positions
-    come from visiting the copies separately)."""
-    required: list[Expr] = [e.item] * e.low
-    if e.high is None:
-        tail: Expr | None = Star(e.item, e.at)
-    else:
-        tail = None
-        for _ in range(e.high - e.low):
-            tail = Opt(e.item if tail is None else Seq((e.item, tail)))
-    items = required + ([tail] if tail is not None else [])
-    if not items:
-        return Empty()
-    return items[0] if len(items) == 1 else Seq(tuple(items))
+def _too_many_arcs(max_arcs: int, what: str) -> BudgetExceededError:
+    return BudgetExceededError(
+        f"regex: the position automaton would have more than max_arcs={max_arcs} {what}; "
+        "raise max_arcs (e.g. regex(text, max_arcs=...)) or write the repetition with fewer copies"
+    )
+
+
+def _check_max_arcs(max_arcs: int) -> None:
+    if isinstance(max_arcs, bool) or not isinstance(max_arcs, int) or max_arcs < 1:
+        raise ArgumentError(f"regex: max_arcs must be a positive integer, got {max_arcs!r}")
 
 
 def compile_regex(
-    expr: Expr, semiring: str | Semiring = "real", alphabet: SymbolTable | Iterable[Hashable] | None = None
+    expr: Expr,
+    semiring: str | Semiring = "real",
+    alphabet: SymbolTable | Iterable[Hashable] | None = None,
+    *,
+    max_arcs: int = DEFAULT_MAX_ARCS,
 ) -> WFSA:
     """The trimmed, epsilon-free position automaton of an expression tree (weights already in ``semiring``).
 
     States: ``start`` and one state per surviving symbol occurrence, named by its position (``1``, ``2``, ...).
 
+    Caution:
+        The tree must be at most ``MAX_NESTING`` deep (``parse_regex`` checks it); the compiler recurses on it.
+
     Raises:
         DivergenceError: a starred operand whose empty-string weight has no star in the semiring.
+        BudgetExceededError: more than ``max_arcs`` arcs between positions, or more symbol occurrences than that.
+        ArgumentError: a ``max_arcs`` that is not a positive integer.
     """
     from kleene.automata.ops import trim
 
+    _check_max_arcs(max_arcs)
+    if _occurrences(expr) > max_arcs:
+        raise _too_many_arcs(max_arcs, "symbol occurrences (repetitions expanded)")
     s = get_semiring(semiring)
-    builder = _Glushkov(s)
+    builder = _Glushkov(s, max_arcs)
     top = builder.visit(expr)
     out = WFSA(s, alphabet)
     out.add_state("start")
@@ -526,6 +612,7 @@ def regex(
     alphabet: SymbolTable | Iterable[Hashable] | None = None,
     *,
     unit: str = "word",
+    max_arcs: int = DEFAULT_MAX_ARCS,
 ) -> WFSA:
     """Compile a weighted regular expression (syntax in the module docstring) to a trimmed epsilon-free WFSA.
 
@@ -535,6 +622,8 @@ def regex(
         alphabet: the result's alphabet (a ``SymbolTable`` or symbols); every symbol the text names must be in
             it, and ``.``/``[^...]`` range over it. Without one the predicates stay unrestricted.
         unit: ``"word"`` (symbols are whitespace-separated words) or ``"char"`` (every character is a symbol).
+        max_arcs: the budget: the most arcs the construction may build, and the most symbol occurrences once
+            ``{m,n}`` is expanded (default ``DEFAULT_MAX_ARCS``, 100 000: about a second).
 
     Predicate labels (``.``, ``[...]``, ``[^...]``) become one arc each, never expanded over the alphabet.
 
@@ -544,10 +633,13 @@ def regex(
         AlphabetError: a symbol outside ``alphabet`` (naming its column).
         DivergenceError: a repeated operand that scores the empty string with a weight whose star diverges,
             e.g. ``(a?)*`` over the reals.
+        BudgetExceededError: more than ``max_arcs`` arcs or symbol occurrences (``(a*){1000}`` has 500 500 arcs).
+        ArgumentError: a ``max_arcs`` that is not a positive integer.
     """
+    _check_max_arcs(max_arcs)
     s = get_semiring(semiring)
     table = alphabet if isinstance(alphabet, SymbolTable) or alphabet is None else SymbolTable(alphabet)
-    return compile_regex(parse_regex(text, s, table, unit=unit), s, table)
+    return compile_regex(parse_regex(text, s, table, unit=unit), s, table, max_arcs=max_arcs)
 
 
 # ----------------------------------------------------------------------------------------

@@ -110,8 +110,11 @@ def parse_weight(text: str, where: str, declared: Mapping[str, Any] | None = Non
     parameters never turn into sympy's constants); a called name is a weight function unless it
     is one of ``MATH_FUNCTIONS`` or ``sigmoid``; ``declared`` overrides both (name -> sympy object).
 
+    Caution:
+        Powers of numbers beyond ``MAX_NUMBER_BITS`` are refused before sympy evaluates them.
+
     Raises:
-        WeightError: anything else in the text, or text sympy cannot parse.
+        WeightError: anything else in the text, text sympy cannot parse, or a power of numbers too large.
     """
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text.strip()).readline))
@@ -136,9 +139,18 @@ def parse_weight(text: str, where: str, declared: Mapping[str, Any] | None = Non
         elif name not in names:
             names[name] = sympy.Function(name) if called else sympy.Symbol(name)
     try:
+        unevaluated = sympy.sympify(text, locals=names, evaluate=False)
+    except (sympy.SympifyError, SyntaxError, TypeError, ValueError, AttributeError) as exc:
+        raise WeightError(f"{where}: cannot parse weight {text!r}: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise WeightError(f"{where}: weight {text[:40]!r}... is nested too deeply to parse") from None
+    check_number_size(unevaluated, where)
+    try:
         expr = sympy.sympify(text, locals=names)
     except (sympy.SympifyError, SyntaxError, TypeError, ValueError, AttributeError) as exc:
         raise WeightError(f"{where}: cannot parse weight {text!r}: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise WeightError(f"{where}: weight {text[:40]!r}... is nested too deeply to parse") from None
     if not isinstance(expr, sympy.Basic):
         raise WeightError(f"{where}: weight {text!r} is not an expression")
     return expr
@@ -299,32 +311,112 @@ def expression_to_tree(e: sympy.Basic) -> Any:
     return {"op": name, "args": [expression_to_tree(a) for a in e.args]}
 
 
-def expression_from_tree(node: Any) -> sympy.Expr:
-    """The inverse of ``expression_to_tree``; never evaluates text.
+#: The largest magnitude, in bits, that a number written in a weight's text or tree may reach once evaluated
+#: (``9**9**9**9`` would take sympy forever); about 3000 decimal digits, below Python's 4300-digit conversion limit.
+MAX_NUMBER_BITS = 10_000
+#: The deepest expression tree ``expression_from_tree`` reads (it recurses on it).
+MAX_TREE_DEPTH = 200
+
+
+def _log2_bound(e: sympy.Basic) -> float | None:
+    """An upper bound on ``log2 |value|`` of an unevaluated numeric expression (integers, rationals, floats, sums,
+    products and powers of them); None for anything else (a symbol, a function: sympy does not evaluate those)."""
+    if e.is_Integer or e.is_Rational:
+        return max(math.log2(abs(int(e.p))) if e.p else 0.0, math.log2(int(e.q)))
+    if e.is_Float:
+        _, mantissa, exponent, size = e._mpf_
+        return float(abs(exponent + size)) if mantissa else 0.0
+    parts = [_log2_bound(a) for a in e.args] if isinstance(e, (sympy.Add, sympy.Mul, sympy.Pow)) else [None]
+    if any(p is None for p in parts):
+        return None
+    bounds = [p for p in parts if p is not None]
+    if isinstance(e, sympy.Pow):
+        base, exponent = bounds
+        return base * 2.0 ** min(exponent, 1000.0) if base else 0.0
+    return sum(bounds) + len(bounds)
+
+
+def check_number_size(e: sympy.Basic, where: str) -> None:
+    """Refuse an unevaluated expression with a power of numbers larger than ``MAX_NUMBER_BITS`` before sympy
+    evaluates it.
 
     Raises:
-        FormatError: a malformed or unknown node.
+        WeightError: such a power, named.
     """
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, sympy.Pow):
+            bound = _log2_bound(node)
+            if bound is not None and bound > MAX_NUMBER_BITS:
+                raise WeightError(
+                    f"{where}: the number {node} would have more than MAX_NUMBER_BITS={MAX_NUMBER_BITS} bits"
+                )
+        stack.extend(node.args)
+
+
+def _tree_integer(value: Any, node: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FormatError(f"malformed expression node {_shown(node)}: expected an integer, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def expression_from_tree(node: Any, where: str = "expression", *, _depth: int = 0) -> sympy.Expr:
+    """The inverse of ``expression_to_tree``; never evaluates text.
+
+    Caution:
+        Trees deeper than ``MAX_TREE_DEPTH`` and powers of numbers beyond ``MAX_NUMBER_BITS`` are refused.
+
+    Raises:
+        FormatError: a malformed or unknown node, or a tree deeper than ``MAX_TREE_DEPTH``.
+        WeightError: a power of numbers beyond ``MAX_NUMBER_BITS``.
+    """
+    if _depth > MAX_TREE_DEPTH:
+        raise FormatError(f"expression tree nested more than MAX_TREE_DEPTH={MAX_TREE_DEPTH} deep")
     if not isinstance(node, dict) or len(node) not in (1, 2):
-        raise FormatError(f"malformed expression node {node!r}")
-    if "bool" in node:
+        raise FormatError(f"malformed expression node {_shown(node)}")
+
+    def children(args: Any) -> list[sympy.Expr]:
+        if not isinstance(args, list):
+            raise FormatError(f"malformed expression node {_shown(node)}: 'args' must be a list")
+        return [expression_from_tree(a, where, _depth=_depth + 1) for a in args]
+
+    if "bool" in node and isinstance(node["bool"], bool):
         return sympy.true if node["bool"] else sympy.false
     if "int" in node:
-        return sympy.Integer(int(node["int"]))
+        return sympy.Integer(_tree_integer(node["int"], node))
     if "rational" in node:
-        p, q = node["rational"]
-        return sympy.Rational(int(p), int(q))
+        pair = node["rational"]
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise FormatError(f"malformed expression node {_shown(node)}: expected [numerator, denominator]")
+        p, q = (_tree_integer(v, node) for v in pair)
+        if q == 0:
+            raise FormatError(f"malformed expression node {_shown(node)}: the denominator is 0")
+        return sympy.Rational(p, q)
     if "float" in node:
-        if isinstance(node["float"], str):
-            return sympy.Float(node["float"], precision=53)
-        value = float(node["float"])
+        value = node["float"]
+        if isinstance(value, str):
+            try:
+                return sympy.Float(value, precision=53)
+            except (ValueError, TypeError):
+                raise FormatError(f"malformed expression node {_shown(node)}: not a number") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise FormatError(f"malformed expression node {_shown(node)}: expected a number or a string")
+        value = float(value)
         if value in (float("inf"), float("-inf")):
             return sympy.oo if value > 0 else -sympy.oo
         return sympy.Float(value)
     if "symbol" in node and isinstance(node["symbol"], str):
         return sympy.Symbol(node["symbol"])
     if "function" in node and isinstance(node["function"], str):
-        return sympy.Function(node["function"])(*map(expression_from_tree, node["args"]))
+        if "args" not in node:
+            raise FormatError(f"malformed expression node {_shown(node)}: a function needs 'args'")
+        return sympy.Function(node["function"])(*children(node["args"]))
     if "constant" in node and isinstance(node["constant"], str):
         constant = getattr(sympy.S, node["constant"], None)
         if isinstance(constant, sympy.NumberSymbol):
@@ -332,8 +424,14 @@ def expression_from_tree(node: Any) -> sympy.Expr:
     if "op" in node and isinstance(node["op"], str):
         operation = _tree_operation(node["op"])
         if operation is not None and isinstance(node.get("args"), list):
-            return operation(*map(expression_from_tree, node["args"]))
-    raise FormatError(f"unknown expression node {node!r}")
+            args = children(node["args"])
+            if operation is sympy.Pow and len(args) == 2:
+                check_number_size(sympy.Pow(*args, evaluate=False), where)
+            try:
+                return operation(*args)
+            except (TypeError, ValueError) as exc:
+                raise FormatError(f"malformed expression node {_shown(node)}: {exc}") from None
+    raise FormatError(f"unknown expression node {_shown(node)}")
 
 
 def _tree_operation(name: str) -> Any:
@@ -342,6 +440,7 @@ def _tree_operation(name: str) -> Any:
     if name in TREE_OPERATIONS:
         return TREE_OPERATIONS[name]
     found = getattr(sympy, name, None)
-    if isinstance(found, type) and issubclass(found, sympy.Function) and not issubclass(found, AppliedUndef):
+    elementary = getattr(found, "__module__", "").startswith("sympy.functions.elementary")
+    if elementary and isinstance(found, type) and issubclass(found, sympy.Function):  # not factorial(10**9)
         return found
     return None

@@ -9,10 +9,12 @@ its carried state, so a continuation of n tokens costs n steps; other models re-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -65,22 +67,58 @@ def _check(model: nn.Module, prompt: Sequence[int], max_new_tokens: int, options
         )
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise LayerError(f"generate: max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    ids = list(prompt)
+    ids = _token_ids(prompt, "prompt")
     if not ids:
         raise LayerError("generate: prompt must hold at least one token id (the model needs a context to continue)")
-    for position, token in enumerate(ids):
-        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
-            raise LayerError(f"generate: prompt[{position}] must be a token id >= 0, got {token!r}")
     strategy = options["strategy"]
     if strategy not in STRATEGIES:
         raise LayerError(f"generate: strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     temperature = options["temperature"]
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
-        raise LayerError(f"generate: temperature must be a number > 0, got {temperature!r}")
+    if (
+        not isinstance(temperature, (int, float))
+        or isinstance(temperature, bool)
+        or not temperature > 0
+        or not math.isfinite(temperature)
+    ):
+        raise LayerError(f"generate: temperature must be a finite number > 0, got {temperature!r}")
+    seed = options["seed"]
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64):
+        raise LayerError(f"generate: seed must be None or an integer in [0, 2**64), got {seed!r}")
     for name in ("top_k", "beam_size"):
         value = options[name]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise LayerError(f"generate: {name} must be an integer >= 1, got {value!r}")
+    return ids
+
+
+def _token_ids(values: Any, argument: str) -> list[int]:
+    """Token ids as ints: a sequence of ints, numpy integers or integer scalar tensors, a 1-D integer numpy array
+    or tensor.
+
+    Raises:
+        LayerError: anything else (naming the argument, the position and what it got).
+    """
+    if isinstance(values, (torch.Tensor, np.ndarray)) and values.ndim != 1:
+        raise LayerError(f"generate: {argument} must be one sequence of token ids, got an array of shape "
+                         f"{tuple(values.shape)}")
+    try:
+        items = list(values)
+    except TypeError:
+        raise LayerError(f"generate: {argument} must be a sequence of token ids, got {values!r}") from None
+    ids = []
+    for position, token in enumerate(items):
+        value: Any = token
+        if isinstance(token, torch.Tensor):
+            integral = token.ndim == 0 and not token.dtype.is_floating_point and not token.dtype.is_complex
+            value = int(token) if integral and token.dtype != torch.bool else None
+        elif isinstance(token, np.integer):
+            value = int(token)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise LayerError(
+                f"generate: {argument}[{position}] must be a token id >= 0 (an int, a numpy integer or an integer "
+                f"tensor), got {token!r}"
+            )
+        ids.append(value)
     return ids
 
 
@@ -107,16 +145,22 @@ def generate(
 
     Caution:
         The model runs in eval mode (dropout off) for the call and is restored to its mode afterwards.
+    Token ids may be ints, numpy integers or integer tensors (a 1-D array or tensor as a whole). ``seed`` is None
+    or an integer in [0, 2**64) (``torch.Generator.manual_seed``'s range).
+
     Raises:
-        LayerError: not a language model, an empty prompt, a token id outside the vocabulary, or a bad option.
+        LayerError: not a language model, an empty prompt, a token id outside the vocabulary, or a bad option
+            (``temperature`` must be finite and > 0).
     """
     options: dict[str, object] = {
         "strategy": strategy,
         "temperature": temperature,
         "top_k": top_k,
         "beam_size": beam_size,
+        "seed": seed,
     }
     ids = _check(model, prompt, max_new_tokens, options)
+    stop_ids = _token_ids(stop, "stop")
     was_training = model.training
     model.eval()
     try:
@@ -127,7 +171,7 @@ def generate(
                     raise LayerError(
                         f"generate: prompt[{position}] = {token} is outside the vocabulary (size {vocabulary})"
                     )
-            stops = set(stop)
+            stops = set(stop_ids)
             if strategy == "beam":
                 return _beam(model, ids, max_new_tokens, beam_size, stops)
             return _left_to_right(model, ids, max_new_tokens, strategy, temperature, top_k, stops, seed)
@@ -186,7 +230,7 @@ def _left_to_right(
         if strategy == "greedy":
             token = int(torch.argmax(log_probs))
         else:
-            scores = log_probs / temperature
+            scores = (log_probs - log_probs.max()) / temperature  # the best at 0: no inf - inf at tiny temperatures
             if top_k is not None and top_k < scores.numel():
                 threshold = torch.topk(scores, top_k).values[-1]
                 scores = torch.where(scores >= threshold, scores, torch.full_like(scores, -torch.inf))

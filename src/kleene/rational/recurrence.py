@@ -34,9 +34,9 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from kleene.automata.semiring import Semiring, get_semiring
-from kleene.automata.weights import ALPHA
+from kleene.automata.weights import ALPHA, parse_weight
 from kleene.automata.weights import sigmoid as sigmoid  # the recurrence language's logistic function
-from kleene.errors import RecurrenceError
+from kleene.errors import RecurrenceError, WeightError
 
 #: The padding symbol standing for inputs before the start of the string (x_0, x_{-1}, ...).
 BOS = "<s>"
@@ -327,18 +327,44 @@ class Recurrence:
     def times(self, *factors: Any) -> sympy.Expr:
         return self.ring.sym_times(*map(sympy.sympify, factors))
 
+    def expression(self, expr: Any, where: str) -> sympy.Basic:
+        """``expr`` as a sympy expression: a sympy expression or a number as it is, or text in which the declared
+        names stand for what their declarations returned (a component ``c`` for ``c_{t-1}``, an input ``f`` for
+        ``f(x_t)``, a constant for itself), parsed without evaluating Python (``weights.parse_weight``).
+
+        Raises:
+            RecurrenceError: another type, or text that does not parse (naming ``where``).
+        """
+        if isinstance(expr, str):
+            declared: dict[str, Any] = {c.name: c.prev for c in self.components}
+            declared |= {f.name: f.call for f in self.input_functions}
+            declared |= {c.name: c for c in self.constant_symbols}
+            try:
+                return parse_weight(expr, f"{self.name}: {where}", declared)
+            except WeightError as exc:
+                raise RecurrenceError(f"{exc} (in text, a component name is its previous value and an input name "
+                                      "its application to the current input)") from None
+        if isinstance(expr, sympy.Basic) or (isinstance(expr, (int, float)) and not isinstance(expr, bool)):
+            return sympy.sympify(expr)
+        raise RecurrenceError(
+            f"{self.name}: {where} must be a sympy expression, a number or a string, got {type(expr).__name__} "
+            f"({expr!r:.80})"
+        )
+
     def update(self, prev: sympy.Symbol, expr: Any) -> None:
-        """Set the update of the component ``prev`` (an expression in previous/current states)."""
+        """Set the update of the component ``prev`` (an expression in previous/current states; text as in
+        ``expression``)."""
         comp = self.component_of(prev)
         if comp.update is not None:
             raise RecurrenceError(f"{self.name}: component {comp.name} is updated twice")
-        expr = sympy.sympify(expr)
+        expr = self.expression(expr, f"the update of {comp.name}")
         self._check_symbols(expr, f"the update of {comp.name}")
         comp.update = expr
 
     def output(self, name: str, expr: Any) -> None:
-        """Declare an output: an expression in the current state (written with the state symbols)."""
-        expr = sympy.sympify(expr)
+        """Declare an output: an expression in the current state (written with the state symbols; text as in
+        ``expression``)."""
+        expr = self.expression(expr, f"output {name}")
         self._check_symbols(expr, f"output {name}")
         self.outputs[name] = expr.xreplace({c.prev: c.now for c in self.components})
 
