@@ -18,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "print its loss and accuracy (and perplexity for language models) on a split of a data set.",
     )
     parser.add_argument("checkpoint", type=Path, help="checkpoint directory")
-    parser.add_argument("--data", help="data set (default: the one it was trained on)")
+    parser.add_argument("--data", help="data set or path (default: the one it was trained on)")
+    parser.add_argument("--text-column", help="own data: the text column (default: the training one, else detected)")
+    parser.add_argument("--label-column", help="own data: the label column (default: the training one, else detected)")
     parser.add_argument(
         "--split", default="dev", choices=["train", "dev", "valid", "test"], help="split to evaluate (default: dev)"
     )
@@ -31,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     from kleene.cli.report import warn_if_chance
     from kleene.data import load
-    from kleene.nn import CheckpointError, TrainConfig, Trainer, load_checkpoint
+    from kleene.nn.checkpoint import CheckpointError, load_checkpoint
+    from kleene.nn.training import TrainConfig, Trainer
 
     checkpoint = load_checkpoint(args.checkpoint)
     metadata = checkpoint.config.get("metadata") or {}
@@ -45,7 +48,16 @@ def run(args: argparse.Namespace) -> int:
     window = training.get("window", 64)
     carry_state = bool(training.get("carry_state", False))
     config = TrainConfig(batch_size=args.batch_size, window=window, carry_state=carry_state, progress=False)
-    data = load(data_name, fold)
+    task = getattr(checkpoint.model, "task", None)
+    labels = metadata.get("labels") if task == "classification" else None
+    data = load(
+        data_name,
+        fold,
+        task=task if isinstance(task, str) else None,
+        text_column=args.text_column or metadata.get("text_column"),
+        label_column=args.label_column or metadata.get("label_column"),
+        labels=labels if isinstance(labels, list) and labels else None,
+    )
     trainer = Trainer(
         checkpoint.model,
         data,

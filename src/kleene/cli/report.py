@@ -66,6 +66,10 @@ def warn_if_chance(accuracy: Any, data: Any, split: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import check_output_file
+
+    check_output_file(args.output, "-o/--output")  # before the model is read and the report assembled
+
     import torch
 
     from kleene.nn import RegexClassifier, SoPaClassifier, load_checkpoint

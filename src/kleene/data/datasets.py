@@ -327,7 +327,7 @@ def _choose_columns(
     return text, label
 
 
-def _json_rows(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+def _json_rows(text: str, path: Path) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """(column names, (line number, cells)) of a JSON Lines file: one object per line, strings and numbers."""
     header: list[str] | None = None
     rows: list[tuple[int, list[str]]] = []
@@ -351,7 +351,7 @@ def _json_rows(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[s
                 )
             cells.append("" if value is None else str(value))
         rows.append((number, cells))
-    return header or [], rows
+    return header, rows
 
 
 def read_labelled_file(
@@ -375,6 +375,7 @@ def read_labelled_file(
     chosen = {name.strip().lower() for name in (text_column, label_column) if name is not None}
     suffix = path.suffix.lower()
     rows: list[tuple[int, list[str]]]
+    header: list[str] | None
     if suffix in JSONL_SUFFIXES:
         header, rows = _json_rows(text, path)
     else:
@@ -386,22 +387,17 @@ def read_labelled_file(
         header = rows[0][1] if rows and _is_header(rows[0][1], chosen) else None
         if header is not None:
             rows = rows[1:]
-    if header is not None:
-        text_index, label_index = _choose_columns(header, text_column, label_column, path)
-        pairs = [
-            (
-                n,
-                cells[label_index] if label_index < len(cells) else "",
-                cells[text_index] if text_index < len(cells) else "",
-            )
-            for n, cells in rows
-        ]
-    elif text_column is not None or label_column is not None:
-        width = max((len(cells) for _, cells in rows), default=0)
-        text_index = _column_index(text_column or "", None, width, "text", path) if text_column else None
-        label_index = _column_index(label_column or "", None, width, "label", path) if label_column else None
-        if text_index is None or label_index is None or text_index == label_index:
-            raise DataError(f"{path}: no header row: choose both columns by number, --text-column N --label-column N")
+    if header is not None or text_column is not None or label_column is not None:
+        if header is not None:
+            text_index, label_index = _choose_columns(header, text_column, label_column, path)
+        else:
+            if text_column is None or label_column is None:
+                raise DataError(
+                    f"{path}: no header row: choose both columns by number, --text-column N --label-column N"
+                )
+            width = max((len(cells) for _, cells in rows), default=0)
+            text_index = _column_index(text_column, None, width, "text", path)
+            label_index = _column_index(label_column, None, width, "label", path)
         pairs = [
             (
                 n,
