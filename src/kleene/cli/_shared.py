@@ -27,12 +27,17 @@ def filled_help(*, raw: bool = False, **placeholders: Callable[[], str]) -> type
     base = argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter
 
     class Filled(base):  # type: ignore[valid-type, misc]
-        def format_help(self) -> str:
-            text = super().format_help()
+        def _fill(self, text: str) -> str:
             for name, fill in placeholders.items():
                 if name in text:
                     text = text.replace(name, fill())
             return text
+
+        def _format_text(self, text: str) -> str:  # the description and the epilog, filled before wrapping
+            return str(super()._format_text(self._fill(text)))
+
+        def _expand_help(self, action: argparse.Action) -> str:  # an argument's help
+            return self._fill(str(super()._expand_help(action)))
 
     return Filled
 

@@ -521,11 +521,11 @@ def prepare(
     try:
         data = load(data_name, fold, task=wanted, text_column=text_column, label_column=label_column)
     except (FormatError, DataError) as error:
-        if wanted is not None or "language_model" not in tasks or not is_data_path(str(data_name)):
+        binary = "not a text file" in str(error)  # no task reads a binary file: no hint
+        if wanted is not None or "language_model" not in tasks or not is_data_path(str(data_name)) or binary:
             raise
         raise type(error)(
-            f"{error} (to train {model_name!r} as a language model on plain text: task "
-            "'language_model', --task language_model)"
+            f"{error} (to train {model_name!r} as a language model on plain text: --task language_model)"
         ) from error
     task = "classification" if isinstance(data, ClassificationData) else "language_model"
     if tasks and task not in tasks:
