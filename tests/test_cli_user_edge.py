@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from kleene.cli import main
-from kleene.nn.registry import model_settings, model_tasks, register_model, registered_models
+from kleene.nn.registry import register_model, registered_models
 
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "a", "the", "fine", "boring"]
 TINY = ["--set", "hidden_size=3", "--set", "num_layers=1", "--set", "embedding_dim=4", "--set", "mlp_hidden=3"]
@@ -83,6 +83,8 @@ def test_evaluate_on_labels_the_model_never_saw_names_them(checkpoint: Path, fil
 
 @pytest.mark.parametrize("model", ["lstm-lm", "rrnn-f"])
 def test_language_models_train_on_plain_text(model: str, files: Path, tmp_path: Path, capsys: Any) -> None:
+    from kleene.nn.registry import model_tasks
+
     task = ["--task", "language_model"] if len(model_tasks(model)) > 1 else []
     argv = ["train", model, "--data", str(files / "story.txt"), "--out", str(tmp_path / "lm"), *task, "--json"]
     sizes = ["--set", "hidden_size=4", "--set", "embedding_dim=4", "--window", "16", "--batch-size", "4"]
@@ -99,9 +101,13 @@ def test_a_missing_data_file_is_file_not_found(capsys: Any) -> None:
 
 
 def test_a_binary_data_file_gives_one_short_line(tmp_path: Path, capsys: Any) -> None:
-    (tmp_path / "blob.tsv").write_bytes(bytes(range(256)) * 10)
-    code, _, err = run(["train", "sopa", "--data", str(tmp_path / "blob.tsv"), "--pretrained", "none"], capsys)
-    assert len(one_line_error(code, err)) < 200
+    rng = random.Random(1)
+    text_free = bytes(rng.choice([b for b in range(1, 256) if b not in b"\t\n\r "]) for _ in range(2500))
+    blobs = {"nul.tsv": bytes(range(256)) * 10, "no-nul.tsv": (text_free + b"\tsome words\n") * 3}
+    for name, blob in blobs.items():
+        (tmp_path / name).write_bytes(blob)
+        code, _, err = run(["train", "sopa", "--data", str(tmp_path / name), "--pretrained", "none"], capsys)
+        assert len(one_line_error(code, err)) < 250, name
 
 
 def test_many_classes_warn_in_one_line(tmp_path: Path, capsys: Any) -> None:
@@ -195,6 +201,7 @@ def test_train_model_help_and_models_show_the_settings_with_types_and_defaults(c
 
 def test_settings_come_from_the_builders_signatures() -> None:
     from kleene.nn.baselines import CNNClassifier
+    from kleene.nn.registry import model_settings
 
     oracle = {
         name: p.default
@@ -222,6 +229,8 @@ def test_max_steps_alone_is_not_capped_by_the_default_epochs(files: Path, tmp_pa
 
 
 def test_generate_help_names_registered_language_models_only(capsys: Any) -> None:
+    from kleene.nn.registry import model_tasks
+
     code, out, _ = run(["generate", "--help"], capsys)
     text = " ".join(out.split()).replace("- ", "-")
     assert code == 0 and "rrnn-f-lm" not in text

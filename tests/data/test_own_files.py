@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kleene.data import DatasetNotFoundError, DataWarning, LanguageModelData, load, load_labelled, load_text
+import kleene.data
+from kleene.data import DatasetNotFoundError, LanguageModelData, load, load_labelled
 from kleene.data.datasets import read_labelled_file
 from kleene.errors import DataError, FormatError, KleeneError
 
@@ -81,7 +82,7 @@ def test_headerless_file_with_columns_chosen_by_number(tmp_path: Path) -> None:
 def test_many_classes_for_few_examples_warn(tmp_path: Path) -> None:
     path = tmp_path / "ids.tsv"  # no header: the id is read as the label, one class per example
     path.write_text("".join(f"{i}\t{t}\n" for i, t, _ in rows(40)))
-    with pytest.warns(DataWarning, match="40 classes for 40 examples"):
+    with pytest.warns(kleene.data.DataWarning, match="40 classes for 40 examples"):
         load_labelled(path)
 
 
@@ -93,7 +94,7 @@ def test_plain_text_is_a_language_model_data_set(tmp_path: Path) -> None:
     assert isinstance(data, LanguageModelData) and data.level == "char"
     assert "".join(data.train + data.valid + data.test) == text  # every character, in order
     assert len(data.test) == len(text) // 20 and len(data.valid) == len(text) // 20
-    assert load_text(path) == data
+    assert kleene.data.load_text(path) == data
 
 
 def test_missing_path_is_file_not_found(tmp_path: Path) -> None:
