@@ -79,6 +79,14 @@ def test_headerless_file_with_columns_chosen_by_number(tmp_path: Path) -> None:
         read_labelled_file(path, text_column="2")
 
 
+def test_a_space_separated_first_example_is_not_a_header(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text("pos question\nneg other words here\n")
+    assert read_labelled_file(path) == [("pos", ("question",)), ("neg", ("other", "words", "here"))]
+    path.write_text("label text\nneg other words here\n")
+    assert read_labelled_file(path) == [("neg", ("other", "words", "here"))]
+
+
 def test_many_classes_for_few_examples_warn(tmp_path: Path) -> None:
     path = tmp_path / "ids.tsv"  # no header: the id is read as the label, one class per example
     path.write_text("".join(f"{i}\t{t}\n" for i, t, _ in rows(40)))

@@ -264,14 +264,16 @@ ID_NAMES = frozenset({"id", "idx", "index", "uid", "guid", "key", "qid"})
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
-def _is_header(cells: list[str], chosen: set[str]) -> bool:
-    """Whether a first row names its columns: distinct non-empty one-word cells, one of them a known text or label
-    name or a column chosen by name."""
+def _is_header(cells: list[str], chosen: set[str], *, all_known: bool = False) -> bool:
+    """Whether a first row names its columns: distinct non-empty one-word cells, one of them (``all_known``: every
+    one) a known text, label (or identifier) name or a column chosen by name."""
     names = [cell.strip().lower() for cell in cells]
     if len(set(names)) != len(names) or not all(names) or any(len(name.split()) != 1 for name in names):
         return False
     if any(name.replace(".", "").replace("-", "").isdigit() for name in names):  # numbers are data, not names
         return False
+    if all_known:
+        return set(names) <= TEXT_NAMES | LABEL_NAMES | ID_NAMES | chosen
     return bool(set(names) & (TEXT_NAMES | LABEL_NAMES | chosen))
 
 
@@ -384,7 +386,9 @@ def read_labelled_file(
         else:
             lines = [(n, line.removesuffix("\r")) for n, line in enumerate(text.split("\n"), start=1)]
             rows = [(n, line.split("\t") if "\t" in line else line.split(" ", 1)) for n, line in lines if line.strip()]
-        header = rows[0][1] if rows and _is_header(rows[0][1], chosen) else None
+        # a "LABEL TEXT" line (split at its first space) is a header only when both words are column names
+        spaced = suffix != ".csv" and bool(rows) and "\t" not in text.split("\n", 1)[0]
+        header = rows[0][1] if rows and _is_header(rows[0][1], chosen, all_known=spaced) else None
         if header is not None:
             rows = rows[1:]
     if header is not None or text_column is not None or label_column is not None:
