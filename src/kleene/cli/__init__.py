@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _missing_dot(exc):
             from kleene.cli._shared import DOT_INSTALL
 
-            print(f"kleene {args.command}: error: {DOT_INSTALL.format(flag='the drawing option')}", file=sys.stderr)
+            print(f"kleene {args.command}: error: {DOT_INSTALL}", file=sys.stderr)
             return 1
         print(
             f"kleene {args.command}: internal error: {type(exc).__name__}: {_one_line(exc)} "

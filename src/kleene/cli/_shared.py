@@ -16,7 +16,7 @@ from kleene.errors import ArgumentError
 #: How to get graphviz's ``dot``, which draws automata.
 DOT_INSTALL = (
     "graphviz's `dot` program is not installed (it draws the automata): install graphviz "
-    "(apt install graphviz, brew install graphviz or conda install graphviz) or leave out {flag}"
+    "(apt install graphviz, brew install graphviz or conda install graphviz)"
 )
 
 
@@ -92,4 +92,4 @@ def require_dot(flag: str) -> None:
         ArgumentError: ``dot`` is missing; the message says how to install it.
     """
     if shutil.which("dot") is None:
-        raise ArgumentError(DOT_INSTALL.format(flag=flag))
+        raise ArgumentError(f"{DOT_INSTALL}, or leave out {flag}")
