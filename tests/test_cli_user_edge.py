@@ -93,6 +93,8 @@ def test_language_models_train_on_plain_text(model: str, files: Path, tmp_path: 
     assert json.loads(out)["steps"] == 2
     code, out, _ = run(["generate", str(tmp_path / "lm"), "--prompt", "once", "--max-tokens", "5", "--json"], capsys)
     assert code == 0 and json.loads(out)["prompt"] == "once"
+    code, out, _ = run(["evaluate", str(tmp_path / "lm"), "--json"], capsys)  # the text read again, as characters
+    assert code == 0 and json.loads(out)["perplexity"] > 1
 
 
 def test_a_missing_data_file_is_file_not_found(capsys: Any) -> None:

@@ -10,6 +10,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kleene.errors import ArgumentError
 
@@ -83,6 +84,27 @@ def check_output_dir(path: Path | None, flag: str) -> Path | None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ArgumentError(f"{flag} {path}: the folder {existing} is not writable")
     return path
+
+
+def checkpoint_data(
+    checkpoint: Any, data_name: str, fold: int, text_column: str | None = None, label_column: str | None = None
+) -> Any:
+    """The data set ``data_name`` read as ``checkpoint`` (a ``kleene.nn.Checkpoint``) was trained: for its model's
+    task (plain text for a language model), with the columns recorded at training (unless chosen anew) and the
+    classes numbered as the model numbers them (labels it never saw are refused by name)."""
+    from kleene.data import load
+
+    metadata = checkpoint.config.get("metadata") or {}
+    task = getattr(checkpoint.model, "task", None)
+    labels = metadata.get("labels") if task == "classification" else None
+    return load(
+        data_name,
+        fold,
+        task=task if isinstance(task, str) else None,
+        text_column=text_column or metadata.get("text_column"),
+        label_column=label_column or metadata.get("label_column"),
+        labels=labels if isinstance(labels, list) and labels else None,
+    )
 
 
 def require_dot(flag: str) -> None:

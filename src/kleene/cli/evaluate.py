@@ -31,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import checkpoint_data
     from kleene.cli.report import warn_if_chance
-    from kleene.data import load
     from kleene.nn.checkpoint import CheckpointError, load_checkpoint
     from kleene.nn.training import TrainConfig, Trainer
 
@@ -48,16 +48,7 @@ def run(args: argparse.Namespace) -> int:
     window = training.get("window", 64)
     carry_state = bool(training.get("carry_state", False))
     config = TrainConfig(batch_size=args.batch_size, window=window, carry_state=carry_state, progress=False)
-    task = getattr(checkpoint.model, "task", None)
-    labels = metadata.get("labels") if task == "classification" else None
-    data = load(
-        data_name,
-        fold,
-        task=task if isinstance(task, str) else None,
-        text_column=args.text_column or metadata.get("text_column"),
-        label_column=args.label_column or metadata.get("label_column"),
-        labels=labels if isinstance(labels, list) and labels else None,
-    )
+    data = checkpoint_data(checkpoint, data_name, fold, args.text_column, args.label_column)
     trainer = Trainer(
         checkpoint.model,
         data,
