@@ -277,6 +277,12 @@ def _is_header(cells: list[str], chosen: set[str], *, all_known: bool = False) -
     return bool(set(names) & (TEXT_NAMES | LABEL_NAMES | chosen))
 
 
+def _listed(names: list[str], limit: int = 120) -> str:
+    """``names`` joined with commas, cut to about ``limit`` characters (a header can be a whole line of data)."""
+    text = ", ".join(name[:30] for name in names)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def _column_index(chosen: str, header: list[str] | None, width: int, what: str, path: Path) -> int:
     """The 0-based index of the column ``chosen`` (a header name, else a column number from 1)."""
     names = [cell.strip().lower() for cell in header] if header is not None else []
@@ -284,7 +290,7 @@ def _column_index(chosen: str, header: list[str] | None, width: int, what: str, 
         return names.index(chosen.strip().lower())
     if chosen.strip().isdigit() and 1 <= int(chosen) <= width:
         return int(chosen) - 1
-    columns = f"columns: {', '.join(header)}" if header is not None else f"no header row, {width} columns"
+    columns = f"columns: {_listed(header)}" if header is not None else f"no header row, {width} columns"
     raise DataError(
         f"{path}: --{what}-column {shown(chosen)} is neither a column name nor a number 1..{width} ({columns})"
     )
@@ -317,13 +323,13 @@ def _choose_columns(
         label = left[0]
     elif text is None and label is None and len(left) == 2:
         raise DataError(
-            f"{path}: cannot tell the text column from the label column (columns: {', '.join(header)}); "
+            f"{path}: cannot tell the text column from the label column (columns: {_listed(header)}); "
             "pass --text-column NAME and --label-column NAME"
         )
     if text is None or label is None or text == label:
         missing = "text" if text is None or text == label else "label"
         raise DataError(
-            f"{path}: cannot tell which column is the {missing} (columns: {', '.join(header)}); pass "
+            f"{path}: cannot tell which column is the {missing} (columns: {_listed(header)}); pass "
             f"--{missing}-column NAME"
         )
     return text, label
@@ -569,7 +575,7 @@ def load_text(path: str | Path) -> LanguageModelData:
 
 
 def is_data_path(name: str) -> bool:
-    """Whether ``name`` (not a built-in data set name) names an existing file or folder of labelled text."""
+    """Whether ``name`` (not a built-in data set name) names an existing file or folder (of labelled or plain text)."""
     return name not in CLASSIFICATION and name not in LANGUAGE_MODELLING and Path(name).expanduser().exists()
 
 
