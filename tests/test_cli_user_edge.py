@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from kleene.cli import main
-from kleene.nn.registry import register_model, registered_models
+from kleene.nn.registry import registered_models
 
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "a", "the", "fine", "boring"]
 TINY = ["--set", "hidden_size=3", "--set", "num_layers=1", "--set", "embedding_dim=4", "--set", "mlp_hidden=3"]
@@ -201,7 +201,7 @@ def test_train_model_help_and_models_show_the_settings_with_types_and_defaults(c
     assert code == 0 and "hidden_size: int = 128 (classification), 256 (language_model)" in out
 
 
-def test_settings_come_from_the_builders_signatures() -> None:
+def test_settings_come_from_the_builders_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
     from kleene.nn.baselines import CNNClassifier
     from kleene.nn.registry import model_settings
 
@@ -215,7 +215,10 @@ def test_settings_come_from_the_builders_signatures() -> None:
     def build(vocab_size: int, num_classes: int, width: int = 7, *, gate: str = "x") -> torch.nn.Module:
         return torch.nn.Linear(width, num_classes)
 
-    register_model("test-settings-model", build, replace=True)
+    import kleene.nn.registry
+
+    model_settings("cnn")  # the built-in models are registered before the test model is added (and then removed)
+    monkeypatch.setitem(kleene.nn.registry._REGISTRY, "test-settings-model", build)
     assert [s.describe() for s in model_settings("test-settings-model")] == ["width: int = 7", "gate: str = 'x'"]
 
 
@@ -295,3 +298,16 @@ def test_readable_automaton_keeps_the_best_words_of_each_arc() -> None:
             )
             assert kept == ranked[:4]
         assert not {str(a.label) for a in drawn.arcs} & {"<pad>", "<unk>"}
+
+
+def test_every_model_accepts_its_own_listed_settings_and_help_shows_them(capsys: Any) -> None:
+    from kleene.nn.registry import check_settings, model_settings
+
+    for name in registered_models():
+        settings = model_settings(name)
+        assert settings, name
+        for setting in settings:
+            for default in setting.defaults.values():
+                check_settings(name, {setting.name: default})  # a listed key with its own default is valid
+        code, out, _ = run(["train", name, "--help"], capsys)
+        assert code == 0 and all(setting.describe() in out for setting in settings), name
