@@ -99,6 +99,7 @@ LABELS = st.sampled_from(["0", "1", "2", "pos", "neg", "x y", ""])
 TEXTS = st.text(alphabet="ab C\t\r,\"'é…", max_size=8)
 
 
+@pytest.mark.filterwarnings("ignore::kleene.data.DataWarning")  # tiny files: few examples per class
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(LABELS, TEXTS), max_size=25), suffix=st.sampled_from([".tsv", ".txt"]))
 def test_fuzz_labelled_files(rows: list[tuple[str, str]], suffix: str, tmp_path: Path) -> None:

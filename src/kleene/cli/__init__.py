@@ -2,6 +2,10 @@
 
 Each module ``kleene.cli.<name>`` listed in ``SUBCOMMANDS`` exposes ``register(subparsers)``, which adds its parser
 and sets the default ``handler``, a function ``(args) -> exit code``.
+
+Caution: building the parser must not import torch, NumPy or the automata (``kleene --help`` answers in well under a
+second): a module imports its heavy dependencies inside its handler, and help text that needs them (model names) is
+filled in only when shown (``kleene.cli._shared.filled_help``).
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from kleene import __version__
 from kleene.errors import KleeneError
@@ -25,6 +31,7 @@ SUBCOMMANDS: list[str] = [
     "extract",
     "report",
     "generate",
+    "models",
 ]
 
 
@@ -46,17 +53,38 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+@contextmanager
+def _warnings_as_lines(command: str) -> Iterator[None]:
+    """Show each warning raised while ``command`` runs as one line ``kleene COMMAND: warning: ...`` on stderr."""
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"kleene {command}: warning: {_one_line(Exception(str(message)))}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show
+        yield
+
+
+def _missing_dot(exc: BaseException) -> bool:
+    """Whether ``exc`` is graphviz's "dot not found" (graphviz is imported only by the commands that draw)."""
+    graphviz = sys.modules.get("graphviz")
+    return graphviz is not None and isinstance(exc, graphviz.ExecutableNotFound)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``kleene`` with ``argv`` (default: the command line) and return its exit code.
 
-    A ``KleeneError`` or an ``OSError`` (a file that cannot be written, ...) is reported on stderr as one line
-    ``kleene COMMAND: error: ...`` with exit code 1; any other exception (a bug) as one line ``kleene COMMAND:
+    A ``KleeneError``, an ``OSError`` (a file that cannot be written, ...) or a missing graphviz ``dot`` is
+    reported on stderr as one line ``kleene COMMAND: error: ...`` with exit code 1 (a warning as one line
+    ``kleene COMMAND: warning: ...``); any other exception (a bug) as one line ``kleene COMMAND:
     internal error: ...`` with exit code 70; ``--debug`` re-raises instead, showing the traceback. Bad arguments
     exit with argparse's code 2.
     """
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args))
+        with _warnings_as_lines(args.command):
+            return int(args.handler(args))
     except BrokenPipeError:  # the reader (`kleene ... | head`) stopped reading: not our error, say nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13  # the shell's code for SIGPIPE
@@ -73,6 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
+        if _missing_dot(exc):
+            from kleene.cli._shared import DOT_INSTALL
+
+            print(f"kleene {args.command}: error: {DOT_INSTALL}", file=sys.stderr)
+            return 1
         print(
             f"kleene {args.command}: internal error: {type(exc).__name__}: {_one_line(exc)} "
             "(a bug in kleene; rerun with --debug for the traceback)",

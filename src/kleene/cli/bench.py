@@ -42,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import check_output_file
+
+    check_output_file(args.json, "--json", create_folder=True)  # before minutes of timing
+
     from kleene.bench import run as run_bench
 
     options = {"backend": args.backend, "threads": args.threads, "section": args.section, "cpu_time": args.cpu_time}

@@ -20,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "print its loss and accuracy (and perplexity for language models) on a split of a data set.",
     )
     parser.add_argument("checkpoint", type=Path, help="checkpoint directory")
-    parser.add_argument("--data", help="data set (default: the one it was trained on)")
+    parser.add_argument("--data", help="data set or path (default: the one it was trained on)")
+    parser.add_argument("--text-column", help="own data: the text column (default: the training one, else detected)")
+    parser.add_argument("--label-column", help="own data: the label column (default: the training one, else detected)")
     parser.add_argument(
         "--split", default="dev", choices=["train", "dev", "valid", "test"], help="split to evaluate (default: dev)"
     )
@@ -32,9 +34,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import checkpoint_data
     from kleene.cli.report import warn_if_chance
-    from kleene.data import load
-    from kleene.nn import CheckpointError, TrainConfig, Trainer, load_checkpoint
+    from kleene.nn.checkpoint import CheckpointError, load_checkpoint
+    from kleene.nn.training import TrainConfig, Trainer
 
     checkpoint = load_checkpoint(args.checkpoint, map_location=device_from(args))
     metadata = checkpoint.config.get("metadata") or {}
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     window = training.get("window", 64)
     carry_state = bool(training.get("carry_state", False))
     config = TrainConfig(batch_size=args.batch_size, window=window, carry_state=carry_state, progress=False)
-    data = load(data_name, fold)
+    data = checkpoint_data(checkpoint, data_name, fold, args.text_column, args.label_column)
     trainer = Trainer(
         checkpoint.model,
         data,

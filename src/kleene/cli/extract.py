@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from kleene.cli.device import add_device_option, device_from
 
@@ -25,7 +26,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("checkpoint", type=Path, help="checkpoint directory")
     parser.add_argument("--out", type=Path, help="directory for the exported automata (default: no export)")
-    parser.add_argument("--format", default="att", choices=["att", "json", "dot"])
+    parser.add_argument(
+        "--format",
+        default="att",
+        choices=["att", "json", "dot"],
+        help="att (OpenFst text + words.syms), json, or dot: drawings that show the best --words-per-arc words per "
+        "arc (never <pad> or <unk>)",
+    )
+    parser.add_argument(
+        "--words-per-arc",
+        type=int,
+        default=5,
+        help="--format dot: words drawn per arc, the best in the semiring's order (default 5; 0: every word, the "
+        "whole automaton)",
+    )
     parser.add_argument(
         "--data", help="classification data set of the verification sentences (default: the training one)"
     )
@@ -44,6 +58,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import check_output_dir
+    from kleene.data.checks import check_count
+    from kleene.errors import ArgumentError
+
+    check_output_dir(args.out, "--out")  # before the model is read
+    check_count(args.words_per_arc, "--words-per-arc", minimum=0, error=ArgumentError)
+
     from rich.console import Console
 
     from kleene.extract.checkpoint import extract_checkpoint
@@ -61,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
     paths = []
     if args.out:
         with Console(stderr=True).status(f"writing {args.format} files over {len(result.export_words)} words"):
-            paths = extraction.export(args.out, args.format, result.export_words)
+            if args.format == "dot" and args.words_per_arc:
+                paths = _readable_drawings(extraction, args.out, result.export_words, args.words_per_arc)
+            else:
+                paths = extraction.export(args.out, args.format, result.export_words)
     summary = {**extraction.summary(), "data": data_name, "sentences": len(sentences), "files": [str(p) for p in paths]}
     if args.json:
         print(json.dumps(summary))
@@ -74,3 +98,16 @@ def run(args: argparse.Namespace) -> int:
         if paths:
             print(f"wrote {len(paths)} files to {args.out}")
     return 0
+
+
+def _readable_drawings(extraction: Any, out: Path, words: list[Any], words_per_arc: int) -> list[Path]:
+    """``unitNNN.dot`` per unit: its automaton over ``words`` with the best ``words_per_arc`` words per arc."""
+    from kleene.viz.draw import readable_dot
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index in range(len(extraction.units)):
+        path = out / f"unit{index:03d}.dot"
+        path.write_text(readable_dot(extraction.wfsa(index, words), words_per_arc).source)
+        paths.append(path)
+    return paths

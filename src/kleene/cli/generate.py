@@ -30,14 +30,24 @@ def _temperature(text: str) -> float:
     return value
 
 
+def _language_models() -> str:
+    from kleene.nn.registry import model_tasks, registered_models
+
+    return ", ".join(name for name in registered_models() if "language_model" in model_tasks(name))
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from kleene.cli._shared import filled_help
+
     parser = subparsers.add_parser(
         "generate",
+        formatter_class=filled_help(LANGUAGE_MODELS=_language_models),
         help="continue a prompt with a trained language model",
-        description="Load a language-model checkpoint (`kleene train rrnn-f-lm --data tinyshakespeare`, ...) and "
-        "continue --prompt greedily, by sampling (temperature, top-k) or by beam search.",
+        description="Load a language-model checkpoint (`kleene train rrnn-f --data tinyshakespeare`, `kleene train "
+        "lstm-lm --data story.txt`, ...) and continue --prompt greedily, by sampling (temperature, top-k) or by beam "
+        "search. Models that train as language models: LANGUAGE_MODELS.",
     )
-    parser.add_argument("checkpoint", type=Path, help="checkpoint directory of a *-lm model")
+    parser.add_argument("checkpoint", type=Path, help="checkpoint directory of a language model")
     parser.add_argument("--prompt", required=True, help="the text to continue (characters or words, as trained)")
     parser.add_argument("--max-tokens", type=_count, default=200, help="tokens to generate (default 200)")
     parser.add_argument("--strategy", default="sample", choices=["greedy", "sample", "beam"])
@@ -60,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     checkpoint = load_checkpoint(args.checkpoint, map_location=device_from(args))
     vocab = checkpoint.vocab
     if vocab is None or getattr(checkpoint.model, "task", None) != "language_model":
-        raise CheckpointError(f"{args.checkpoint}: not a language model with a vocabulary (train a *-lm model)")
+        raise CheckpointError(
+            f"{args.checkpoint}: not a language model with a vocabulary (train one on a language-modelling data set)"
+        )
     level = args.level
     if level is None:
         metadata = checkpoint.config.get("metadata", {})

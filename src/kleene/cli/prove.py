@@ -46,15 +46,22 @@ def _positive(text: str) -> int:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _zoo_names() -> str:
     from kleene.rational.zoo import ZOO
+
+    return ", ".join(ZOO)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from kleene.cli._shared import filled_help
 
     parser = subparsers.add_parser(
         "prove",
+        formatter_class=filled_help(ZOO_NAMES=_zoo_names),
         help="prove a recurrence rational (build its WFSAs and a checked certificate) or refuse it",
         description="Prove a recurrence rational: build WFSAs whose Forward scores equal it and a certificate checked "
         "by induction, or refuse it naming the offending term. Exit status 0 when proved, 1 when refused, 2 on errors. "
-        f"Zoo names: {', '.join(ZOO)}.",
+        "Zoo names: ZOO_NAMES.",
     )
     parser.add_argument("target", nargs="?", help="a zoo name or a Python file defining `recurrence` or `build()`")
     parser.add_argument("--all", action="store_true", help="every zoo entry: a table (with --markdown) or JSON list")
@@ -140,9 +147,15 @@ def _prove(rec: Any, args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import check_output_dir, check_output_file, require_dot
     from kleene.errors import KleeneError
 
     try:
+        check_output_dir(args.draw, "--draw")
+        check_output_file(args.certificate, "--certificate")
+        check_output_file(args.out, "--out", create_folder=True)
+        if args.draw is not None:
+            require_dot("--draw")
         if args.all:
             return _run_all(args)
         if not args.target:

@@ -66,6 +66,10 @@ def warn_if_chance(accuracy: Any, data: Any, split: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import check_output_file
+
+    check_output_file(args.output, "-o/--output")  # before the model is read and the report assembled
+
     import torch
 
     from kleene.nn import RegexClassifier, SoPaClassifier, load_checkpoint
@@ -93,8 +97,9 @@ def run(args: argparse.Namespace) -> int:
     metadata = checkpoint.config.get("metadata") or {}
     data_name = args.data or metadata.get("data")
     if isinstance(data_name, str) and checkpoint.metrics.get("dev_accuracy") is not None:
-        from kleene.data import load
+        from kleene.cli._shared import checkpoint_data
 
-        warn_if_chance(checkpoint.metrics["dev_accuracy"], load(data_name, metadata.get("fold") or 0), "dev")
+        data = checkpoint_data(checkpoint, data_name, metadata.get("fold") or 0)
+        warn_if_chance(checkpoint.metrics["dev_accuracy"], data, "dev")
     print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)")
     return 0

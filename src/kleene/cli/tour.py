@@ -24,6 +24,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import check_output_dir
+
+    check_output_dir(args.out, "--out")  # before minutes of work
+
     from kleene.tour import run_tour
 
     run_tour(args.out, seed=args.seed, quick=args.quick)

@@ -6,6 +6,9 @@ Examples::
     kleene train bilstm --data subj --fold 3 --epochs 20 --set hidden_size=150
     kleene train lstm-lm --data tinyshakespeare --max-steps 500 --set hidden_size=128
     kleene train sopa --data my_reviews.tsv             # your own LABEL<TAB>TEXT lines (docs/data.md)
+    kleene train sopa --data topics.csv --text-column body --label-column topic   # columns chosen by name
+    kleene train lstm-lm --data story.txt               # a language model on your own plain text (characters)
+    kleene train rrnn-b --help                          # the model's --set settings, types and defaults
     kleene train regex --data trec --rules examples/rules/trec.json   # a network initialised from rules (docs/rules.md)
     torchrun --nproc_per_node 2 -m kleene.cli train cnn --data sst2 --max-steps 100   # DistributedDataParallel, gloo
 """
@@ -23,19 +26,41 @@ from kleene.cli.device import add_device_option, device_from
 MODELS = "<registered models>"
 
 
-class _ModelsHelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Help whose ``MODELS`` placeholder becomes the registered model names."""
+def _model_names() -> str:
+    from kleene.nn.registry import registered_models
 
-    def format_help(self) -> str:
-        from kleene.nn.registry import registered_models
+    return ", ".join(registered_models())
 
-        return super().format_help().replace(MODELS, ", ".join(registered_models()))
+
+class _HelpWithSettings(argparse.Action):
+    """``-h/--help``: the help, followed by the settings of the model named before it (``kleene train MODEL -h``)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help="show this help and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: object) -> None:
+        parser.print_help()
+        model = getattr(namespace, "model", None)
+        if isinstance(model, str):
+            from kleene.cli.models import describe_settings
+            from kleene.errors import KleeneError
+
+            try:
+                print("\n" + describe_settings(model))
+            except KleeneError as error:
+                print(f"\n{error}")
+        else:
+            print("\nthe settings of a model: kleene train MODEL --help, or kleene models MODEL")
+        parser.exit()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from kleene.cli._shared import filled_help
+
     parser = subparsers.add_parser(
         "train",
-        formatter_class=_ModelsHelpFormatter,
+        add_help=False,
+        formatter_class=filled_help(raw=True, **{MODELS: _model_names}),
         epilog=f"registered models: {MODELS}",
         help="train a registered model on a data set and save a checkpoint",
         description="Train a registered model (kleene.nn.registered_models(), e.g. cnn, bilstm, lstm-lm) with Adam, "
@@ -43,16 +68,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "evaluated on the test set and saved as model.safetensors + config.json. Under torchrun every process trains "
         "on its shard with DistributedDataParallel (gloo).",
     )
+    parser.add_argument("-h", "--help", action=_HelpWithSettings)
     parser.add_argument("model", help=f"registered model name: {MODELS}")
     parser.add_argument(
         "--data",
         required=True,
-        help="sst2, subj, cr, mr, trec (classification); ptb, tinyshakespeare (LM); or the path of a LABEL<TAB>TEXT "
-        "file or of a folder of train/dev/test files (docs/data.md)",
+        help="sst2, subj, cr, mr, trec (classification); ptb, tinyshakespeare (LM); or the path of a file (CSV, TSV, "
+        "JSONL, LABEL<TAB>TEXT lines; plain text for a language model) or of a folder of train/dev/test files "
+        "(docs/data.md)",
+    )
+    parser.add_argument("--text-column", help="own data: the text column (a header name, or a number from 1)")
+    parser.add_argument("--label-column", help="own data: the label column (a header name, or a number from 1)")
+    parser.add_argument(
+        "--task",
+        choices=["classification", "language_model"],
+        help="for a model that serves both (rrnn-b, qrnn, ...) and a data path: language_model reads it as plain "
+        "text (default: classification)",
     )
     parser.add_argument("--out", type=Path, help="checkpoint directory (default: runs/MODEL-DATA)")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        help="passes over the training set (default 10; without --epochs, --max-steps alone sets the length). With "
+        "both, the first reached stops training, and a warning says when --epochs stops it before --max-steps",
+    )
+    parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (see --epochs)")
     parser.add_argument("--batch-size", type=int, default=64, help="per process")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--weight-decay", type=float, default=0.0)
@@ -104,6 +145,14 @@ def parse_settings(settings: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.nn.checkpoint import check_checkpoint_target
+    from kleene.nn.registry import check_settings
+
+    model_kwargs = parse_settings(args.set)
+    check_settings(args.model, model_kwargs)  # before any data is read: a wrong key answers at once
+    out = args.out or Path("runs") / f"{args.model}-{Path(args.data).stem or 'data'}"
+    check_checkpoint_target(out, overwrite=args.overwrite)
+
     import torch
 
     from kleene.nn import TrainConfig, train
@@ -114,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(check_count(args.threads, "--threads", minimum=1, error=KleeneError))
     config = TrainConfig(
-        epochs=args.epochs,
+        epochs=args.epochs if args.epochs is not None else (None if args.max_steps is not None else 10),
         max_steps=args.max_steps,
         batch_size=args.batch_size,
         lr=args.lr,
@@ -128,12 +177,10 @@ def run(args: argparse.Namespace) -> int:
         carry_state=args.carry_state,
         progress=not args.no_progress,
     )
-    model_kwargs = parse_settings(args.set)
     if args.rules is not None:
         from kleene.nn.rules import load_rules
 
         model_kwargs["rules"] = load_rules(args.rules).to_json()
-    out = args.out or Path("runs") / f"{args.model}-{Path(args.data).stem or 'data'}"
     result = train(
         args.model,
         args.data,
@@ -144,6 +191,10 @@ def run(args: argparse.Namespace) -> int:
         train_size=args.train_size,
         pretrained=None if args.pretrained == "none" else args.pretrained,
         device=device_from(args),
+        text_column=args.text_column,
+        label_column=args.label_column,
+        task=args.task,
+        overwrite=args.overwrite,
     )
     if result.checkpoint is None:  # a rank other than 0 under torchrun
         return 0

@@ -6,6 +6,7 @@ from kleene.data.datasets import (
     CLASSIFICATION,
     LANGUAGE_MODELLING,
     ClassificationData,
+    DataWarning,
     Example,
     LanguageModelData,
     UnknownDatasetError,
@@ -15,6 +16,7 @@ from kleene.data.datasets import (
     load_classification,
     load_labelled,
     load_language_model,
+    load_text,
     read_classification_file,
 )
 from kleene.data.embeddings import GLOVE_DIM, glove_matrix, load_glove
@@ -32,6 +34,7 @@ __all__ = [
     "Batch",
     "ClassificationData",
     "DataError",
+    "DataWarning",
     "DatasetNotFoundError",
     "Example",
     "LanguageModelData",
@@ -49,6 +52,7 @@ __all__ = [
     "load_glove",
     "load_labelled",
     "load_language_model",
+    "load_text",
     "pad_sequences",
     "read_classification_file",
     "read_lines",

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import random
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,8 +215,14 @@ LANGUAGE_MODELLING: dict[str, Callable[[], LanguageModelData]] = {"ptb": _ptb, "
 SPLIT_WORDS = {"train": "train", "dev": "dev", "valid": "dev", "validation": "dev", "test": "test"}
 
 
-def _decode(raw: bytes) -> str:
-    """UTF-8 (an initial byte-order mark dropped), else Windows-1252, else Latin-1 (which decodes any bytes)."""
+def _decode(raw: bytes, path: Path) -> str:
+    """UTF-8 (an initial byte-order mark dropped), else Windows-1252, else Latin-1 (which decodes any bytes).
+
+    Raises:
+        FormatError: bytes that are not text (a NUL byte, as in every binary format); nothing of them is echoed.
+    """
+    if b"\x00" in raw:
+        raise FormatError(f"{path}: not a text file (it holds NUL bytes: a binary file?); see docs/data.md")
     for encoding in ("utf-8-sig", "cp1252"):
         try:
             return raw.decode(encoding)
@@ -223,41 +231,199 @@ def _decode(raw: bytes) -> str:
     return raw.decode("latin-1")
 
 
-def read_labelled_file(path: str | Path) -> list[tuple[str, tuple[str, ...]]]:
-    """(label, tokens) per non-blank line of ``path``; see docs/data.md.
+def shown(value: object, limit: int = 40) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, for error messages that echo a user's data."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
 
-    A ``.csv`` file is read with Python's csv module (quotes allowed; a first row ``label,text`` is a header);
-    otherwise a line holding a tab is split at its first tab and any other line at its first space. Tokens are the
-    whitespace tokens of the text, lowercased.
+
+#: Header names recognized as the text, the label and an identifier column (lowercase).
+TEXT_NAMES = frozenset(
+    {
+        "text",
+        "sentence",
+        "sentences",
+        "review",
+        "document",
+        "content",
+        "body",
+        "message",
+        "tweet",
+        "question",
+        "comment",
+        "utterance",
+        "input",
+    }
+)
+LABEL_NAMES = frozenset(
+    {"label", "labels", "class", "category", "target", "sentiment", "polarity", "tag", "y", "output", "topic", "intent"}
+)
+ID_NAMES = frozenset({"id", "idx", "index", "uid", "guid", "key", "qid"})
+
+#: Suffixes of JSON Lines files (one JSON object per line).
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def _is_header(cells: list[str], chosen: set[str], *, all_known: bool = False) -> bool:
+    """Whether a first row names its columns: distinct non-empty one-word cells, one of them (``all_known``: every
+    one) a known text, label (or identifier) name or a column chosen by name."""
+    names = [cell.strip().lower() for cell in cells]
+    if len(set(names)) != len(names) or not all(names) or any(len(name.split()) != 1 for name in names):
+        return False
+    if any(name.replace(".", "").replace("-", "").isdigit() for name in names):  # numbers are data, not names
+        return False
+    if all_known:
+        return set(names) <= TEXT_NAMES | LABEL_NAMES | ID_NAMES | chosen
+    return bool(set(names) & (TEXT_NAMES | LABEL_NAMES | chosen))
+
+
+def _listed(names: list[str], limit: int = 120) -> str:
+    """``names`` joined with commas, cut to about ``limit`` characters (a header can be a whole line of data)."""
+    text = ", ".join(name[:30] for name in names)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _column_index(chosen: str, header: list[str] | None, width: int, what: str, path: Path) -> int:
+    """The 0-based index of the column ``chosen`` (a header name, else a column number from 1)."""
+    names = [cell.strip().lower() for cell in header] if header is not None else []
+    if chosen.strip().lower() in names:
+        return names.index(chosen.strip().lower())
+    if chosen.strip().isdigit() and 1 <= int(chosen) <= width:
+        return int(chosen) - 1
+    columns = f"columns: {_listed(header)}" if header is not None else f"no header row, {width} columns"
+    raise DataError(
+        f"{path}: --{what}-column {shown(chosen)} is neither a column name nor a number 1..{width} ({columns})"
+    )
+
+
+def _choose_columns(
+    header: list[str], text_column: str | None, label_column: str | None, path: Path
+) -> tuple[int, int]:
+    """(text index, label index) of a file whose columns are named by ``header``: the chosen ones, else the columns
+    named as a text / a label, else the one column left once identifiers and the other column are set aside.
 
     Raises:
-        FormatError: a line without a label and a text (the message names the file and line).
-        DataError: a file without any example.
+        DataError: a chosen column that does not exist, or columns that cannot be told apart (the message lists them).
+    """
+    names = [cell.strip().lower() for cell in header]
+    text = _column_index(text_column, header, len(header), "text", path) if text_column is not None else None
+    label = _column_index(label_column, header, len(header), "label", path) if label_column is not None else None
+    for kind, known in (("text", TEXT_NAMES), ("label", LABEL_NAMES)):
+        if (text if kind == "text" else label) is None:
+            matches = [i for i, name in enumerate(names) if name in known and i not in (text, label)]
+            if len(matches) == 1:
+                if kind == "text":
+                    text = matches[0]
+                else:
+                    label = matches[0]
+    left = [i for i, name in enumerate(names) if name not in ID_NAMES and i not in (text, label)]
+    if text is None and label is not None and len(left) == 1:
+        text = left[0]
+    elif label is None and text is not None and len(left) == 1:
+        label = left[0]
+    elif text is None and label is None and len(left) == 2:
+        raise DataError(
+            f"{path}: cannot tell the text column from the label column (columns: {_listed(header)}); "
+            "pass --text-column NAME and --label-column NAME"
+        )
+    if text is None or label is None or text == label:
+        missing = "text" if text is None or text == label else "label"
+        raise DataError(
+            f"{path}: cannot tell which column is the {missing} (columns: {_listed(header)}); pass "
+            f"--{missing}-column NAME"
+        )
+    return text, label
+
+
+def _json_rows(text: str, path: Path) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """(column names, (line number, cells)) of a JSON Lines file: one object per line, strings and numbers."""
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            raise FormatError(f"{path}: line {number}: not a JSON object ({shown(line)})") from None
+        if not isinstance(record, dict):
+            raise FormatError(f"{path}: line {number}: expected a JSON object, got {type(record).__name__}")
+        if header is None:
+            header = [str(key) for key in record]
+        cells = []
+        for key in header:
+            value = record.get(key, "")
+            if isinstance(value, (dict, list)):
+                raise FormatError(
+                    f"{path}: line {number}: {key!r} holds a JSON {type(value).__name__}, expected a string or a number"
+                )
+            cells.append("" if value is None else str(value))
+        rows.append((number, cells))
+    return header, rows
+
+
+def read_labelled_file(
+    path: str | Path, *, text_column: str | None = None, label_column: str | None = None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """(label, tokens) per non-blank line of ``path``; see docs/data.md.
+
+    ``.jsonl`` / ``.ndjson``: one JSON object per line. ``.csv``: Python's csv dialect. Any other file: a line holding
+    a tab is split at tabs, any other line at its first space. A first row that names its columns (``text``,
+    ``label``, ``id``, ...; see ``TEXT_NAMES``, ``LABEL_NAMES``, ``ID_NAMES``) is a header: the text and label
+    columns are then found by name (``text_column`` / ``label_column``: a header name or a column number from 1),
+    and identifier columns are never the text. Without a header the label is the first field and the text the rest
+    of the line, unless columns are chosen by number. Tokens are the whitespace tokens of the text, lowercased.
+
+    Raises:
+        FormatError: a binary file, or a line without a label and a text (the message names the file and line).
+        DataError: a file without any example, or columns that cannot be told apart.
     """
     path = Path(path)
-    text = _decode(path.read_bytes())
-    rows: list[tuple[int, str, str]] = []
-    if path.suffix.lower() == ".csv":
-        for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
-            if not row or not "".join(row).strip():
-                continue
-            if number == 1 and [cell.strip().lower() for cell in row] == ["label", "text"]:
-                continue
-            if len(row) < 2:
-                raise FormatError(f"{path}: line {number}: expected 'LABEL,TEXT', got {','.join(row)[:60]!r}")
-            rows.append((number, row[0], ",".join(row[1:])))
+    text = _decode(path.read_bytes(), path)
+    chosen = {name.strip().lower() for name in (text_column, label_column) if name is not None}
+    suffix = path.suffix.lower()
+    rows: list[tuple[int, list[str]]]
+    header: list[str] | None
+    if suffix in JSONL_SUFFIXES:
+        header, rows = _json_rows(text, path)
     else:
-        for number, line in enumerate(text.split("\n"), start=1):
-            line = line.removesuffix("\r")
-            if not line.strip():
-                continue
-            label, _, rest = line.partition("\t" if "\t" in line else " ")
-            rows.append((number, label, rest))
+        if suffix == ".csv":
+            rows = [(n, row) for n, row in enumerate(csv.reader(io.StringIO(text)), start=1) if "".join(row).strip()]
+        else:
+            lines = [(n, line.removesuffix("\r")) for n, line in enumerate(text.split("\n"), start=1)]
+            rows = [(n, line.split("\t") if "\t" in line else line.split(" ", 1)) for n, line in lines if line.strip()]
+        # a "LABEL TEXT" line (split at its first space) is a header only when both words are column names
+        spaced = suffix != ".csv" and bool(rows) and "\t" not in text.split("\n", 1)[0]
+        header = rows[0][1] if rows and _is_header(rows[0][1], chosen, all_known=spaced) else None
+        if header is not None:
+            rows = rows[1:]
+    if header is not None or text_column is not None or label_column is not None:
+        if header is not None:
+            text_index, label_index = _choose_columns(header, text_column, label_column, path)
+        else:
+            if text_column is None or label_column is None:
+                raise DataError(
+                    f"{path}: no header row: choose both columns by number, --text-column N --label-column N"
+                )
+            width = max((len(cells) for _, cells in rows), default=0)
+            text_index = _column_index(text_column, None, width, "text", path)
+            label_index = _column_index(label_column, None, width, "label", path)
+        pairs = [
+            (
+                n,
+                cells[label_index] if label_index < len(cells) else "",
+                cells[text_index] if text_index < len(cells) else "",
+            )
+            for n, cells in rows
+        ]
+    else:  # LABEL<sep>TEXT: the first field is the label, the rest of the line the text
+        separator = "," if suffix == ".csv" else "\t"
+        pairs = [(n, cells[0], separator.join(cells[1:])) for n, cells in rows]
     examples = []
-    for number, label, rest in rows:
+    for number, label, rest in pairs:
         tokens = tuple(rest.lower().split())
         if not label.strip() or not tokens:
-            raise FormatError(f"{path}: line {number}: expected 'LABEL<TAB>TEXT' with a label and a non-empty text")
+            raise FormatError(f"{path}: line {number}: expected a label and a non-empty text (see docs/data.md)")
         examples.append((label.strip(), tokens))
     if not examples:
         raise DataError(f"{path}: no labelled lines (expected 'LABEL<TAB>TEXT' per line; see docs/data.md)")
@@ -282,37 +448,25 @@ def _split_files(folder: Path) -> dict[str, Path]:
     return found
 
 
-def load_labelled(path: str | Path, fold: int = 0) -> ClassificationData:
-    """A user's labelled text: one file, or a folder of train (required), dev and test files; see docs/data.md.
+class DataWarning(UserWarning):
+    """A data set that loads but looks wrong (``kleene`` prints it as one ``warning:`` line)."""
 
-    Labels that are all non-negative integers are the class ids; any other labels are sorted and numbered 0, 1, ...
-    (``labels`` keeps their names). A single file is cut into 10 seeded folds as subj: fold ``fold`` is the test
-    set, fold ``fold + 1`` the dev set. A folder without a dev (test) file takes fold ``fold + 1`` (``fold``) of the
-    training file's 10 folds as its dev (test) set.
 
-    Raises:
-        DatasetNotFoundError: ``path`` does not exist.
-        FormatError: a malformed line.
-        DataError: no training file, fewer than two classes, a fold outside 0..9, or an empty split.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise DatasetNotFoundError(f"data {str(path)!r}: no such file or folder")
+def _check_fold(fold: object, where: str) -> int:
     if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < 10:
-        raise DataError(f"{path}: fold must be an integer in 0..9, got {fold!r}")
-    files = _split_files(path) if path.is_dir() else {"train": path}
-    raw = {split: read_labelled_file(file) for split, file in files.items()}
-    names = sorted({label for rows in raw.values() for label, _ in rows})
-    if all(label.isdigit() for label in names):
-        ids = {label: int(label) for label in names}
-        labels: tuple[str, ...] = ()
-        num_classes = 1 + max(ids.values())
-    else:
-        ids = {label: i for i, label in enumerate(names)}
-        labels, num_classes = tuple(names), len(names)
-    if len(names) < 2:
-        raise DataError(f"{path}: a classifier needs at least two classes; the files hold only {names!r}")
-    splits = {split: [Example(tokens, ids[label]) for label, tokens in rows] for split, rows in raw.items()}
+        raise DataError(f"{where}fold must be an integer in 0..9, got {shown(fold)}")
+    return fold
+
+
+def _existing(path: str | Path) -> Path:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DatasetNotFoundError(f"data {str(path)!r}: file not found (no such file or folder)")
+    return path
+
+
+def _carve(splits: dict[str, list], fold: int) -> dict[str, list]:
+    """Fill a missing test (dev) split with fold ``fold`` (``fold + 1``) of the training split's 10 seeded folds."""
     missing = [split for split in ("test", "dev") if split not in splits]
     if missing:
         train = splits["train"]
@@ -322,61 +476,191 @@ def load_labelled(path: str | Path, fold: int = 0) -> ClassificationData:
         for split in missing:
             splits[split] = [train[i] for i in folds[cut[split]]]
         splits["train"] = [train[i] for f, chunk in enumerate(folds) if f not in taken for i in chunk]
+    return splits
+
+
+def load_labelled(
+    path: str | Path,
+    fold: int = 0,
+    *,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    labels: tuple[str, ...] | list[str] | None = None,
+) -> ClassificationData:
+    """A user's labelled text: one file, or a folder of train (required), dev and test files; see docs/data.md.
+
+    Labels that are all non-negative integers are the class ids; any other labels are sorted and numbered 0, 1, ...
+    (``labels`` keeps their names). Given ``labels`` (a trained model's class names), the classes are numbered in
+    that order and a label outside them is refused. A single file is cut into 10 seeded folds as subj: fold
+    ``fold`` is the test set, fold ``fold + 1`` the dev set. A folder without a dev (test) file takes fold
+    ``fold + 1`` (``fold``) of the training file's 10 folds as its dev (test) set. ``text_column`` /
+    ``label_column``: see ``read_labelled_file``. Warns (``DataWarning``) when the classes are more than half as
+    many as the examples (an identifier or a text read as the label?).
+
+    Raises:
+        DatasetNotFoundError: ``path`` does not exist.
+        FormatError: a binary file or a malformed line.
+        DataError: no training file, fewer than two classes, a fold outside 0..9, an empty split, columns that
+            cannot be told apart, or labels outside ``labels``.
+    """
+    path = _existing(path)
+    _check_fold(fold, f"{path}: ")
+    files = _split_files(path) if path.is_dir() else {"train": path}
+    raw = {
+        split: read_labelled_file(file, text_column=text_column, label_column=label_column)
+        for split, file in files.items()
+    }
+    names = sorted({label for rows in raw.values() for label, _ in rows})
+    if labels:
+        unseen = [label for label in names if label not in labels]
+        if unseen:
+            listed = ", ".join(shown(label) for label in unseen[:10]) + (", ..." if len(unseen) > 10 else "")
+            raise DataError(
+                f"{path}: labels the model never saw in training: {listed} (it knows "
+                f"{', '.join(shown(label) for label in labels[:20])})"
+            )
+        ids = {label: i for i, label in enumerate(labels)}
+        names_kept, num_classes = tuple(labels), len(labels)
+    elif all(label.isdigit() for label in names):
+        ids = {label: int(label) for label in names}
+        names_kept, num_classes = (), 1 + max(ids.values())
+    else:
+        ids = {label: i for i, label in enumerate(names)}
+        names_kept, num_classes = tuple(names), len(names)
+    if len(names) < 2 and not labels:
+        found = ", ".join(shown(label) for label in names)
+        raise DataError(f"{path}: a classifier needs at least two classes; the files hold only {found}")
+    count = sum(len(rows) for rows in raw.values())
+    if not labels and len(names) * 2 > count:
+        warnings.warn(
+            f"{path}: {len(names)} classes for {count} examples; is an identifier or the text read as the label? "
+            "(choose columns with --text-column / --label-column; docs/data.md)",
+            DataWarning,
+            stacklevel=2,
+        )
+    splits = _carve(
+        {split: [Example(tokens, ids[label]) for label, tokens in rows] for split, rows in raw.items()}, fold
+    )
     for split, examples in splits.items():
         if not examples:
             raise DataError(f"{path}: the {split} split is empty")
     name = path.name or str(path)
-    return ClassificationData(name, splits["train"], splits["dev"], splits["test"], num_classes, labels)
+    return ClassificationData(name, splits["train"], splits["dev"], splits["test"], num_classes, names_kept)
+
+
+def load_text(path: str | Path) -> LanguageModelData:
+    """A user's plain text for a language model, as characters: one file (the first 90% train, the next 5% valid,
+    the last 5% test, as tiny-shakespeare) or a folder of train (required), dev and test files (a missing one is
+    the last 5% of the training text, each). The encoding is found as for labelled files (docs/data.md).
+
+    Raises:
+        DatasetNotFoundError: ``path`` does not exist.
+        FormatError: a binary file.
+        DataError: no training file, or a text too short for three non-empty splits (20 characters).
+    """
+    path = _existing(path)
+    files = _split_files(path) if path.is_dir() else {"train": path}
+    texts = {split: _decode(file.read_bytes(), file) for split, file in files.items()}
+    train = texts["train"]
+    for split in ("test", "dev"):
+        if split not in texts:
+            cut = len(train) - max(1, len(texts["train"]) // 20)
+            train, texts[split] = train[:cut], train[cut:]
+    texts["train"] = train
+    for split, text in texts.items():
+        if not text:
+            raise DataError(f"{path}: the {split} split of the text is empty (a language model needs a longer text)")
+    name = path.name or str(path)
+    return LanguageModelData(name, list(texts["train"]), list(texts["dev"]), list(texts["test"]), "char")
 
 
 def is_data_path(name: str) -> bool:
-    """Whether ``name`` (not a built-in data set name) names an existing file or folder of labelled text."""
+    """Whether ``name`` (not a built-in data set name) names an existing file or folder (of labelled or plain text)."""
     return name not in CLASSIFICATION and name not in LANGUAGE_MODELLING and Path(name).expanduser().exists()
 
 
-def load_classification(name: str, fold: int = 0) -> ClassificationData:
+def _looks_like_path(name: object) -> bool:
+    """Whether ``name`` was meant as a file (a separator or a suffix) rather than a data set name."""
+    return isinstance(name, Path) or (isinstance(name, str) and ("/" in name or "\\" in name or "." in name))
+
+
+def load_classification(
+    name: str,
+    fold: int = 0,
+    *,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    labels: tuple[str, ...] | list[str] | None = None,
+) -> ClassificationData:
     """SST-2 (official split), subj / CR / MR (fold ``fold`` of the 10-fold cross-validation), or the path of a
-    user's labelled text (``load_labelled``).
+    user's labelled text (``load_labelled``, which takes the keyword arguments).
 
     Raises:
         UnknownDatasetError: ``name`` is neither a classification dataset nor an existing path.
-        DatasetNotFoundError: the files are not vendored and not under any data root.
+        DatasetNotFoundError: the files are not vendored and not under any data root, or a path that does not exist.
     """
-    if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < 10:
-        raise DataError(f"fold must be an integer in 0..9, got {fold!r}")
-    if isinstance(name, (str, Path)) and is_data_path(str(name)):
-        return load_labelled(Path(str(name)).expanduser(), fold)
+    _check_fold(fold, "")
+    if isinstance(name, (str, Path)) and (is_data_path(str(name)) or _looks_like_path(name)):
+        return load_labelled(name, fold, text_column=text_column, label_column=label_column, labels=labels)
     if name not in CLASSIFICATION:
         raise UnknownDatasetError(
-            f"unknown classification dataset {name!r} (known: {', '.join(sorted(CLASSIFICATION))})"
+            f"unknown classification dataset {shown(name)} (known: {', '.join(sorted(CLASSIFICATION))}; or the path "
+            "of a file or folder of labelled text, docs/data.md)"
         )
     return CLASSIFICATION[name](fold)
 
 
 def load_language_model(name: str) -> LanguageModelData:
-    """PTB (words, ``<eos>`` per line) or tiny-shakespeare (characters).
+    """PTB (words, ``<eos>`` per line), tiny-shakespeare (characters), or the path of a user's plain text
+    (``load_text``: characters).
 
     Raises:
-        UnknownDatasetError: ``name`` is not a language-modelling dataset.
-        DatasetNotFoundError: the files are not vendored and not under any data root.
+        UnknownDatasetError: ``name`` is neither a language-modelling dataset nor an existing path.
+        DatasetNotFoundError: the files are not vendored and not under any data root, or a path that does not exist.
     """
+    if isinstance(name, (str, Path)) and (is_data_path(str(name)) or _looks_like_path(name)):
+        return load_text(name)
     if name not in LANGUAGE_MODELLING:
         known = ", ".join(sorted(LANGUAGE_MODELLING))
-        raise UnknownDatasetError(f"unknown language-modelling dataset {name!r} (known: {known})")
+        raise UnknownDatasetError(
+            f"unknown language-modelling dataset {shown(name)} (known: {known}; or the path of a text file)"
+        )
     return LANGUAGE_MODELLING[name]()
 
 
-def load(name: str, fold: int = 0) -> ClassificationData | LanguageModelData:
-    """Any dataset by name, or the path of a user's labelled text (``load_labelled``)."""
-    if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < 10:
-        raise DataError(f"fold must be an integer in 0..9, got {fold!r}")
-    if isinstance(name, (str, Path)) and is_data_path(str(name)):
-        return load_labelled(Path(str(name)).expanduser(), fold)
+#: The two tasks a data set serves, as the models' ``task`` attribute names them.
+TASKS = ("classification", "language_model")
+
+
+def load(
+    name: str,
+    fold: int = 0,
+    *,
+    task: str | None = None,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    labels: tuple[str, ...] | list[str] | None = None,
+) -> ClassificationData | LanguageModelData:
+    """Any dataset by name, or the path of a user's file or folder: labelled text (``load_labelled``, the default)
+    or, with ``task="language_model"``, plain text (``load_text``).
+
+    Raises:
+        UnknownDatasetError: an unknown name that does not look like a path.
+        DatasetNotFoundError: a path that does not exist ("file not found").
+        DataError: a ``task`` that is not one of ``TASKS``, or a built-in data set of the other task.
+    """
+    _check_fold(fold, "")
+    if task is not None and task not in TASKS:
+        raise DataError(f"task must be one of {', '.join(TASKS)}, got {shown(task)}")
+    if isinstance(name, (str, Path)) and (is_data_path(str(name)) or _looks_like_path(name)):
+        if task == "language_model":
+            return load_text(name)
+        return load_labelled(name, fold, text_column=text_column, label_column=label_column, labels=labels)
     if name in LANGUAGE_MODELLING:
         return load_language_model(name)
     if name in CLASSIFICATION:
         return load_classification(name, fold)
     known = ", ".join(sorted([*CLASSIFICATION, *LANGUAGE_MODELLING]))
     raise UnknownDatasetError(
-        f"unknown dataset {name!r} (known: {known}; or the path of a file or folder of labelled text, docs/data.md)"
+        f"unknown dataset {shown(name)} (known: {known}; or the path of a file or folder of text, docs/data.md)"
     )

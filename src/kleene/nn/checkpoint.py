@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "WEIGHTS_NAME",
     "Checkpoint",
     "CheckpointError",
+    "check_checkpoint_target",
     "load_checkpoint",
     "save_checkpoint",
 ]
@@ -65,6 +67,32 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def check_checkpoint_target(directory: str | Path, *, overwrite: bool = False) -> Path:
+    """``directory`` as a path a checkpoint can be written to, checked before any work: not a file, not holding a
+    checkpoint already (unless ``overwrite``), and inside a folder that exists or can be created and is writable.
+
+    Raises:
+        CheckpointError: an existing checkpoint without ``overwrite``, a file in the way, or a place that cannot be
+            written (the message names the path and what to do).
+    """
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"{directory}: a file is in the way of the checkpoint directory")
+    if not overwrite and ((directory / CONFIG_NAME).exists() or (directory / WEIGHTS_NAME).exists()):
+        raise CheckpointError(
+            f"{directory} holds a checkpoint already; pass --overwrite (overwrite=True) to replace it "
+            "or choose another --out"
+        )
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise CheckpointError(f"{directory}: {existing} is a file, not a folder; the checkpoint cannot be written")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CheckpointError(f"{directory}: the folder {existing} is not writable")
+    return directory
+
+
 def save_checkpoint(
     directory: str | Path,
     model: nn.Module,
@@ -75,15 +103,17 @@ def save_checkpoint(
     metrics: dict[str, Any] | None = None,
     curve: list[dict[str, Any]] | None = None,
     metadata: dict[str, Any] | None = None,
+    overwrite: bool = True,
 ) -> Path:
     """Write ``directory/model.safetensors`` and ``directory/config.json``; returns the directory.
 
     Note:
         ``model_kwargs`` must be JSON-serializable and rebuild ``model`` through ``build_model(model_name, ...)``.
     Raises:
-        CheckpointError: keyword arguments that JSON cannot hold.
+        CheckpointError: keyword arguments that JSON cannot hold, or (``overwrite=False``) a checkpoint already in
+            ``directory`` (see ``check_checkpoint_target``).
     """
-    directory = Path(directory)
+    directory = check_checkpoint_target(directory, overwrite=overwrite)
     directory.mkdir(parents=True, exist_ok=True)
     config = {
         "format": FORMAT,

@@ -19,10 +19,12 @@ set (so that they take the same schedule decisions), and rank 0 alone writes the
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 import random
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,15 +48,16 @@ from kleene.data import (
     load_glove,
 )
 from kleene.data.checks import check_count, check_real
-from kleene.errors import TrainingError
-from kleene.nn.checkpoint import save_checkpoint
-from kleene.nn.registry import build_model, model_builder
+from kleene.errors import DataError, FormatError, TrainingError
+from kleene.nn.checkpoint import check_checkpoint_target, save_checkpoint
+from kleene.nn.registry import build_model, model_builder, model_tasks
 
 __all__ = [
     "TrainConfig",
     "TrainResult",
     "Trainer",
     "TrainingError",
+    "TrainingWarning",
     "init_distributed",
     "prepare",
     "seed_everything",
@@ -106,13 +109,16 @@ def stream_batches(ids: list[int], batch_size: int, window: int) -> list[Batch]:
 class TrainConfig:
     """Training settings (stored in the checkpoint).
 
+    Note:
+        ``epochs=None`` trains until ``max_steps`` (which it then requires); with both, the first reached stops
+        training, and ``fit`` warns (``TrainingWarning``) when ``epochs`` stops it before ``max_steps``.
     Raises:
-        TrainingError: a count that is not an integer >= 1 (epochs, batch_size, patience, halve_after, window;
-            max_steps and eval_every when given), a learning rate that is not a finite number > 0, or a weight decay
-            or clipping norm that is not a finite number >= 0.
+        TrainingError: a count that is not an integer >= 1 (batch_size, patience, halve_after, window; epochs,
+            max_steps and eval_every when given; epochs and max_steps both None), a learning rate that is not a
+            finite number > 0, or a weight decay or clipping norm that is not a finite number >= 0.
     """
 
-    epochs: int = 10
+    epochs: int | None = 10
     max_steps: int | None = None
     batch_size: int = 64
     lr: float = 1e-3
@@ -129,8 +135,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "patience", "halve_after", "window", "max_steps", "eval_every"):
             value = getattr(self, name)
-            if value is not None or name not in ("max_steps", "eval_every"):
+            if value is not None or name not in ("epochs", "max_steps", "eval_every"):
                 check_count(value, f"training setting {name}", minimum=1, error=TrainingError)
+        if self.epochs is None and self.max_steps is None:
+            raise TrainingError("training settings epochs and max_steps are both None: training would never stop")
         check_count(self.seed, "training setting seed", minimum=0, error=TrainingError)
         if check_real(self.lr, "training setting lr", minimum=0.0, error=TrainingError) == 0:
             raise TrainingError("training setting lr must be a finite number > 0, got 0.0")
@@ -209,12 +217,22 @@ class Trainer:
                 raise TrainingError(f"carry_state needs a model with stream(tokens, states); {model_name!r} has none")
             if self.world_size > 1:
                 raise TrainingError(f"carry_state runs on one process (WORLD_SIZE is {self.world_size})")
+        if self.is_classifier:
+            _check_label_ids(data, model_kwargs.get("num_classes"), model_name)  # type: ignore[arg-type]
         self._ids: dict[str, list[int]] = {}
-        trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
-        self.optimizer = torch.optim.Adam(trainable, lr=config.lr, weight_decay=config.weight_decay)
+        self._optimizer: torch.optim.Optimizer | None = None
         self.network: nn.Module = model
         if self.world_size > 1:
             self.network = nn.parallel.DistributedDataParallel(model)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Adam over the trainable parameters, built at first use (building it imports ``torch._dynamo``, seconds
+        that evaluation alone does not need)."""
+        if self._optimizer is None:
+            trainable = [parameter for parameter in self.model.parameters() if parameter.requires_grad]
+            self._optimizer = torch.optim.Adam(trainable, lr=self.config.lr, weight_decay=self.config.weight_decay)
+        return self._optimizer
 
     # -- data ----------------------------------------------------------------------------------------------------------
     def batches(self, split: str, *, epoch: int = 0, shard: bool = False) -> list[Batch]:
@@ -296,20 +314,36 @@ class Trainer:
     # -- training ------------------------------------------------------------------------------------------------------
     def _steps(self) -> Iterator[tuple[int, Batch]]:
         """(epoch, batch) pairs over all epochs: this rank's share of each epoch's shuffled batches."""
-        for epoch in range(self.config.epochs):
+        epochs = range(self.config.epochs) if self.config.epochs is not None else itertools.count()
+        for epoch in epochs:
             for batch in self.batches("train", epoch=epoch, shard=True):
                 yield epoch, batch
 
-    def fit(self, out_dir: str | Path | None = None) -> TrainResult:
-        """Train; keep the best model on the dev set; evaluate it on dev and test; save it to ``out_dir`` (rank 0)."""
+    def fit(self, out_dir: str | Path | None = None, *, overwrite: bool = True) -> TrainResult:
+        """Train; keep the best model on the dev set; evaluate it on dev and test; save it to ``out_dir`` (rank 0).
+
+        Raises:
+            CheckpointError: (``overwrite=False``) ``out_dir`` holds a checkpoint already; checked before training.
+        """
         config = self.config
+        if out_dir is not None and self.rank == 0:
+            check_checkpoint_target(out_dir, overwrite=overwrite)
         steps_per_epoch = len(self.batches("train", shard=True))
         if steps_per_epoch == 0:
             raise TrainingError(f"data set {self.data.name!r}: no training batches on rank {self.rank}")
         eval_every = config.eval_every or steps_per_epoch
-        total = config.epochs * steps_per_epoch
-        if config.max_steps is not None:
+        total = config.epochs * steps_per_epoch if config.epochs is not None else config.max_steps
+        if config.max_steps is not None and total is not None:
+            if total < config.max_steps and self.rank == 0:
+                warnings.warn(
+                    f"training stops after {total} steps, before max_steps = {config.max_steps}: epochs = "
+                    f"{config.epochs} of {steps_per_epoch} steps each comes first (leave epochs unset to train "
+                    f"{config.max_steps} steps)",
+                    TrainingWarning,
+                    stacklevel=2,
+                )
             total = min(total, config.max_steps)
+        assert total is not None
         best: dict[str, float] | None = None
         best_step = 0
         best_state = copy.deepcopy(self.model.state_dict())
@@ -380,10 +414,29 @@ class Trainer:
                 metrics=metrics,
                 curve=curve,
                 metadata={**self.metadata, "training": asdict(config), "torch": torch.__version__},
+                overwrite=overwrite,
             )
         if self.world_size > 1:
             dist.barrier()
         return TrainResult(metrics, curve, checkpoint)
+
+
+class TrainingWarning(UserWarning):
+    """Training runs, but not as asked (``kleene`` prints it as one ``warning:`` line)."""
+
+
+def _check_label_ids(data: ClassificationData, num_classes: int | None, model_name: str) -> None:
+    """Refuse examples whose class id the model has no output for (data with labels it never saw)."""
+    if not isinstance(num_classes, int):
+        return
+    unseen = sorted({e.label for split in (data.train, data.dev, data.test) for e in split if e.label >= num_classes})
+    if unseen:
+        names = [data.labels[i] if i < len(data.labels) else str(i) for i in unseen]
+        listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        raise TrainingError(
+            f"data set {data.name!r} has labels that model {model_name!r} never saw in training: {listed} "
+            f"(it has {num_classes} classes, 0..{num_classes - 1})"
+        )
 
 
 def _prefixed(prefix: str, values: dict[str, float]) -> dict[str, float]:
@@ -441,14 +494,21 @@ def prepare(
     train_size: int | None = None,
     pretrained: str | None = "glove",
     seed: int = 0,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    task: str | None = None,
 ) -> tuple[nn.Module, ClassificationData | LanguageModelData, Vocabulary, dict[str, Any]]:
     """Load ``data_name``, build its vocabulary and the model; returns (model, data, vocab, full model kwargs).
 
     Note:
         Classification vocabularies hold the training tokens, plus the dev/test tokens that have a GloVe vector when
         ``pretrained == "glove"`` (whose embeddings are then initialized from GloVe, unit length). ``train_size``
-        keeps a seeded random subset of the training examples (for learning curves). A builder with the attribute
-        ``wants_vocabulary`` (rule models) also receives ``vocab`` (the tokens) and ``labels`` (the class names).
+        keeps a seeded random subset of the training examples (for learning curves). A path given as ``data_name``
+        is read for the model's task: labelled text for a classifier (``text_column`` / ``label_column`` choose
+        its columns, see ``kleene.data.read_labelled_file``), plain text for a language model (``task``: the one the
+        model serves, else classification unless ``task="language_model"``). A builder with the
+        attribute ``wants_vocabulary`` (rule models) also receives ``vocab`` (the tokens) and ``labels`` (the class
+        names).
     Raises:
         TrainingError: a model whose builder declares another ``task`` than the data set's, an unknown
             ``pretrained`` value, or GloVe with an embedding size other than 50.
@@ -458,11 +518,22 @@ def prepare(
     if model_kwargs is not None and not isinstance(model_kwargs, dict):
         raise TrainingError(f"model_kwargs must be a dict of keyword arguments, got {model_kwargs!r}")
     seed_everything(seed)
-    data = load(data_name, fold)
+    tasks = model_tasks(model_name)
+    if task is not None and task not in tasks:
+        raise TrainingError(f"model {model_name!r} cannot be built for task {task!r} (its tasks: {', '.join(tasks)})")
+    wanted = task or (tasks[0] if len(tasks) == 1 else None)
+    try:
+        data = load(data_name, fold, task=wanted, text_column=text_column, label_column=label_column)
+    except (FormatError, DataError) as error:
+        binary = "not a text file" in str(error)  # no task reads a binary file: no hint
+        if wanted is not None or "language_model" not in tasks or not is_data_path(str(data_name)) or binary:
+            raise
+        raise type(error)(
+            f"{error} (to train {model_name!r} as a language model on plain text: --task language_model)"
+        ) from error
     task = "classification" if isinstance(data, ClassificationData) else "language_model"
-    declared = getattr(model_builder(model_name), "task", task)
-    if declared != task:
-        raise TrainingError(f"model {model_name!r} is a {declared} model but data set {data_name!r} needs {task}")
+    if tasks and task not in tasks:
+        raise TrainingError(f"model {model_name!r} is a {tasks[0]} model but data set {data_name!r} needs {task}")
     if isinstance(data, ClassificationData) and train_size is not None:
         chosen = random.Random(seed).sample(range(len(data.train)), min(train_size, len(data.train)))
         data = ClassificationData(
@@ -509,17 +580,24 @@ def train(
     train_size: int | None = None,
     pretrained: str | None = "glove",
     device: str | torch.device | None = None,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    task: str | None = None,
+    overwrite: bool = True,
 ) -> TrainResult:
     """Train a registered model on a named data set or a user's labelled text (``prepare`` + ``Trainer.fit``), on
     ``device`` (default: the CPU).
 
     Note:
-        A data path is recorded in the checkpoint as an absolute path, so that ``kleene evaluate`` and ``kleene
-        report`` find it again from any directory.
+        With ``overwrite=False`` an existing checkpoint in ``out_dir`` is refused before any work
+        (``CheckpointError``). A data path is recorded in the checkpoint as an absolute path, so that ``kleene
+        evaluate`` and ``kleene report`` find it again from any directory, with the chosen columns and the class names.
     """
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):
         raise TrainingError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if out_dir is not None:
+        check_checkpoint_target(out_dir, overwrite=overwrite)
     if isinstance(data_name, str) and is_data_path(data_name):
         data_name = str(Path(data_name).expanduser().resolve())
     model, data, vocab, kwargs = prepare(
@@ -530,9 +608,14 @@ def train(
         train_size=train_size,
         pretrained=pretrained,
         seed=config.seed,
+        text_column=text_column,
+        label_column=label_column,
+        task=task,
     )
     if device is not None:
         model.to(device)
-    metadata = {"data": data_name, "fold": fold, "train_size": train_size, "pretrained": pretrained}
+    metadata: dict[str, Any] = {"data": data_name, "fold": fold, "train_size": train_size, "pretrained": pretrained}
+    if isinstance(data, ClassificationData):
+        metadata.update(text_column=text_column, label_column=label_column, labels=list(data.labels))
     trainer = Trainer(model, data, vocab, config, model_name=model_name, model_kwargs=kwargs, metadata=metadata)
-    return trainer.fit(out_dir)
+    return trainer.fit(out_dir, overwrite=overwrite)
