@@ -13,6 +13,9 @@ Refused (``OriginalCodeError``): ``--use_rnn`` (an LSTM under the patterns), arg
 
 from __future__ import annotations
 
+import string
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,7 +25,14 @@ from kleene.errors import OriginalCodeError
 from kleene.nn.original.common import Checkpoint, OriginalArgs, check_size, read_args, read_state_dict
 from kleene.nn.sopa import PatternGroup, SharedSelfLoops, SoPaClassifier, parse_pattern_spec, raw_constants
 
-__all__ = ["SOFT_PATTERNS_ARGS", "SOFT_PATTERNS_IGNORED", "from_soft_patterns", "original_semiring"]
+__all__ = [
+    "SOFT_PATTERNS_ARGS",
+    "SOFT_PATTERNS_IGNORED",
+    "from_soft_patterns",
+    "original_semiring",
+    "read_embedding_file",
+    "soft_patterns_model",
+]
 
 Tensor = torch.Tensor
 
@@ -67,14 +77,27 @@ def from_soft_patterns(
     padded: bool = False,
     backend: str = "auto",
 ) -> SoPaClassifier:
+    """The model of ``soft_patterns_model`` (see there), without its keyword arguments."""
+    return soft_patterns_model(checkpoint, args, embeddings=embeddings, padded=padded, backend=backend)[0]
+
+
+def soft_patterns_model(
+    checkpoint: Checkpoint,
+    args: OriginalArgs | None = None,
+    *,
+    embeddings: Tensor,
+    padded: bool = False,
+    backend: str = "auto",
+) -> tuple[SoPaClassifier, dict[str, Any]]:
     """A reference-mode ``SoPaClassifier`` holding a model saved by soft_patterns.py (its ``state_dict()``: keys
     ``diags``, ``bias``, ``epsilon``, ``mlp.layers.i.*`` and, for ``--shared_sl``, ``self_loop_scale``).
 
     ``checkpoint``: the state dict or its file (``kleene.nn.original.common.Checkpoint``); ``args``: its command-line
     arguments as given (an ``argparse.Namespace`` of its parser, or a dict of ``SOFT_PATTERNS_ARGS`` keys; the
     defaults are its own: the probability semiring, patterns ``5-50_4-50_3-50_2-50``, bias scale 0.1);
-    ``embeddings`` (V, E): its embedding matrix as ``read_embeddings`` builds it (row 0 UNK, 1 START, 2 END, then
-    the words, V ≥ 3): START and END are read from rows 1 and 2.
+    Also returns the JSON-serialisable keyword arguments that rebuild the model (``build_model("sopa", **kwargs)``,
+    what a kleene checkpoint stores). ``embeddings`` (V, E): its embedding matrix as ``read_embeddings`` builds it
+    (row 0 UNK, 1 START, 2 END, then the words, V ≥ 3): START and END are read from rows 1 and 2.
 
     Token ids of the returned model: with ``padded=False`` (default) kleene's: 0 padding, 1 ``<unk>`` (the
     original's UNK row), ``i ≥ 2`` the original's row ``i + 1``, and the model pads each document with START/END
@@ -148,26 +171,26 @@ def from_soft_patterns(
     if len(mlp_weights) > 1:
         check_size(options, "mlp_hidden_dim", int(mlp_weights[0].shape[0]), code)
     table = embeddings if padded else original_to_kleene_rows(embeddings)
-    model = SoPaClassifier(
-        vocab_size=table.shape[0],
-        num_classes=mlp_weights[-1].shape[0],
-        embedding_dim=word_dim,
-        patterns=spec,
-        semiring=original_semiring(options),
-        mode="reference",
-        self_loops=self_loops,
-        epsilons=eps is not None,
-        bias_scale=float(options["bias_scale_param"]),
-        self_loop_scale=None if shared is not None or not self_loops else options["self_loop_scale"],
-        epsilon_scale=options["eps_scale"],
-        shared_self_loops=shared,
-        mlp_hidden=mlp_weights[0].shape[0] if len(mlp_weights) > 1 else 1,
-        mlp_layers=len(mlp_weights),
-        dropout=0.0,
-        freeze_embeddings=True,
-        boundary_padding=not padded,
-        backend=backend,
-    )
+    kwargs: dict[str, Any] = {
+        "vocab_size": int(table.shape[0]),
+        "num_classes": int(mlp_weights[-1].shape[0]),
+        "embedding_dim": int(word_dim),
+        "patterns": "_".join(f"{length}-{count}" for length, count in spec.items()),
+        "semiring": original_semiring(options),
+        "mode": "reference",
+        "self_loops": self_loops,
+        "epsilons": eps is not None,
+        "bias_scale": float(options["bias_scale_param"]),
+        "self_loop_scale": None if shared is not None or not self_loops else _number(options["self_loop_scale"]),
+        "epsilon_scale": _number(options["eps_scale"]),
+        "shared_self_loops": shared,
+        "mlp_hidden": int(mlp_weights[0].shape[0]) if len(mlp_weights) > 1 else 1,
+        "mlp_layers": len(mlp_weights),
+        "dropout": 0.0,
+        "freeze_embeddings": True,
+        "boundary_padding": not padded,
+    }
+    model = SoPaClassifier(**kwargs, backend=backend)
     model.to(diags.dtype)
     diag_view = diags.reshape(total, num_diags, max_len, word_dim)
     bias_view = bias.reshape(total, num_diags, max_len)
@@ -198,7 +221,11 @@ def from_soft_patterns(
             assert isinstance(layer, nn.Linear)
             layer.weight.copy_(state_dict[f"mlp.layers.{i}.weight"])
             layer.bias.copy_(state_dict[f"mlp.layers.{i}.bias"])
-    return model
+    return model, kwargs
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def original_to_kleene_rows(embeddings: Tensor) -> Tensor:
@@ -221,3 +248,47 @@ def _shared_kind(shape: tuple[int, ...], total: int, max_len: int, num_diags: in
     raise OriginalCodeError(
         f"self_loop_scale has shape {shape}; expected {(total, max_len)} (--shared_sl 1) or (1,) (--shared_sl 2)"
     )
+
+
+def read_embedding_file(path: str | Path, words: Iterable[str] | None = None) -> tuple[list[str], Tensor]:
+    """Their ``read_embeddings(path, fixed_vocab=words)``: the words of a word-vector text file (``word v1 v2 ...``
+    per line, an optional ``COUNT DIM`` header) that are printable ASCII (and in ``words`` when given), in file order,
+    and the float64 matrix (UNK zeros, START zeros, END zeros, then each word's vector divided by its norm).
+
+    Raises:
+        OriginalCodeError: a missing or unreadable file, a line whose vector is not DIM numbers, a zero vector.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise OriginalCodeError(f"embedding file {str(file)!r}: no such file")
+    printable, wanted = set(string.printable), None if words is None else set(words)
+    names: list[str] = []
+    rows: list[list[float]] = []
+    try:
+        with file.open(encoding="utf-8") as lines:
+            first = lines.readline().rstrip().split()
+            header = len(first) == 2
+            dim = int(first[1]) if header else len(first) - 1
+            pending = [] if header else [" ".join(first)]
+            for number, line in enumerate([*pending, *lines], start=1 if not header else 2):
+                word, _, values = line.rstrip().partition(" ")
+                if not word or not all(c in printable for c in word) or (wanted is not None and word not in wanted):
+                    continue
+                vector = [float(v) for v in values.split()]
+                if len(vector) != dim:
+                    found = len(vector)
+                    raise OriginalCodeError(f"{file}:{number}: {found} numbers after {word[:40]!r}, expected {dim}")
+                names.append(word)
+                rows.append(vector)
+    except (UnicodeDecodeError, ValueError) as error:
+        if isinstance(error, OriginalCodeError):
+            raise
+        raise OriginalCodeError(f"embedding file {str(file)!r} is not word-vector text: {str(error)[:120]}") from error
+    if dim < 1:
+        raise OriginalCodeError(f"embedding file {str(file)!r}: no vectors")
+    table = torch.tensor(rows, dtype=torch.float64).reshape(len(rows), dim)
+    norms = table.norm(dim=1, keepdim=True)
+    if bool((norms == 0).any()):
+        zero = names[int((norms == 0).nonzero()[0, 0])]
+        raise OriginalCodeError(f"embedding file {str(file)!r}: the vector of {zero!r} is zero")
+    return names, torch.cat([table.new_zeros(3, dim), table / norms])

@@ -1,0 +1,91 @@
+"""``kleene convert --from soft_patterns CHECKPOINT --args ARGS.json -o RUN``: a model trained with an original code as
+a kleene checkpoint (model.safetensors + config.json) that ``kleene evaluate``, ``report`` and ``extract`` read.
+
+``CHECKPOINT`` is the original's saved state dict (a torch file, read weights-only: nothing is unpickled, or
+safetensors); ``ARGS.json`` its command-line arguments as it took them (e.g. ``json.dump(vars(args), f)``, the
+original's key names). soft_patterns keeps its word vectors outside its state dict: they are read from the file of
+its ``-e`` argument (``--embeddings`` or the ``embedding_file`` of ARGS.json), restricted to the words of its training
+and development texts (``td``, ``vd``) when those files exist, as its ``read_embeddings`` does. Example::
+
+    kleene convert --from soft_patterns model_25.pth --args args.json --data sst2 -o runs/sopa-original
+    kleene evaluate runs/sopa-original --split test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+#: The original codes ``--from`` takes.
+CODES = ["soft_patterns"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "convert",
+        help="convert a model trained with an original code (soft_patterns) into a kleene checkpoint",
+        description="Load the state dict saved by an original research code with its own command-line arguments "
+        "(nothing is unpickled) and write a kleene checkpoint that evaluate, report and extract read.",
+    )
+    parser.add_argument("--from", dest="code", required=True, choices=CODES, help="the original code")
+    parser.add_argument("checkpoint", type=Path, help="the original's saved state dict (.pt/.pth, or .safetensors)")
+    parser.add_argument("--args", type=Path, required=True, help="JSON object of the original's arguments")
+    parser.add_argument("--embeddings", type=Path, help="soft_patterns: its -e word-vector file (default: from ARGS)")
+    parser.add_argument("--data", help="data set recorded for evaluate/report/extract (e.g. sst2 or a file)")
+    parser.add_argument("-o", "--out", type=Path, required=True, help="checkpoint directory to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint at --out")
+    parser.set_defaults(handler=run)
+
+
+def _read_args(path: Path) -> dict[str, Any]:
+    from kleene.errors import OriginalCodeError
+
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise OriginalCodeError(f"--args {str(path)!r}: no such file") from error
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise OriginalCodeError(f"--args {str(path)!r} is not JSON text: {str(error)[:120]}") from error
+    if not isinstance(value, dict):
+        raise OriginalCodeError(f"--args {str(path)!r} must hold a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _data_words(options: dict[str, Any]) -> set[str] | None:
+    """The words of the original's training and development texts (its ``vocab_from_text``), if both exist."""
+    paths = [options.get(key) for key in ("td", "vd")]
+    if not all(isinstance(p, str) and Path(p).is_file() for p in paths):
+        return None
+    words: set[str] = set()
+    for path in paths:
+        with Path(str(path)).open(encoding="ISO-8859-1") as lines:
+            for line in lines:
+                words.update(line.split())
+    return words
+
+
+def run(args: argparse.Namespace) -> int:
+    from kleene.data.vocab import PAD, UNK, Vocabulary
+    from kleene.errors import CheckpointError, OriginalCodeError
+    from kleene.nn.checkpoint import CONFIG_NAME, save_checkpoint
+    from kleene.nn.original.soft_patterns import read_embedding_file, soft_patterns_model
+
+    if (args.out / CONFIG_NAME).exists() and not args.overwrite:
+        raise CheckpointError(f"{args.out} already holds a checkpoint; pass --overwrite to replace it")
+    options = _read_args(args.args)
+    embedding_file = args.embeddings or options.get("embedding_file")
+    if not isinstance(embedding_file, (str, Path)):
+        raise OriginalCodeError("soft_patterns keeps its word vectors outside its state dict: pass --embeddings FILE")
+    restrict = _data_words(options)
+    words, table = read_embedding_file(embedding_file, restrict)
+    model, kwargs = soft_patterns_model(args.checkpoint, options, embeddings=table, backend="auto")
+    vocab = Vocabulary([PAD, UNK, *words])
+    metadata = {"converted_from": args.code, "checkpoint": str(args.checkpoint), "original_args": options}
+    if args.data:
+        metadata["data"] = args.data
+    save_checkpoint(args.out, model.float(), model_name="sopa", model_kwargs=kwargs, vocab=vocab, metadata=metadata)
+    note = "" if restrict is None else f" (restricted to the {len(restrict)} words of td/vd, as the original does)"
+    print(f"wrote {args.out}: sopa (reference mode, {kwargs['semiring']}) over {len(words)} words{note}")
+    return 0
