@@ -298,7 +298,8 @@ class Trainer:
                 yield epoch, batch
 
     def fit(self, out_dir: str | Path | None = None) -> TrainResult:
-        """Train; keep the best model on the dev set; evaluate it on dev and test; save it to ``out_dir`` (rank 0)."""
+        """Train; keep the best model on the dev set (the initial model included: it is kept when no step beats it);
+        evaluate it on dev and test; save it to ``out_dir`` (rank 0)."""
         config = self.config
         steps_per_epoch = len(self.batches("train", shard=True))
         if steps_per_epoch == 0:
@@ -307,7 +308,8 @@ class Trainer:
         total = config.epochs * steps_per_epoch
         if config.max_steps is not None:
             total = min(total, config.max_steps)
-        best: dict[str, float] | None = None
+        # the initial model is a candidate too: a rule-initialised network is never returned worse on dev than its rules
+        best: dict[str, float] | None = self.evaluate("dev") if len(self.batches("dev")) else None
         best_step = 0
         best_state = copy.deepcopy(self.model.state_dict())
         since_best = since_halving = 0
