@@ -725,6 +725,8 @@ class RegexClassifier(nn.Module):
         self.class_labels = list(labels)
         self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.automata = _compile_rules(self.ruleset)
+        #: the trainer's dev selection counts the untrained network (the rules exactly) as a candidate
+        self.initial_is_candidate = init == "rules"
         whole = self.ruleset.whole_sentence()
         options: dict[str, Any] = {"random_init": init == "random", "leak": leak, "backend": backend, "seed": seed}
         span_rules = [a for a, w in zip(self.automata, whole, strict=True) if not w]

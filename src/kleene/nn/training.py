@@ -298,8 +298,9 @@ class Trainer:
                 yield epoch, batch
 
     def fit(self, out_dir: str | Path | None = None) -> TrainResult:
-        """Train; keep the best model on the dev set (the initial model included: it is kept when no step beats it);
-        evaluate it on dev and test; save it to ``out_dir`` (rank 0)."""
+        """Train; keep the best model on the dev set (the initial model included when the model says
+        ``initial_is_candidate``: it is kept when no step beats it); evaluate it on dev and test; save it to
+        ``out_dir`` (rank 0)."""
         config = self.config
         steps_per_epoch = len(self.batches("train", shard=True))
         if steps_per_epoch == 0:
@@ -308,8 +309,10 @@ class Trainer:
         total = config.epochs * steps_per_epoch
         if config.max_steps is not None:
             total = min(total, config.max_steps)
-        # the initial model is a candidate too: a rule-initialised network is never returned worse on dev than its rules
-        best: dict[str, float] | None = self.evaluate("dev") if len(self.batches("dev")) else None
+        # a model whose initial state is knowledge (``initial_is_candidate``: a rule-initialised network) is a
+        # candidate itself, so it is never returned worse on dev than it started
+        candidate = getattr(self.model, "initial_is_candidate", False) is True and len(self.batches("dev")) > 0
+        best: dict[str, float] | None = self.evaluate("dev") if candidate else None
         best_step = 0
         best_state = copy.deepcopy(self.model.state_dict())
         since_best = since_halving = 0
