@@ -22,9 +22,12 @@ spans (SoPa's search score, ``restart=True, output="sum"``; ``WFSA.all_spans`` c
 
 ``RegexClassifier.from_rules`` builds one automaton per regular expression (``kleene.automata.regex``, over words,
 max-times), ⊕-aggregates the scores of each label's rules and reads them with a linear layer initialised so that
-the untrained model predicts what ``RulesPredictor`` (the rules alone) predicts: **the first label, in the rule
-set's order, with a matching rule; the default label when no rule matches**. ``RegexClassifier.read_back`` turns
-the trained automata into hard automata and regular expressions (``to_regex``).
+the untrained model predicts what ``RulesPredictor`` (the rules alone) predicts: **the first label in priority
+order (the rule set's ``priority``, else its order) with a matching rule; the default label when no rule
+matches**. A rule matches some non-empty span (the default) or, declared ``"match": "sentence"``, the whole
+sentence: those run in a second layer compiled with ``anchored=True`` (FA-RNN-style whole-sentence rules).
+``RegexClassifier.read_back`` turns the trained automata into hard automata and regular expressions (``to_regex``;
+an unchanged rule as written), at the one threshold ``READ_BACK_THRESHOLD``.
 """
 
 from __future__ import annotations
