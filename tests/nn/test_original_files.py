@@ -62,3 +62,16 @@ def test_a_pickle_of_objects_is_refused_never_run(tmp_path: Path) -> None:
         from_sru(tmp_path / "missing.pt")
     with pytest.raises(OriginalCodeError, match=r"args must be a dict or an argparse.Namespace; got list"):
         from_pytorch_qrnn(qrnn_state(), ["window", 2])  # type: ignore[arg-type]
+
+
+def test_the_loaded_modules_take_the_state_before_the_lengths() -> None:
+    """``model(x, initial state, lengths)``: the originals' ``forward(input, state)`` order, kleene's lengths last."""
+    from kleene.nn.original import PytorchQRNN, RRNNReference, SRUReference
+
+    for module, state in ((RRNNReference, "init_hidden"), (PytorchQRNN, "hidden"), (SRUReference, "c0")):
+        names = list(inspect.signature(module.forward).parameters)
+        assert names == ["self", "x", state, "lengths"], module.__name__
+    x, hidden = torch.randn(2, 5, 3, dtype=torch.float64), torch.randn(1, 2, 2, dtype=torch.float64)
+    model = from_pytorch_qrnn(qrnn_state(), backend="torch").eval()
+    short = model(x, hidden, torch.tensor([5, 3]))[1]
+    assert torch.allclose(short[0, 1], model(x[1:, :3], hidden[:, 1:])[1][0, 0])  # c at the second one's length
