@@ -1,11 +1,19 @@
-"""``kleene convert --from soft_patterns CHECKPOINT --args ARGS.json -o RUN``: a model trained with an original code as
-a kleene checkpoint (model.safetensors + config.json) that ``kleene evaluate``, ``report`` and ``extract`` read.
+"""``kleene convert --from CODE CHECKPOINT --args ARGS.json -o RUN``: a model trained with an original code as a
+kleene checkpoint (model.safetensors + config.json) that ``kleene evaluate``, ``report`` and ``extract`` read.
 
 ``CHECKPOINT`` is the original's saved state dict (a torch file, read weights-only: nothing is unpickled, or
-safetensors); ``ARGS.json`` its command-line arguments as it took them (e.g. ``json.dump(vars(args), f)``, the
-original's key names). soft_patterns keeps its word vectors outside its state dict: they are read from the file of
-its ``-e`` argument (``--embeddings`` or the ``embedding_file`` of ARGS.json), restricted to the words of its training
-and development texts (``td``, ``vd``) when those files exist, as its ``read_embeddings`` does. Example::
+safetensors); ``ARGS.json`` its arguments as it took them (e.g. ``json.dump(vars(args), f)``, the original's key
+names). Per code (docs/original-code.md):
+
+- ``soft_patterns``: soft_patterns.py's model and command line; its word vectors are read from the file of its
+  ``-e`` argument (``--embeddings`` or the ``embedding_file`` of ARGS.json), restricted to the words of its training
+  and development texts (``td``, ``vd``) when those files exist, as its ``read_embeddings`` does.
+- ``rational-recurrences``: ``classification/train_classifier.py``'s Model and command line; ``--vocab`` the words
+  of its ``emb_layer.word2id`` in id order, one per line.
+- ``sru``: the sru repository's ``classification/train_classifier.py`` Model; ARGS.json the arguments of its
+  ``sru.SRU(...)`` encoder; ``--vocab`` as above.
+
+Example::
 
     kleene convert --from soft_patterns model_25.pth --args args.json --data sst2 -o runs/sopa-original
     kleene evaluate runs/sopa-original --split test
@@ -19,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 #: The original codes ``--from`` takes.
-CODES = ["soft_patterns"]
+CODES = ["soft_patterns", "rational-recurrences", "sru"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "convert",
-        help="convert a model trained with an original code (soft_patterns) into a kleene checkpoint",
+        help="convert a model trained with an original code into a kleene checkpoint",
         description="Load the state dict saved by an original research code with its own command-line arguments "
         "(nothing is unpickled) and write a kleene checkpoint that evaluate, report and extract read.",
     )
@@ -33,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("checkpoint", type=Path, help="the original's saved state dict (.pt/.pth, or .safetensors)")
     parser.add_argument("--args", type=Path, required=True, help="JSON object of the original's arguments")
     parser.add_argument("--embeddings", type=Path, help="soft_patterns: its -e word-vector file (default: from ARGS)")
+    parser.add_argument(
+        "--vocab", type=Path, help="rational-recurrences, sru: the words of emb_layer.word2id in id order, one a line"
+    )
     parser.add_argument("--data", help="data set recorded for evaluate/report/extract (e.g. sst2 or a file)")
     parser.add_argument("-o", "--out", type=Path, required=True, help="checkpoint directory to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint at --out")
@@ -66,26 +77,57 @@ def _data_words(options: dict[str, Any]) -> set[str] | None:
     return words
 
 
+def _read_words(path: Path | None, code: str) -> list[str]:
+    """The words of ``--vocab``: one a line (their ``emb_layer.word2id`` in id order)."""
+    from kleene.errors import OriginalCodeError
+
+    if path is None:
+        raise OriginalCodeError(f"{code} keeps its word ids outside its state dict: pass --vocab FILE (its word2id)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise OriginalCodeError(f"--vocab {str(path)!r}: no such file") from error
+    except UnicodeDecodeError as error:
+        raise OriginalCodeError(f"--vocab {str(path)!r} is not UTF-8 text: {error}") from error
+    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+
+
 def run(args: argparse.Namespace) -> int:
-    from kleene.data.vocab import PAD, UNK, Vocabulary
-    from kleene.errors import CheckpointError, OriginalCodeError
+    from kleene.errors import CheckpointError
     from kleene.nn.checkpoint import CONFIG_NAME, save_checkpoint
-    from kleene.nn.original.soft_patterns import read_embedding_file, soft_patterns_model
 
     if (args.out / CONFIG_NAME).exists() and not args.overwrite:
         raise CheckpointError(f"{args.out} already holds a checkpoint; pass --overwrite to replace it")
     options = _read_args(args.args)
+    if args.code == "soft_patterns":
+        model, name, kwargs, vocab, note = _soft_patterns(args, options)
+    else:
+        from kleene.nn.original.classifiers import rational_recurrences_classifier, sru_classifier
+
+        convert = rational_recurrences_classifier if args.code == "rational-recurrences" else sru_classifier
+        words = _read_words(args.vocab, args.code)
+        model, kwargs, vocab = convert(args.checkpoint, options, words=words)
+        name = "rrnn-f" if args.code == "rational-recurrences" else "sru"
+        note = f"{name} classifier over {len(vocab)} words"
+    metadata = {"converted_from": args.code, "checkpoint": str(args.checkpoint), "original_args": options}
+    if args.data:
+        metadata["data"] = args.data
+    save_checkpoint(args.out, model.float(), model_name=name, model_kwargs=kwargs, vocab=vocab, metadata=metadata)
+    print(f"wrote {args.out}: {note}")
+    return 0
+
+
+def _soft_patterns(args: argparse.Namespace, options: dict[str, Any]) -> tuple[Any, str, dict[str, Any], Any, str]:
+    from kleene.data.vocab import PAD, UNK, Vocabulary
+    from kleene.errors import OriginalCodeError
+    from kleene.nn.original.soft_patterns import read_embedding_file, soft_patterns_model
+
     embedding_file = args.embeddings or options.get("embedding_file")
     if not isinstance(embedding_file, (str, Path)):
         raise OriginalCodeError("soft_patterns keeps its word vectors outside its state dict: pass --embeddings FILE")
     restrict = _data_words(options)
     words, table = read_embedding_file(embedding_file, restrict)
     model, kwargs = soft_patterns_model(args.checkpoint, options, embeddings=table, backend="auto")
-    vocab = Vocabulary([PAD, UNK, *words])
-    metadata = {"converted_from": args.code, "checkpoint": str(args.checkpoint), "original_args": options}
-    if args.data:
-        metadata["data"] = args.data
-    save_checkpoint(args.out, model.float(), model_name="sopa", model_kwargs=kwargs, vocab=vocab, metadata=metadata)
-    note = "" if restrict is None else f" (restricted to the {len(restrict)} words of td/vd, as the original does)"
-    print(f"wrote {args.out}: sopa (reference mode, {kwargs['semiring']}) over {len(words)} words{note}")
-    return 0
+    restricted = "" if restrict is None else f" (restricted to the {len(restrict)} words of td/vd, as the original did)"
+    note = f"sopa (reference mode, {kwargs['semiring']}) over {len(words)} words{restricted}"
+    return model, "sopa", kwargs, Vocabulary([PAD, UNK, *words]), note
