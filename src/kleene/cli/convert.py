@@ -12,6 +12,9 @@ names). Per code (docs/original-code.md):
   of its ``emb_layer.word2id`` in id order, one per line.
 - ``sru``: the sru repository's ``classification/train_classifier.py`` Model; ARGS.json the arguments of its
   ``sru.SRU(...)`` encoder; ``--vocab`` as above.
+- ``pytorch-qrnn``: a language model of the user's own around its ``QRNN``: ``--embedding-key`` and ``--output-key``
+  name the state dict's embedding (``KEY.weight``) and output layer (``KEY.weight``, ``KEY.bias``); ARGS.json the
+  ``QRNN(...)`` arguments; ``--vocab`` the words in id order.
 
 Example::
 
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 #: The original codes ``--from`` takes.
-CODES = ["soft_patterns", "rational-recurrences", "sru"]
+CODES = ["soft_patterns", "rational-recurrences", "sru", "pytorch-qrnn"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--vocab", type=Path, help="rational-recurrences, sru: the words of emb_layer.word2id in id order, one a line"
     )
+    parser.add_argument("--embedding-key", help="pytorch-qrnn: the embedding's key prefix (its KEY.weight)")
+    parser.add_argument("--output-key", help="pytorch-qrnn: the output layer's key prefix (KEY.weight, KEY.bias)")
     parser.add_argument("--data", help="data set recorded for evaluate/report/extract (e.g. sst2 or a file)")
     parser.add_argument("-o", "--out", type=Path, required=True, help="checkpoint directory to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint at --out")
@@ -93,7 +98,7 @@ def _read_words(path: Path | None, code: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kleene.errors import CheckpointError
+    from kleene.errors import CheckpointError, OriginalCodeError
     from kleene.nn.checkpoint import CONFIG_NAME, save_checkpoint
 
     if (args.out / CONFIG_NAME).exists() and not args.overwrite:
@@ -101,6 +106,15 @@ def run(args: argparse.Namespace) -> int:
     options = _read_args(args.args)
     if args.code == "soft_patterns":
         model, name, kwargs, vocab, note = _soft_patterns(args, options)
+    elif args.code == "pytorch-qrnn":
+        from kleene.nn.original.language_model import pytorch_qrnn_language_model
+
+        keys = {"embedding_key": args.embedding_key, "output_key": args.output_key}
+        if None in keys.values():
+            raise OriginalCodeError("pytorch-qrnn is a layer: name its model's --embedding-key and --output-key")
+        words = _read_words(args.vocab, args.code)
+        model, kwargs, vocab = pytorch_qrnn_language_model(args.checkpoint, options, words=words, **keys)
+        name, note = "qrnn", f"qrnn language model over {len(vocab)} words"
     else:
         from kleene.nn.original.classifiers import rational_recurrences_classifier, sru_classifier
 

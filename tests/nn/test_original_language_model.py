@@ -1,0 +1,108 @@
+"""A language model around pytorch-qrnn's ``QRNN`` (the user's embedding and output layer) as kleene's ``qrnn``
+language model, in memory and through ``kleene convert --from pytorch-qrnn``: the logits of the original's words equal
+the original's (the QRNN computed by the independent transcription of test_original_qrnn.py) and the tokens it lacks
+have probability 0. float64 to 1e-9; float32 checkpoints to 1e-5."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from kleene.cli import main
+from kleene.errors import OriginalCodeError
+from kleene.nn import load_checkpoint
+from kleene.nn.original.language_model import pytorch_qrnn_language_model
+from tests.nn.test_original_qrnn import Transcription, state_dict
+
+Tensor = torch.Tensor
+WORDS = ["<unk>", *"etaoinshrdlu ", "<eos>"]
+
+
+def user_model(window: int, output_gate: bool, sizes: list[int]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """The user's model state dict (``embed``, ``rnn`` = a QRNN, ``out``) and the QRNN's own (for the oracle)."""
+    qrnn = state_dict(sizes, window, output_gate)
+    full = {f"rnn.{key}": value for key, value in qrnn.items()}
+    full["embed.weight"] = torch.randn(len(WORDS), sizes[0], dtype=torch.float64)
+    full["out.weight"] = torch.randn(len(WORDS), sizes[-1], dtype=torch.float64)
+    full["out.bias"] = torch.randn(len(WORDS), dtype=torch.float64)
+    return full, qrnn
+
+
+def original_logits(full: dict[str, Tensor], qrnn: dict[str, Tensor], window: int, gate: bool, ids: Tensor) -> Tensor:
+    h, _ = Transcription(qrnn, window, gate, 0.0, False)(full["embed.weight"][ids][:, None])
+    return h[:, 0] @ full["out.weight"].T + full["out.bias"]
+
+
+def check_logits(model: Any, vocab: Any, full: dict[str, Tensor], qrnn: dict[str, Tensor], window: int, gate: bool,
+                 tolerance: float) -> None:  # fmt: skip
+    ids = torch.tensor([1, 2, 0, 5, 13, 14, 3, 3])
+    want = original_logits(full, qrnn, window, gate, ids)
+    tokens = torch.tensor([vocab.encode([WORDS[i] for i in ids])])
+    with torch.no_grad():
+        got = model(tokens, torch.tensor([len(ids)]))[0].double()
+    rows = torch.tensor([vocab.index(word) for word in WORDS])
+    torch.testing.assert_close(got[:, rows], want, rtol=tolerance, atol=tolerance)
+    others = [i for i in range(len(vocab)) if i not in rows.tolist()]
+    assert torch.softmax(got, -1)[:, others].max() == 0  # <pad>: a token the original does not have
+
+
+@pytest.mark.parametrize(("window", "gate"), [(1, True), (2, False), (2, True)])
+def test_the_language_model_is_kleenes_qrnn(window: int, gate: bool) -> None:
+    torch.manual_seed(window + 2 * gate)
+    full, qrnn = user_model(window, gate, [4, 3, 3])
+    args = {"window": window, "output_gate": gate, "num_layers": 2, "save_prev_x": True, "dropout": 0.2}
+    model, kwargs, vocab = pytorch_qrnn_language_model(full, args, words=WORDS, embedding_key="embed",
+                                                       output_key="out")  # fmt: skip
+    assert kwargs["pooling"] == ("fo" if gate else "f") and kwargs["window"] == window
+    assert vocab.tokens[:3] == ["<pad>", "<unk>", "e"]  # their <unk> is kleene's
+    check_logits(model, vocab, full, qrnn, window, gate, 1e-9)
+
+
+def test_refusals_say_what_differs() -> None:
+    full, _ = user_model(1, True, [4, 3, 5])
+    keys = {"words": WORDS, "embedding_key": "embed", "output_key": "out"}
+    with pytest.raises(OriginalCodeError, match="sizes \\[3, 5\\]"):
+        pytorch_qrnn_language_model(full, {}, **keys)
+    full, _ = user_model(1, True, [4, 3])
+    with pytest.raises(OriginalCodeError, match=r"zoneout=0\.25"):
+        pytorch_qrnn_language_model(full, {"zoneout": 0.25}, **keys)
+    with pytest.raises(OriginalCodeError, match=r"expected 'decoder\.weight'"):
+        pytorch_qrnn_language_model(full, {}, **{**keys, "output_key": "decoder"})
+    with pytest.raises(OriginalCodeError, match="15 rows' distinct words"):
+        pytorch_qrnn_language_model(full, {}, **{**keys, "words": WORDS[:-1]})
+    # awd-lstm-lm's QRNN: window 2 in its first layer, 1 above (here read as the same window: the shapes refuse)
+    awd = {**state_dict([4, 3], 2, True), **{f"layers.1.{k[9:]}": v for k, v in state_dict([3, 3], 1, True).items()}}
+    awd = {f"rnn.{key}": value for key, value in awd.items()} | {k: full[k] for k in full if not k.startswith("rnn.")}
+    with pytest.raises(OriginalCodeError, match=r"layers\.1\.linear has weight/bias shapes"):
+        pytorch_qrnn_language_model(awd, {"window": 2}, **keys)
+
+
+def test_convert_then_evaluate(tmp_path: Path, capsys: Any) -> None:
+    torch.manual_seed(11)
+    full, _ = user_model(2, True, [4, 3])
+    torch.save({key: value.float() for key, value in full.items()}, tmp_path / "lm.pt")
+    (tmp_path / "args.json").write_text(json.dumps({"window": 2, "save_prev_x": True}), encoding="utf-8")
+    (tmp_path / "words.txt").write_text("".join(f"{w}\n" for w in WORDS), encoding="utf-8")
+    run = tmp_path / "run"
+    command = ["convert", "--from", "pytorch-qrnn", str(tmp_path / "lm.pt"), "--args", str(tmp_path / "args.json"),
+               "--vocab", str(tmp_path / "words.txt"), "--data", "tinyshakespeare", "-o", str(run)]  # fmt: skip
+    assert main([*command[:-4], "-o", str(run)]) == 1
+    assert "--embedding-key and --output-key" in capsys.readouterr().err
+    assert main([*command, "--embedding-key", "embed", "--output-key", "out"]) == 0
+    checkpoint = load_checkpoint(run)
+    single = {key: value.float().double() for key, value in full.items()}
+    check_logits(checkpoint.model, checkpoint.vocab, single, {k[4:]: v for k, v in single.items() if k[:4] == "rnn."},
+                 2, True, 1e-5)  # fmt: skip
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--json", "--split", "valid"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert math.isfinite(result["perplexity"]) and result["perplexity"] > 1
+    sentences = tmp_path / "sentences.tsv"  # extraction verifies on labelled sentences (tokens: these characters)
+    sentences.write_text("".join(f"{i % 2}\t{' '.join(WORDS[1 + i : 8 + i])}\n" for i in range(6)), encoding="utf-8")
+    assert main(["extract", str(run), "--data", str(sentences), "--json", "--sentences", "3"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["max_abs_error"] < 1e-4
