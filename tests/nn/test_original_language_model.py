@@ -16,8 +16,13 @@ import torch
 from kleene.cli import main
 from kleene.errors import OriginalCodeError
 from kleene.nn import load_checkpoint
-from kleene.nn.original.language_model import pytorch_qrnn_language_model
+from kleene.nn.original.language_model import (
+    pytorch_qrnn_language_model,
+    rational_recurrences_language_model,
+    rational_recurrences_words,
+)
 from tests.nn.test_original_qrnn import Transcription, state_dict
+from tests.nn.test_original_rational_recurrences import original_state_dict, transcription
 
 Tensor = torch.Tensor
 WORDS = ["<unk>", *"etaoinshrdlu ", "<eos>"]
@@ -104,5 +109,101 @@ def test_convert_then_evaluate(tmp_path: Path, capsys: Any) -> None:
     assert math.isfinite(result["perplexity"]) and result["perplexity"] > 1
     sentences = tmp_path / "sentences.tsv"  # extraction verifies on labelled sentences (tokens: these characters)
     sentences.write_text("".join(f"{i % 2}\t{' '.join(WORDS[1 + i : 8 + i])}\n" for i in range(6)), encoding="utf-8")
+    assert main(["extract", str(run), "--data", str(sentences), "--json", "--sentences", "3"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["max_abs_error"] < 1e-4
+
+
+# ------------------------------------------------------------------------- rational-recurrences' train_lm.py
+TRAIN_LINES = ["the cat sat", "a <unk> ran far", "the dog sat"]  # PTB-style: <unk> is one of its words
+
+
+def rrnn_lm_state(d: int, layers: int, output_gate: bool, vocabulary: int) -> dict[str, Tensor]:
+    """Its Model's ``state_dict()``: embedding_layer, rnn (d → d units), output_layer tied to the embedding."""
+    sd = original_state_dict(d, d, layers, output_gate, False, prefix="rnn.")
+    sd["embedding_layer.embedding.weight"] = torch.randn(vocabulary, d, dtype=torch.float64)
+    sd["output_layer.weight"] = sd["embedding_layer.embedding.weight"]  # tied
+    sd["output_layer.bias"] = torch.randn(vocabulary, dtype=torch.float64)
+    return sd
+
+
+def rrnn_lm_logits(sd: dict[str, Tensor], activation: str, ids: list[int]) -> Tensor:
+    """Its eval_model on one sequence: init_hidden(1) (the RRNN on <s> = id 0 from its initial state), then the
+    sequence from that hidden state; logits of output_layer."""
+    embedding = sd["embedding_layer.embedding.weight"]
+    _, c1, c2 = transcription(sd, "plus_times", activation, embedding[torch.tensor([[0]])], prefix="rnn.")
+    h, _, _ = transcription(sd, "plus_times", activation, embedding[torch.tensor(ids)][:, None], (c1, c2), "rnn.")
+    return h[:, 0] @ sd["output_layer.weight"].T + sd["output_layer.bias"]
+
+
+def test_rational_recurrences_words_are_its_embedding_layers_ids() -> None:
+    assert rational_recurrences_words(TRAIN_LINES)[:6] == ["<s>", "the", "cat", "sat", "</s>", "a"]
+
+
+@pytest.mark.parametrize(("activation", "output_gate"), [("none", False), ("tanh", True)])
+def test_rational_recurrences_language_model_is_rrnn_f(activation: str, output_gate: bool) -> None:
+    torch.manual_seed(len(activation))
+    words = rational_recurrences_words(TRAIN_LINES)
+    sd = rrnn_lm_state(3, 2, output_gate, len(words))
+    args = {"d": 3, "depth": 2, "activation": activation, "use_output_gate": output_gate, "unroll_size": 35}
+    model, kwargs, vocab = rational_recurrences_language_model(sd, args, words=words)
+    assert kwargs["start"] == vocab.index("<s>")
+    text = ["the", "dog", "ran", "</s>", "a", "cat"]
+    want = rrnn_lm_logits(sd, activation, [words.index(w) for w in text])
+    tokens = torch.tensor([vocab.encode(text)])
+    with torch.no_grad():
+        got = model(tokens, torch.tensor([len(text)]))[0]
+        streamed, states = model.stream(tokens[:, :2])
+        rest, _ = model.stream(tokens[:, 2:], states)
+    rows = torch.tensor([vocab.index(w) for w in words])
+    torch.testing.assert_close(got[:, rows], want, rtol=0, atol=1e-9)
+    torch.testing.assert_close(torch.cat([streamed, rest], 1)[0], got, rtol=0, atol=1e-9)
+    assert torch.softmax(got, -1)[:, 0].max() == 0  # <pad>: a token it does not have
+    with torch.no_grad():  # an empty batch of empty sequences
+        assert model(torch.zeros((0, 0), dtype=torch.long), torch.zeros(0, dtype=torch.long)).shape == (
+            0,
+            0,
+            len(vocab),
+        )
+
+
+def test_rational_recurrences_language_model_refusals() -> None:
+    words = rational_recurrences_words(TRAIN_LINES)
+    sd = rrnn_lm_state(3, 1, False, len(words))
+    cases = [({"semiring": "max_plus"}, "--semiring 'max_plus'"), ({"num_mlp_layer": 2}, "self.bidir"),
+             ({"use_layer_norm": True}, "unbiased std"), ({"model": "lstm"}, "--model 'lstm'")]  # fmt: skip
+    for extra, message in cases:
+        with pytest.raises(OriginalCodeError, match=message):
+            rational_recurrences_language_model(sd, {"d": 3, "depth": 1, **extra}, words=words)
+    with pytest.raises(OriginalCodeError, match="distinct words in id order"):
+        rational_recurrences_language_model(sd, {"d": 3, "depth": 1}, words=words[1:])
+
+
+def test_convert_rational_recurrences_language_model(tmp_path: Path, capsys: Any) -> None:
+    """Its word ids are rebuilt from its --train file (ARGS.json), as its EmbeddingLayer builds them."""
+    torch.manual_seed(5)
+    (tmp_path / "train.txt").write_text("".join(f"{line}\n" for line in TRAIN_LINES), encoding="utf-8")
+    words = rational_recurrences_words(TRAIN_LINES)
+    sd = rrnn_lm_state(3, 2, True, len(words))
+    torch.save({key: value.float() for key, value in sd.items()}, tmp_path / "lm.pt")
+    args = {"d": 3, "depth": 2, "activation": "tanh", "use_output_gate": True, "train": str(tmp_path / "train.txt")}
+    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
+    run = tmp_path / "run"
+    command = ["convert", "--from", "rational-recurrences", str(tmp_path / "lm.pt"), "--args",
+               str(tmp_path / "args.json"), "--data", "tinyshakespeare", "-o", str(run)]  # fmt: skip
+    assert main(command) == 0
+    checkpoint = load_checkpoint(run)
+    single = {key: value.float().double() for key, value in sd.items()}
+    text = ["the", "cat", "ran", "</s>"]
+    want = rrnn_lm_logits(single, "tanh", [words.index(w) for w in text])
+    with torch.no_grad():
+        got = checkpoint.model(torch.tensor([checkpoint.vocab.encode(text)]), torch.tensor([len(text)]))[0]
+    rows = torch.tensor([checkpoint.vocab.index(w) for w in words])
+    torch.testing.assert_close(got[:, rows].double(), want, rtol=1e-5, atol=1e-5)
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--json", "--split", "valid"]) == 0  # every character is its <unk> here
+    perplexity = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["perplexity"]
+    assert math.isfinite(perplexity) and perplexity > 1
+    sentences = tmp_path / "sentences.tsv"
+    sentences.write_text("".join(f"{i % 2}\t{line}\n" for i, line in enumerate(TRAIN_LINES * 2)), encoding="utf-8")
     assert main(["extract", str(run), "--data", str(sentences), "--json", "--sentences", "3"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["max_abs_error"] < 1e-4

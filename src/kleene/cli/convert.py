@@ -8,8 +8,9 @@ names). Per code (docs/original-code.md):
 - ``soft_patterns``: soft_patterns.py's model and command line; its word vectors are read from the file of its
   ``-e`` argument (``--embeddings`` or the ``embedding_file`` of ARGS.json), restricted to the words of its training
   and development texts (``td``, ``vd``) when those files exist, as its ``read_embeddings`` does.
-- ``rational-recurrences``: ``classification/train_classifier.py``'s Model and command line; ``--vocab`` the words
-  of its ``emb_layer.word2id`` in id order, one per line.
+- ``rational-recurrences``: ``classification/train_classifier.py``'s Model and command line, ``--vocab`` the words
+  of its ``emb_layer.word2id`` in id order, one per line; or ``language_model/train_lm.py``'s (told apart by the
+  keys), its word ids rebuilt from its ``--train`` file (ARGS.json) unless ``--vocab`` gives them.
 - ``sru``: the sru repository's ``classification/train_classifier.py`` Model; ARGS.json the arguments of its
   ``sru.SRU(...)`` encoder; ``--vocab`` as above.
 - ``pytorch-qrnn``: a language model of the user's own around its ``QRNN``: ``--embedding-key`` and ``--output-key``
@@ -100,6 +101,7 @@ def _read_words(path: Path | None, code: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from kleene.errors import CheckpointError, OriginalCodeError
     from kleene.nn.checkpoint import CONFIG_NAME, save_checkpoint
+    from kleene.nn.original.common import read_state_dict
 
     if (args.out / CONFIG_NAME).exists() and not args.overwrite:
         raise CheckpointError(f"{args.out} already holds a checkpoint; pass --overwrite to replace it")
@@ -115,6 +117,18 @@ def run(args: argparse.Namespace) -> int:
         words = _read_words(args.vocab, args.code)
         model, kwargs, vocab = pytorch_qrnn_language_model(args.checkpoint, options, words=words, **keys)
         name, note = "qrnn", f"qrnn language model over {len(vocab)} words"
+    elif args.code == "rational-recurrences" and "embedding_layer.embedding.weight" in (
+        state_dict := read_state_dict(args.checkpoint, args.code)
+    ):
+        from kleene.nn.original.language_model import rational_recurrences_language_model, rational_recurrences_words
+
+        train = options.get("train")
+        if args.vocab is None and isinstance(train, str) and Path(train).is_file():
+            words = rational_recurrences_words(Path(train).read_text(encoding="utf-8").splitlines())
+        else:
+            words = _read_words(args.vocab, args.code)
+        model, kwargs, vocab = rational_recurrences_language_model(state_dict, options, words=words)
+        name, note = "rrnn-f", f"rrnn-f language model over {len(vocab)} words"
     else:
         from kleene.nn.original.classifiers import rational_recurrences_classifier, sru_classifier
 

@@ -786,7 +786,9 @@ class RationalClassifier(nn.Module):
 class RationalLanguageModel(nn.Module):
     """Embedding (+ dropout) -> a unidirectional ``RationalStack`` of ``layer`` -> dropout -> next-token logits.
 
-    ``layer`` as in ``RationalClassifier``; the logits have shape (B, T, V).
+    ``layer`` as in ``RationalClassifier``; the logits have shape (B, T, V). ``start``: None, or a token id that
+    every sequence (every stream, in ``stream``) is read after, its own logits dropped (rational-recurrences'
+    language model starts from the state its ``<s>`` leaves; ``kleene convert``).
     """
 
     task = "language_model"
@@ -803,9 +805,15 @@ class RationalLanguageModel(nn.Module):
         vertical_dropout: float = 0.0,
         recurrent_dropout: float = 0.0,
         layer_norm: bool = False,
+        start: int | None = None,
         backend: str = "auto",
     ):
         super().__init__()
+        if start is not None:
+            check_count(start, f"{type(self).__name__}: start", minimum=0, error=LayerError)
+            if start >= vocab_size:
+                raise LayerError(f"{type(self).__name__}: start = {start} is not a token id below {vocab_size}")
+        self.start = start
         check_sizes(
             type(self).__name__,
             sizes={"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
@@ -835,12 +843,24 @@ class RationalLanguageModel(nn.Module):
             LayerError: tokens or lengths that do not fit (the message names which and why).
         """
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
+        if self.start is not None:
+            tokens, lengths = self.started(tokens), lengths + 1
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
-        return self.decoder(self.dropout(h))
+        return self.decoder(self.dropout(h[:, 0 if self.start is None else 1 :]))
+
+    def started(self, tokens: Tensor) -> Tensor:
+        """``tokens`` (B, T) after the ``start`` token (B, 1 + T) (unchanged without one)."""
+        if self.start is None:
+            return tokens
+        return torch.cat([tokens.new_full((tokens.shape[0], 1), self.start), tokens], 1)
 
     def stream(self, tokens: Tensor, states: Sequence[StreamState] | None = None) -> tuple[Tensor, list[StreamState]]:
         """Logits of ``tokens`` (B, T) continuing the streams whose previous chunk left ``states`` (None: new
-        streams), and the states for the next chunk (``RationalStack.stream``)."""
+        streams, read after ``start`` if any), and the states for the next chunk (``RationalStack.stream``)."""
+        if states is None and self.start is not None:
+            tokens = self.started(tokens)
+            h, new_states = self.stack.stream(self.embedding_dropout(self.embedding(tokens)), states)
+            return self.decoder(self.dropout(h[:, 1:])), new_states
         h, new_states = self.stack.stream(self.embedding_dropout(self.embedding(tokens)), states)
         return self.decoder(self.dropout(h)), new_states
 

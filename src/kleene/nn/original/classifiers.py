@@ -26,10 +26,10 @@ from torch import nn
 from kleene.data.vocab import PAD, UNK, Vocabulary
 from kleene.errors import OriginalCodeError
 from kleene.nn.original.common import Checkpoint, OriginalArgs, read_args, read_state_dict
-from kleene.nn.original.rational_recurrences import RRNNReferenceLayer, from_rational_recurrences
+from kleene.nn.original.rational_recurrences import RRNNReferenceLayer, copy_rrnn_layer, from_rational_recurrences
 from kleene.nn.original.sru import SRUReferenceLayer, from_sru
 from kleene.nn.registry import build_model
-from kleene.nn.rrnn import RationalClassifier, RRNNLayer
+from kleene.nn.rrnn import RationalClassifier
 from kleene.nn.sru import SRULayer
 
 __all__ = [
@@ -168,14 +168,7 @@ def rational_recurrences_classifier(
     with torch.no_grad():
         model.embedding.weight.copy_(rows)
         for target, source in zip(model.stack.layers, layers):
-            assert isinstance(target, RRNNLayer)
-            target.forget.load_state_dict(source.forget.state_dict())
-            target.update.load_state_dict(source.update.state_dict())
-            if source.gate is not None and target.gate is not None:
-                target.gate.load_state_dict(source.gate.state_dict())
-            names = target.recurrence.template.constants
-            assert names == source.recurrence.template.constants, f"constants {names} in another order"
-            target.recurrence.parametrizations["constants"].original.copy_(source.raw_constants)  # type: ignore[union-attr,index]
+            copy_rrnn_layer(target, source)
         _copy_head(model, weight, bias)
     return model.eval(), kwargs, vocab
 

@@ -41,7 +41,7 @@ from kleene.compile import compile
 from kleene.errors import OriginalCodeError
 from kleene.nn.original.common import Checkpoint, OriginalArgs, check_size, read_args, read_state_dict
 from kleene.nn.original.state import wfsa_state
-from kleene.nn.rrnn import ACTIVATIONS, SlotLayer, rrnn_template
+from kleene.nn.rrnn import ACTIVATIONS, RRNNLayer, SlotLayer, rrnn_template
 
 __all__ = [
     "ORIGINAL_SEMIRINGS",
@@ -50,6 +50,7 @@ __all__ = [
     "OriginalLayerNorm",
     "RRNNReference",
     "RRNNReferenceLayer",
+    "copy_rrnn_layer",
     "from_rational_recurrences",
 ]
 
@@ -380,3 +381,18 @@ def _load_cell(layer: RRNNReferenceLayer, state_dict: Mapping[str, Tensor], pref
     eps = _get(state_dict, prefix + "bias_eps", (d,))
     final = _get(state_dict, prefix + "bias_final", (2 * d,)).reshape(d, 2)  # per unit: ρ1, ρ2
     layer.raw_constants.copy_(torch.stack([eps, final[:, 0], final[:, 1]]))  # the template's (gamma, rho1, rho2)
+
+
+def copy_rrnn_layer(target: nn.Module, source: RRNNReferenceLayer) -> None:
+    """Copy a plus-times reference layer's weights into kleene's ``RRNNLayer`` of kind F, real semiring and the same
+    sizes and output gate (``kleene convert``: the two compute the same function)."""
+    assert isinstance(target, RRNNLayer) and target.kind == "F" and (target.gate is None) == (source.gate is None)
+    assert not source.original.log_space, "the semiring path has other constants than kleene's RRNN(F)"
+    with torch.no_grad():
+        target.forget.load_state_dict(source.forget.state_dict())
+        target.update.load_state_dict(source.update.state_dict())
+        if source.gate is not None and target.gate is not None:
+            target.gate.load_state_dict(source.gate.state_dict())
+        names = target.recurrence.template.constants
+        assert names == source.recurrence.template.constants, f"constants {names} in another order"
+        target.recurrence.parametrizations["constants"].original.copy_(source.raw_constants)  # type: ignore[union-attr,index]
