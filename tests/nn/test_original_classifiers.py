@@ -207,6 +207,8 @@ def check_round_trip(folder: Path, code: str, command: list[str], want: list[Ten
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"] == pytest.approx(accuracy)
     assert main(["extract", str(folder / "run"), "--json", "--sentences", "3"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["max_abs_error"] < 1e-4
+    assert main(["report", str(folder / "run"), "-o", str(folder / "r.html"), "--no-progress"]) == 0
+    assert load_checkpoint(folder / "run").config["model"] in (folder / "r.html").read_text(encoding="utf-8")
 
 
 def test_convert_rational_recurrences_then_evaluate_and_extract(tmp_path: Path, capsys: Any) -> None:
