@@ -234,3 +234,12 @@ def test_convert_needs_the_word_list(tmp_path: Path, capsys: Any) -> None:
     without = [part for i, part in enumerate(command) if "--vocab" not in command[max(i - 1, 0) : i + 1]]
     assert main(["convert", "--from", "rational-recurrences", *without]) == 1
     assert "pass --vocab FILE" in capsys.readouterr().err
+
+
+def test_convert_refusals_are_one_line(tmp_path: Path, capsys: Any) -> None:
+    _, state = sru_model(1, 2, use_tanh=True)
+    state["encoder.rnn_lst.0.weight_c"] = torch.full_like(state["encoder.rnn_lst.0.weight_c"], 0.3)  # SRU v2
+    command = write_run(tmp_path, state, {"use_tanh": True})
+    assert main(["convert", "--from", "sru", *command]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "SRU v2" in error and "\n" not in error and not (tmp_path / "run").exists()

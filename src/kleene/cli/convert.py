@@ -95,48 +95,20 @@ def _read_words(path: Path | None, code: str) -> list[str]:
         raise OriginalCodeError(f"--vocab {str(path)!r}: no such file") from error
     except UnicodeDecodeError as error:
         raise OriginalCodeError(f"--vocab {str(path)!r} is not UTF-8 text: {error}") from error
-    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    return text.splitlines()  # their words hold no whitespace (str.split made them)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kleene.errors import CheckpointError, OriginalCodeError
+    from kleene.errors import CheckpointError
     from kleene.nn.checkpoint import CONFIG_NAME, save_checkpoint
-    from kleene.nn.original.common import read_state_dict
 
     if (args.out / CONFIG_NAME).exists() and not args.overwrite:
         raise CheckpointError(f"{args.out} already holds a checkpoint; pass --overwrite to replace it")
     options = _read_args(args.args)
     if args.code == "soft_patterns":
         model, name, kwargs, vocab, note = _soft_patterns(args, options)
-    elif args.code == "pytorch-qrnn":
-        from kleene.nn.original.language_model import pytorch_qrnn_language_model
-
-        keys = {"embedding_key": args.embedding_key, "output_key": args.output_key}
-        if None in keys.values():
-            raise OriginalCodeError("pytorch-qrnn is a layer: name its model's --embedding-key and --output-key")
-        words = _read_words(args.vocab, args.code)
-        model, kwargs, vocab = pytorch_qrnn_language_model(args.checkpoint, options, words=words, **keys)
-        name, note = "qrnn", f"qrnn language model over {len(vocab)} words"
-    elif args.code == "rational-recurrences" and "embedding_layer.embedding.weight" in (
-        state_dict := read_state_dict(args.checkpoint, args.code)
-    ):
-        from kleene.nn.original.language_model import rational_recurrences_language_model, rational_recurrences_words
-
-        train = options.get("train")
-        if args.vocab is None and isinstance(train, str) and Path(train).is_file():
-            words = rational_recurrences_words(Path(train).read_text(encoding="utf-8").splitlines())
-        else:
-            words = _read_words(args.vocab, args.code)
-        model, kwargs, vocab = rational_recurrences_language_model(state_dict, options, words=words)
-        name, note = "rrnn-f", f"rrnn-f language model over {len(vocab)} words"
     else:
-        from kleene.nn.original.classifiers import rational_recurrences_classifier, sru_classifier
-
-        convert = rational_recurrences_classifier if args.code == "rational-recurrences" else sru_classifier
-        words = _read_words(args.vocab, args.code)
-        model, kwargs, vocab = convert(args.checkpoint, options, words=words)
-        name = "rrnn-f" if args.code == "rational-recurrences" else "sru"
-        note = f"{name} classifier over {len(vocab)} words"
+        model, name, kwargs, vocab, note = _state_dict_model(args, options)
     metadata = {"converted_from": args.code, "checkpoint": str(args.checkpoint), "original_args": options}
     if args.data:
         metadata["data"] = args.data
@@ -159,3 +131,42 @@ def _soft_patterns(args: argparse.Namespace, options: dict[str, Any]) -> tuple[A
     restricted = "" if restrict is None else f" (restricted to the {len(restrict)} words of td/vd, as the original did)"
     note = f"sopa (reference mode, {kwargs['semiring']}) over {len(words)} words{restricted}"
     return model, "sopa", kwargs, Vocabulary([PAD, UNK, *words]), note
+
+
+def _train_words(options: dict[str, Any]) -> list[str] | None:
+    """rational-recurrences' language-model word ids rebuilt from its ``--train`` file (None: no such file)."""
+    from kleene.errors import OriginalCodeError
+    from kleene.nn.original.language_model import rational_recurrences_words
+
+    train = options.get("train")
+    if not isinstance(train, str) or not Path(train).is_file():
+        return None
+    try:
+        return rational_recurrences_words(Path(train).read_text(encoding="utf-8").splitlines())
+    except UnicodeDecodeError as error:
+        raise OriginalCodeError(f"its --train file {train!r} is not UTF-8 text: {error}; pass --vocab") from error
+
+
+def _state_dict_model(args: argparse.Namespace, options: dict[str, Any]) -> tuple[Any, str, dict[str, Any], Any, str]:
+    """rational-recurrences (its classifier or, told by its keys, its language model), sru, pytorch-qrnn."""
+    from kleene.errors import OriginalCodeError
+    from kleene.nn.original.classifiers import rational_recurrences_classifier, sru_classifier
+    from kleene.nn.original.common import read_state_dict
+    from kleene.nn.original.language_model import pytorch_qrnn_language_model, rational_recurrences_language_model
+
+    state_dict = read_state_dict(args.checkpoint, args.code)
+    if args.code == "pytorch-qrnn":
+        keys = {"embedding_key": args.embedding_key, "output_key": args.output_key}
+        if None in keys.values():
+            raise OriginalCodeError("pytorch-qrnn is a layer: name its model's --embedding-key and --output-key")
+        words = _read_words(args.vocab, args.code)
+        model, kwargs, vocab = pytorch_qrnn_language_model(state_dict, options, words=words, **keys)
+        return model, "qrnn", kwargs, vocab, f"qrnn language model over {len(vocab)} words"
+    if args.code == "rational-recurrences" and "embedding_layer.embedding.weight" in state_dict:
+        words = (None if args.vocab else _train_words(options)) or _read_words(args.vocab, args.code)
+        model, kwargs, vocab = rational_recurrences_language_model(state_dict, options, words=words)
+        return model, "rrnn-f", kwargs, vocab, f"rrnn-f language model over {len(vocab)} words"
+    convert = rational_recurrences_classifier if args.code == "rational-recurrences" else sru_classifier
+    model, kwargs, vocab = convert(state_dict, options, words=_read_words(args.vocab, args.code))
+    name = "rrnn-f" if args.code == "rational-recurrences" else "sru"
+    return model, name, kwargs, vocab, f"{name} classifier over {len(vocab)} words"
