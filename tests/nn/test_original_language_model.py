@@ -17,6 +17,7 @@ from kleene.cli import main
 from kleene.errors import OriginalCodeError
 from kleene.nn import load_checkpoint
 from kleene.nn.original.language_model import (
+    awd_lstm_lm_model,
     pytorch_qrnn_language_model,
     rational_recurrences_language_model,
     rational_recurrences_words,
@@ -80,7 +81,7 @@ def test_refusals_say_what_differs() -> None:
         pytorch_qrnn_language_model(full, {}, **{**keys, "output_key": "decoder"})
     with pytest.raises(OriginalCodeError, match="15 rows' distinct words"):
         pytorch_qrnn_language_model(full, {}, **{**keys, "words": WORDS[:-1]})
-    # awd-lstm-lm's QRNN: window 2 in its first layer, 1 above (here read as the same window: the shapes refuse)
+    # layers of different windows under one QRNN's keys (a torchqrnn.QRNN has one window): the shapes refuse
     awd = {**state_dict([4, 3], 2, True), **{f"layers.1.{k[9:]}": v for k, v in state_dict([3, 3], 1, True).items()}}
     awd = {f"rnn.{key}": value for key, value in awd.items()} | {k: full[k] for k in full if not k.startswith("rnn.")}
     with pytest.raises(OriginalCodeError, match=r"layers\.1\.linear has weight/bias shapes"):
@@ -207,3 +208,78 @@ def test_convert_rational_recurrences_language_model(tmp_path: Path, capsys: Any
     sentences.write_text("".join(f"{i % 2}\t{line}\n" for i, line in enumerate(TRAIN_LINES * 2)), encoding="utf-8")
     assert main(["extract", str(run), "--data", str(sentences), "--json", "--sentences", "3"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["max_abs_error"] < 1e-4
+
+
+# ------------------------------------------------------------------------- salesforce/awd-lstm-lm (QRNN)
+def awd_state(emsize: int, nhid: int, nlayers: int, vocabulary: int) -> dict[str, Tensor]:
+    """Its RNNModel(rnn_type="QRNN", tie_weights=True).state_dict(): encoder, rnns.l (WeightDrop keeps the weight as
+    linear.module.weight_raw), decoder tied to encoder."""
+    sd: dict[str, Tensor] = {"encoder.weight": torch.randn(vocabulary, emsize, dtype=torch.float64)}
+    for index in range(nlayers):
+        n, h = (emsize if index == 0 else nhid), (nhid if index < nlayers - 1 else emsize)
+        window = 2 if index == 0 else 1
+        sd[f"rnns.{index}.linear.module.weight_raw"] = torch.randn(3 * h, window * n, dtype=torch.float64) * 0.5
+        sd[f"rnns.{index}.linear.module.bias"] = torch.randn(3 * h, dtype=torch.float64)
+    sd["decoder.weight"] = sd["encoder.weight"]
+    sd["decoder.bias"] = torch.randn(vocabulary, dtype=torch.float64)
+    return sd
+
+
+def awd_logits(sd: dict[str, Tensor], ids: list[int]) -> Tensor:
+    """Its forward after reset() with zero hidden states: each QRNNLayer transcribed (window 2, then 1)."""
+    x = sd["encoder.weight"][torch.tensor(ids)][:, None]
+    index = 0
+    while f"rnns.{index}.linear.module.bias" in sd:
+        layer = {"layers.0.linear.weight": sd[f"rnns.{index}.linear.module.weight_raw"],
+                 "layers.0.linear.bias": sd[f"rnns.{index}.linear.module.bias"]}  # fmt: skip
+        x, _ = Transcription(layer, 2 if index == 0 else 1, True, 0.0, True)(x)
+        index += 1
+    return x[:, 0] @ sd["decoder.weight"].T + sd["decoder.bias"]
+
+
+def test_awd_lstm_lm_is_kleenes_qrnn_with_a_window_and_size_per_layer() -> None:
+    torch.manual_seed(8)
+    sd = awd_state(3, 5, 3, len(WORDS))
+    args = {"model": "QRNN", "emsize": 3, "nhid": 5, "nlayers": 3, "wdrop": 0.1, "bptt": 70, "data": "data/penn"}
+    model, kwargs, vocab = awd_lstm_lm_model(sd, args, words=WORDS)
+    assert kwargs["layers"] == [{"window": 2, "hidden_size": 5}, {"window": 1, "hidden_size": 5},
+                                {"window": 1, "hidden_size": 3}]  # fmt: skip
+    ids = [1, 2, 0, 5, 13, 14, 3, 3]
+    tokens = torch.tensor([vocab.encode([WORDS[i] for i in ids])])
+    with torch.no_grad():
+        got = model(tokens, torch.tensor([len(ids)]))[0]
+        first, states = model.stream(tokens[:, :3])  # its evaluation carries hidden and prev_x across batches
+        rest, _ = model.stream(tokens[:, 3:], states)
+    rows = torch.tensor([vocab.index(word) for word in WORDS])
+    torch.testing.assert_close(got[:, rows], awd_logits(sd, ids), rtol=0, atol=1e-9)
+    torch.testing.assert_close(torch.cat([first, rest], 1)[0], got, rtol=0, atol=1e-9)
+    with pytest.raises(OriginalCodeError, match="--model 'LSTM'"):
+        awd_lstm_lm_model(sd, {**args, "model": "LSTM"}, words=WORDS)
+    with pytest.raises(OriginalCodeError, match="--nlayers 2"):
+        awd_lstm_lm_model(sd, {**args, "nlayers": 2}, words=WORDS)
+    with pytest.raises(OriginalCodeError, match="hidden_size"):
+        awd_lstm_lm_model(sd, {**args, "nhid": 4}, words=WORDS)
+
+
+def test_convert_awd_lstm_lm_then_evaluate(tmp_path: Path, capsys: Any) -> None:
+    torch.manual_seed(9)
+    sd = awd_state(3, 4, 2, len(WORDS))
+    torch.save({key: value.float() for key, value in sd.items()}, tmp_path / "awd.pt")
+    args = {"model": "QRNN", "emsize": 3, "nhid": 4, "nlayers": 2, "tied": True, "save": "PTB.pt"}
+    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
+    (tmp_path / "words.txt").write_text("".join(f"{w}\n" for w in WORDS), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(["convert", "--from", "pytorch-qrnn", str(tmp_path / "awd.pt"), "--args", str(tmp_path / "args.json"),
+                 "--vocab", str(tmp_path / "words.txt"), "--data", "tinyshakespeare", "-o", str(run)]) == 0  # fmt: skip
+    checkpoint = load_checkpoint(run)
+    assert checkpoint.config["metadata"]["training"] == {"carry_state": True, "window": 64}  # evaluated as a stream
+    ids = [4, 1, 1, 7, 2]
+    with torch.no_grad():
+        got = checkpoint.model(torch.tensor([checkpoint.vocab.encode([WORDS[i] for i in ids])]), torch.tensor([5]))[0]
+    rows = torch.tensor([checkpoint.vocab.index(word) for word in WORDS])
+    single = {key: value.float().double() for key, value in sd.items()}
+    torch.testing.assert_close(got[:, rows].double(), awd_logits(single, ids), rtol=1e-5, atol=1e-5)
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--json", "--split", "valid"]) == 0
+    perplexity = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["perplexity"]
+    assert math.isfinite(perplexity) and perplexity > 1

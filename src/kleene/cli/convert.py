@@ -13,9 +13,10 @@ names). Per code (docs/original-code.md):
   keys), its word ids rebuilt from its ``--train`` file (ARGS.json) unless ``--vocab`` gives them.
 - ``sru``: the sru repository's ``classification/train_classifier.py`` Model; ARGS.json the arguments of its
   ``sru.SRU(...)`` encoder; ``--vocab`` as above.
-- ``pytorch-qrnn``: a language model of the user's own around its ``QRNN``: ``--embedding-key`` and ``--output-key``
-  name the state dict's embedding (``KEY.weight``) and output layer (``KEY.weight``, ``KEY.bias``); ARGS.json the
-  ``QRNN(...)`` arguments; ``--vocab`` the words in id order.
+- ``pytorch-qrnn``: salesforce/awd-lstm-lm's QRNN ``RNNModel`` (told apart by its keys; ARGS.json its ``main.py``
+  arguments, ``--vocab`` its ``corpus.dictionary.idx2word``), or a language model of the user's own around a
+  ``QRNN``: ``--embedding-key`` and ``--output-key`` name the state dict's embedding (``KEY.weight``) and output
+  layer (``KEY.weight``, ``KEY.bias``); ARGS.json the ``QRNN(...)`` arguments; ``--vocab`` the words in id order.
 
 Example::
 
@@ -112,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     metadata = {"converted_from": args.code, "checkpoint": str(args.checkpoint), "original_args": options}
     if args.data:
         metadata["data"] = args.data
+    if getattr(model, "task", None) == "language_model":  # evaluate streams, carrying states, as the originals do
+        window = next((options[k] for k in ("bptt", "unroll_size") if isinstance(options.get(k), int)), 64)
+        metadata["training"] = {"carry_state": True, "window": window}
     save_checkpoint(args.out, model.float(), model_name=name, model_kwargs=kwargs, vocab=vocab, metadata=metadata)
     print(f"wrote {args.out}: {note}")
     return 0
@@ -152,9 +156,16 @@ def _state_dict_model(args: argparse.Namespace, options: dict[str, Any]) -> tupl
     from kleene.errors import OriginalCodeError
     from kleene.nn.original.classifiers import rational_recurrences_classifier, sru_classifier
     from kleene.nn.original.common import read_state_dict
-    from kleene.nn.original.language_model import pytorch_qrnn_language_model, rational_recurrences_language_model
+    from kleene.nn.original.language_model import (
+        awd_lstm_lm_model,
+        pytorch_qrnn_language_model,
+        rational_recurrences_language_model,
+    )
 
     state_dict = read_state_dict(args.checkpoint, args.code)
+    if args.code == "pytorch-qrnn" and "rnns.0.linear.module.bias" in state_dict:  # awd-lstm-lm's RNNModel
+        model, kwargs, vocab = awd_lstm_lm_model(state_dict, options, words=_read_words(args.vocab, args.code))
+        return model, "qrnn", kwargs, vocab, f"qrnn language model (awd-lstm-lm) over {len(vocab)} words"
     if args.code == "pytorch-qrnn":
         keys = {"embedding_key": args.embedding_key, "output_key": args.output_key}
         if None in keys.values():

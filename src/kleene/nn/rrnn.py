@@ -788,7 +788,9 @@ class RationalLanguageModel(nn.Module):
 
     ``layer`` as in ``RationalClassifier``; the logits have shape (B, T, V). ``start``: None, or a token id that
     every sequence (every stream, in ``stream``) is read after, its own logits dropped (rational-recurrences'
-    language model starts from the state its ``<s>`` leaves; ``kleene convert``).
+    language model starts from the state its ``<s>`` leaves; ``kleene convert``). ``layers``: None, or one dict
+    per layer of options that layer takes instead of the shared ones (``hidden_size`` and the layer's own keywords,
+    e.g. a QRNN's ``window``), as awd-lstm-lm's QRNN language model has (``kleene convert``).
     """
 
     task = "language_model"
@@ -806,9 +808,16 @@ class RationalLanguageModel(nn.Module):
         recurrent_dropout: float = 0.0,
         layer_norm: bool = False,
         start: int | None = None,
+        layers: list[dict[str, Any]] | None = None,
         backend: str = "auto",
     ):
         super().__init__()
+        if layers is not None and (
+            not isinstance(layers, list)
+            or len(layers) != num_layers
+            or not all(isinstance(options, dict) and all(isinstance(k, str) for k in options) for options in layers)
+        ):
+            raise LayerError(f"layers must be None or a list of num_layers = {num_layers} dicts; got {layers!r}")
         if start is not None:
             check_count(start, f"{type(self).__name__}: start", minimum=0, error=LayerError)
             if start >= vocab_size:
@@ -823,16 +832,27 @@ class RationalLanguageModel(nn.Module):
         )  # fmt: skip
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
-        self.stack = RationalStack.of(
-            layer,
-            embedding_dim,
-            hidden_size,
-            num_layers,
-            vertical_dropout=vertical_dropout,
-            recurrent_dropout=recurrent_dropout,
-            layer_norm=layer_norm,
-            backend=backend,
-        )
+        if layers is None:
+            self.stack = RationalStack.of(
+                layer,
+                embedding_dim,
+                hidden_size,
+                num_layers,
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                layer_norm=layer_norm,
+                backend=backend,
+            )
+        else:
+            per_layer = [{"hidden_size": hidden_size, "backend": backend, **options} for options in layers]
+            self.stack = RationalStack(
+                embedding_dim,
+                num_layers,
+                lambda size, index: layer(size, **per_layer[index]),
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                layer_norm=layer_norm,
+            )
         self.dropout = nn.Dropout(vertical_dropout)
         self.decoder = nn.Linear(self.stack.output_size, vocab_size)
 

@@ -1,6 +1,7 @@
 """Language models of the original codes as kleene registry language models (``kleene convert``):
 rational-recurrences' ``language_model/train_lm.py`` Model as ``rrnn-f`` (``rational_recurrences_language_model``),
-and a language model around pytorch-qrnn's ``QRNN`` as ``qrnn`` (``pytorch_qrnn_language_model``).
+a language model around pytorch-qrnn's ``QRNN`` as ``qrnn`` (``pytorch_qrnn_language_model``), and
+salesforce/awd-lstm-lm's QRNN ``RNNModel`` as ``qrnn`` with one window and size per layer (``awd_lstm_lm_model``).
 
 rational-recurrences' Model: ``embedding_layer.embedding.weight`` (V, d), ``rnn`` (an ``rrnn.RRNN`` of d units,
 ``rnn.rnn_lst.i.*``), ``output_layer`` (its weight tied to the embedding) reading the RRNN's output; its word ids are
@@ -11,9 +12,12 @@ model does the same with ``start`` (the ``<s>`` id).
 pytorch-qrnn is a layer library: the model around it is the user's. What is taken from the user's ``state_dict()``:
 ``{embedding_key}.weight`` (V, E), the one ``QRNN`` (keys ``…layers.i.linear.*``, found as ``from_pytorch_qrnn``
 finds them) and ``{output_key}.weight`` (V, H) and ``{output_key}.bias`` (V,); logits ``out(h_t)`` of the last
-layer's h at every step, from zero cells and zero previous inputs (the original after ``reset()``). salesforce/
-awd-lstm-lm's QRNN ``RNNModel`` does not map: its first layer has window 2 and the others 1, and its last layer has
-``emsize`` units where the others have ``nhid``; kleene's ``qrnn`` language model has one window and one size.
+layer's h at every step, from zero cells and zero previous inputs (the original after ``reset()``).
+
+awd-lstm-lm's ``RNNModel(rnn_type="QRNN")``: ``encoder`` (V, emsize), ``rnns.l`` = ``QRNNLayer``s (window 2 for
+the first, 1 above; ``nhid`` units, ``emsize`` for the last; output gates; their ``linear`` wrapped by ``WeightDrop``:
+keys ``rnns.l.linear.module.weight_raw`` and ``.bias``), ``decoder`` (tied to ``encoder`` by default); evaluation from
+``reset()`` and zero hidden states; the dropouts (embedding, locked, weight) act in training only.
 
 kleene's vocabulary is ``<pad>``, ``<unk>`` and then the user's words in id order (a word ``<unk>`` of theirs is
 kleene's ``<unk>``); the tokens the original does not have get a zero embedding and the output bias ``NEVER``, so
@@ -38,9 +42,12 @@ from kleene.nn.registry import build_model
 from kleene.nn.rrnn import RationalLanguageModel
 
 __all__ = [
+    "AWD_LSTM_LM_ARGS",
+    "AWD_LSTM_LM_IGNORED",
     "NEVER",
     "RATIONAL_RECURRENCES_LM_ARGS",
     "RATIONAL_RECURRENCES_LM_IGNORED",
+    "awd_lstm_lm_model",
     "pytorch_qrnn_language_model",
     "rational_recurrences_language_model",
     "rational_recurrences_words",
@@ -229,4 +236,75 @@ def rational_recurrences_language_model(
         _copy_rows(model, source, matrix, weight, bias)
         for target, layer in zip(model.stack.layers, layers):
             copy_rrnn_layer(target, layer)
+    return model.eval(), kwargs, vocab
+
+
+#: The arguments of awd-lstm-lm's ``main.py`` that shape its model, with its defaults (``--model`` must be QRNN).
+AWD_LSTM_LM_ARGS: dict[str, Any] = {"model": "LSTM", "emsize": 400, "nhid": 1150, "nlayers": 3, "tied": True}
+#: Its other arguments: accepted, they change no value at evaluation.
+AWD_LSTM_LM_IGNORED = frozenset({
+    "data", "lr", "clip", "epochs", "batch_size", "bptt", "dropout", "dropouth", "dropouti", "dropoute", "wdrop",
+    "seed", "nonmono", "cuda", "log_interval", "save", "alpha", "beta", "wdecay", "resume", "optimizer", "when",
+})  # fmt: skip
+
+
+def awd_lstm_lm_model(
+    checkpoint: Checkpoint, args: OriginalArgs | None, *, words: Sequence[str], backend: str = "auto"
+) -> tuple[nn.Module, dict[str, Any], Vocabulary]:
+    """The ``qrnn`` language model (``QRNNLanguageModel`` with ``layers``: window 2 then 1, ``nhid`` units then
+    ``emsize`` for the last) computing awd-lstm-lm's QRNN ``RNNModel`` (its ``state_dict()``, see the module) from
+    ``reset()``, its keyword arguments and its vocabulary (``words``: its ``corpus.dictionary.idx2word``).
+
+    ``args``: its ``main.py`` command line (``AWD_LSTM_LM_ARGS``, its defaults; ``--model QRNN``).
+
+    Raises:
+        OriginalCodeError: ``--model LSTM`` (not a rational recurrence), sizes that differ from ``args``, missing or
+            mis-shaped keys, a word list that does not fit.
+    """
+    code = "awd-lstm-lm"
+    state_dict = read_state_dict(checkpoint, code)
+    options = read_args(args, code, AWD_LSTM_LM_ARGS, AWD_LSTM_LM_IGNORED)
+    if options["model"] != "QRNN":
+        raise OriginalCodeError(f"--model {options['model']!r}: only awd-lstm-lm's QRNN model is a rational recurrence")
+    count = 0
+    while f"rnns.{count}.linear.module.bias" in state_dict:
+        count += 1
+    if count != options["nlayers"]:
+        raise OriginalCodeError(f"--nlayers {options['nlayers']}, but the state dict has {count} rnns.l.linear layers")
+    layers: list[QRNNReferenceLayer] = []
+    for index in range(count):
+        prefix = f"rnns.{index}.linear.module."
+        weight = state_dict.get(prefix + "weight_raw", state_dict.get(prefix + "weight"))
+        if weight is None:
+            raise OriginalCodeError(f"the state dict has no {prefix}weight_raw (WeightDrop's copy of the weight)")
+        window = 2 if index == 0 else 1
+        single = {"linear.weight": weight, "linear.bias": state_dict[prefix + "bias"]}
+        expected = (
+            options["emsize"] if index == 0 else options["nhid"],
+            options["nhid"] if index < count - 1 else options["emsize"],
+        )
+        loaded = from_pytorch_qrnn(single, {"window": window, "input_size": expected[0], "hidden_size": expected[1]},
+                                   backend=backend)  # fmt: skip
+        layers.extend(layer for layer in loaded.stack.layers if isinstance(layer, QRNNReferenceLayer))
+    matrix = _get(state_dict, "encoder.weight", 2)
+    weight, bias = _get(state_dict, "decoder.weight", 2), _get(state_dict, "decoder.bias", 1)
+    rows = matrix.shape[0]
+    if tuple(weight.shape) != (rows, layers[-1].hidden_size) or tuple(bias.shape) != (rows,):
+        raise OriginalCodeError(
+            f"decoder.weight {tuple(weight.shape)} and decoder.bias {tuple(bias.shape)} do not fit {rows} words "
+            f"and the last layer's {layers[-1].hidden_size} units"
+        )
+    vocab, source = _vocabulary(words, rows, code)
+    kwargs: dict[str, Any] = {
+        "vocab_size": len(vocab), "pooling": "fo", "zoneout": 0.0, "hidden_size": options["nhid"],
+        "num_layers": count, "embedding_dim": int(matrix.shape[1]), "backend": backend,
+        "layers": [{"window": layer.window, "hidden_size": layer.hidden_size} for layer in layers],
+    }  # fmt: skip
+    model = build_model("qrnn", **kwargs).to(matrix.dtype)
+    assert isinstance(model, RationalLanguageModel)
+    with torch.no_grad():
+        _copy_rows(model, source, matrix, weight, bias)
+        for target, layer in zip(model.stack.layers, layers):
+            assert isinstance(target, QRNNLayer)
+            target.convolution.load_state_dict(layer.convolution.state_dict())
     return model.eval(), kwargs, vocab
