@@ -118,11 +118,13 @@ def sru_original_logits(model: Any, sentence: list[str]) -> Tensor:
     return model["out"](h[-1, 0]).detach()
 
 
-@pytest.mark.parametrize("layers", [1, 2])
-def test_sru_classifier_is_kleenes_sru(layers: int) -> None:
-    model, sd = sru_model(layers, layers, use_tanh=True, highway_bias=-1.0)
-    converted, kwargs, vocab = sru_classifier(sd, {"num_layers": layers, "use_tanh": True}, words=WORDS)
+@pytest.mark.parametrize(("layers", "options"), [(1, {"use_tanh": True}), (2, {"use_tanh": True, "highway_bias": -1.0}),
+                                                 (2, {"v1": True})])  # fmt: skip
+def test_sru_classifier_is_kleenes_sru(layers: int, options: dict[str, Any]) -> None:
+    model, sd = sru_model(layers, layers, **options)  # v1: weight_c zero and frozen; the package's use_tanh=False
+    converted, kwargs, vocab = sru_classifier(sd, {"num_layers": layers, **options}, words=WORDS)
     assert kwargs["frame"] == {"start": None, "end": None, "fill": 0, "min_length": 5}
+    assert kwargs["activation"] == ("tanh" if options.get("use_tanh") else "none")
     for sentence in SENTENCES:
         want = sru_original_logits(model, sentence)
         torch.testing.assert_close(logits_of(converted, vocab, sentence), want, rtol=0, atol=1e-9)
@@ -130,7 +132,6 @@ def test_sru_classifier_is_kleenes_sru(layers: int) -> None:
 
 def test_sru_classifier_refusals_say_what_differs() -> None:
     cases = [  # (layers, options, message); a rescaled skip exists only between equal sizes (layer 2)
-        (1, {}, "use_tanh=False"),
         (2, {"use_tanh": True, "rescale": True, "highway_bias": 1.0}, "rnn_lst.1: rescale"),
         (1, {"use_tanh": True, "layer_norm": True}, "layer_norm"),
         (1, {"use_tanh": True, "bidirectional": True}, "bidirectional"),
@@ -174,6 +175,8 @@ def test_classifier_frame_and_head_options_are_checked() -> None:
         build_model("rrnn-f", vocab_size=5, num_classes=2, frame={"start": 9, "end": None, "fill": 0, "min_length": 0})
     with pytest.raises(LayerError, match="mlp_hidden"):
         build_model("sru", vocab_size=5, num_classes=2, mlp_hidden=-1)
+    with pytest.raises(LayerError, match="SRU activation must be 'tanh' or 'none', got 'relu'"):
+        build_model("sru", vocab_size=5, num_classes=2, activation="relu")
 
 
 # ---------------------------------------------------------------------------------------------- kleene convert
@@ -222,8 +225,8 @@ def test_convert_rational_recurrences_then_evaluate_and_extract(tmp_path: Path, 
 
 
 def test_convert_sru_then_evaluate_and_extract(tmp_path: Path, capsys: Any) -> None:
-    model, state = sru_model(2, 5, use_tanh=True)
-    command = write_run(tmp_path, state, {"num_layers": 2, "use_tanh": True, "dropout": 0.5})
+    model, state = sru_model(2, 5, v1=True)  # the package's SRU v1 mode: weight_c zero and frozen, no tanh
+    command = write_run(tmp_path, state, {"num_layers": 2, "v1": True, "dropout": 0.5})
     model.float().double()  # the weights the float32 file holds
     want = [sru_original_logits(model, text.split()) for _, text in TEST]
     check_round_trip(tmp_path, "sru", command, want, capsys)

@@ -188,11 +188,11 @@ def sru_classifier(
     its vocabulary (``words``: their ``emb_layer.word2id`` in id order).
 
     ``args``: the arguments its ``sru.SRU(...)`` encoder was built with (``kleene.nn.original.sru.SRU_ARGS``, the
-    package's defaults; e.g. ``{"num_layers": 2, "dropout": 0.5, "use_tanh": true}``).
+    package's defaults; e.g. ``{"num_layers": 2, "dropout": 0.5, "v1": true}``: ``v1`` keeps ``weight_c`` at zero).
 
     Raises:
         OriginalCodeError: what ``from_sru`` refuses (SRU v2: ``weight_c ≠ 0``); and what kleene's ``sru`` layer
-            (h = r ⊙ tanh(c) + (1 − r) ⊙ x') does not compute: ``use_tanh=False``, no skip term, ``rescale`` with a
+            (h = r ⊙ act(c) + (1 − r) ⊙ x', act tanh or none) does not compute: no skip term, ``rescale`` with a
             scale ≠ 1, layer norm, ``proj_input_to_hidden_first``, bidirectional (their ``h[-1]`` of the backward
             half has read one word; kleene's classifier reads the backward half at the first step).
     """
@@ -204,7 +204,6 @@ def sru_classifier(
     layers = [layer for layer in encoder.layers if isinstance(layer, SRUReferenceLayer)]
     for index, layer in enumerate(layers):
         differs = {
-            "use_tanh=False (h = r ⊙ c + ..., kleene's is r ⊙ tanh(c) + ...)": layer.activation != "tanh",
             "has_skip_term=False (kleene's sru always has the highway)": layer.skip == "none",
             f"rescale (scale_x = {float(layer.scale):.4g} ≠ 1 on the skip)": float(layer.scale) != 1.0,
             "layer_norm (kleene's sru layer has none)": layer.layer_norm_mode != "none",
@@ -219,7 +218,7 @@ def sru_classifier(
     kwargs: dict[str, Any] = {
         "vocab_size": len(vocab), "num_classes": int(weight.shape[0]), "hidden_size": layers[0].dim,
         "num_layers": len(layers), "embedding_dim": int(matrix.shape[1]), "mlp_hidden": 0,
-        "frame": _frame(vocab, sentence_marks=False), "backend": backend,
+        "activation": layers[0].activation, "frame": _frame(vocab, sentence_marks=False), "backend": backend,
     }  # fmt: skip
     model = build_model("sru", **kwargs).to(matrix.dtype)
     assert isinstance(model, RationalClassifier)
