@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--args", type=Path, required=True, help="JSON object of the original's arguments")
     parser.add_argument("--embeddings", type=Path, help="soft_patterns: its -e word-vector file (default: from ARGS)")
     parser.add_argument(
-        "--vocab", type=Path, help="rational-recurrences, sru: the words of emb_layer.word2id in id order, one a line"
+        "--vocab", type=Path, help="the original's words in id order, one a line (its word2id or dictionary)"
     )
     parser.add_argument("--embedding-key", help="pytorch-qrnn: the embedding's key prefix (its KEY.weight)")
     parser.add_argument("--output-key", help="pytorch-qrnn: the output layer's key prefix (KEY.weight, KEY.bias)")
