@@ -126,8 +126,10 @@ def test_refusals() -> None:
     sd = state_dict([3, 4], 2, True)
     with pytest.raises(OriginalCodeError, match="windows 1 and 2 only"):
         from_pytorch_qrnn(sd, {"window": 3})
-    with pytest.raises(OriginalCodeError, match=r"unknown pytorch-qrnn options \['bidirectional'\]"):
+    with pytest.raises(OriginalCodeError, match=r"bidirectional=True: pytorch-qrnn's QRNN asserts bidirectional=False"):
         from_pytorch_qrnn(sd, {"window": 2, "bidirectional": True})
+    with pytest.raises(OriginalCodeError, match=r"unknown pytorch-qrnn arguments \['kind'\]"):
+        from_pytorch_qrnn(sd, {"window": 2, "kind": "ifo"})
     with pytest.raises(OriginalCodeError, match=r"not \(3·H, 2·n\)"):
         from_pytorch_qrnn(state_dict([3, 4], 2, False), {"window": 2, "output_gate": True})
     with pytest.raises(OriginalCodeError, match="found stacks"):
@@ -143,3 +145,40 @@ def test_empty_batches_and_sequences(batch: int, steps: int) -> None:
     hidden = torch.randn(1, batch, 4, dtype=torch.float64)
     h, last = model(torch.zeros(batch, steps, 3, dtype=torch.float64), hidden)
     assert h.shape == (batch, steps, 4) and torch.equal(last, hidden)  # no step: the cells stay
+
+
+def test_the_originals_constructor_arguments_load_verbatim() -> None:
+    """``QRNN(input_size, hidden_size, num_layers, dropout=..., window=..., ...)`` as given to the original: sizes
+    are checked against the weights, not refused."""
+    torch.manual_seed(11)
+    sd = state_dict([3, 4, 4], 2, True)
+    args = {"input_size": 3, "hidden_size": 4, "num_layers": 2, "dropout": 0.3, "bias": True, "batch_first": False,
+            "bidirectional": False, "window": 2, "zoneout": 0.1, "save_prev_x": False, "use_cuda": False}  # fmt: skip
+    model = from_pytorch_qrnn(sd, args, backend="torch").eval()
+    x = torch.randn(5, 2, 3, dtype=torch.float64)
+    expected, last = Transcription(sd, 2, True, 0.1, False)(x)
+    got, got_last = model(x.transpose(0, 1))
+    assert torch.allclose(got.transpose(0, 1), expected, rtol=0, atol=1e-9)
+    assert torch.allclose(got_last, last, rtol=0, atol=1e-9)
+    with pytest.raises(OriginalCodeError, match="hidden_size=5, but the checkpoint's weights have hidden_size=4"):
+        from_pytorch_qrnn(sd, {**args, "hidden_size": 5})
+    with pytest.raises(OriginalCodeError, match="num_layers=3, but the checkpoint's weights have num_layers=2"):
+        from_pytorch_qrnn(sd, {**args, "num_layers": 3})
+
+
+def test_a_stream_can_start_from_a_given_state() -> None:
+    """The original's first call with ``hidden`` and ``save_prev_x``, then a second call: two stream chunks, the first
+    starting from ``hidden``."""
+    torch.manual_seed(12)
+    sd = state_dict([3, 4, 4], 2, True)
+    model = from_pytorch_qrnn(sd, {"window": 2, "save_prev_x": True}, backend="torch").eval()
+    original = Transcription(sd, 2, True, 0.0, True)
+    x = torch.randn(7, 2, 3, dtype=torch.float64)
+    hidden = torch.randn(2, 2, 4, dtype=torch.float64)
+    first, after = original(x[:3], hidden)
+    second, _ = original(x[3:], after)
+    got1, states = model.stream(x[:3].transpose(0, 1), hidden=hidden)
+    got2, _ = model.stream(x[3:].transpose(0, 1), states)
+    assert torch.allclose(torch.cat([got1, got2], 1).transpose(0, 1), torch.cat([first, second]), rtol=0, atol=1e-9)
+    with pytest.raises(OriginalCodeError, match="not both"):
+        model.stream(x[3:].transpose(0, 1), states, hidden=hidden)

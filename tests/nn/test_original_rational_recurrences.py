@@ -175,7 +175,7 @@ def test_refusals_say_why() -> None:
         from_rational_recurrences({**sd, "rnn_lst.0.gain_in": torch.ones(4)}, {"semiring": "plus_times"})
     with pytest.raises(OriginalCodeError, match="bidirectional=True is refused"):
         from_rational_recurrences(sd, {"semiring": "plus_times", "bidirectional": True})
-    with pytest.raises(OriginalCodeError, match=r"unknown rational-recurrences config keys \['hidden'\]"):
+    with pytest.raises(OriginalCodeError, match=r"unknown rational-recurrences arguments \['hidden'\]"):
         from_rational_recurrences(sd, {"semiring": "plus_times", "hidden": 3})
     with pytest.raises(OriginalCodeError, match="use_output_gate=True but the state dict has use_output_gate=False"):
         from_rational_recurrences(sd, {"semiring": "plus_times", "use_output_gate": True})
@@ -208,3 +208,35 @@ def test_empty_batches_and_sequences(batch: int, steps: int) -> None:
     init = (torch.randn(2, batch, 2, dtype=torch.float64), torch.randn(2, batch, 2, dtype=torch.float64))
     h, (c1, c2) = model(torch.zeros(batch, steps, 3, dtype=torch.float64), init_hidden=init)
     assert h.shape == (batch, steps, 2) and torch.equal(c1, init[0]) and torch.equal(c2, init[1])
+
+
+def test_the_originals_constructor_arguments_load_verbatim() -> None:
+    """``RRNN(semiring, input_size, hidden_size, num_layers, dropout, rnn_dropout, ...)`` as given to the original:
+    the sizes are checked against the weights and the dropouts (training only) accepted."""
+    torch.manual_seed(13)
+    sd = original_state_dict(5, 4, 2, True, False)
+    args = {"semiring": "max_plus", "input_size": 5, "hidden_size": 4, "num_layers": 2, "dropout": 0.2,
+            "rnn_dropout": 0.2, "bidirectional": False, "use_tanh": 1, "use_relu": 0, "use_selu": 0,
+            "weight_norm": False, "layer_norm": False, "use_output_gate": True}  # fmt: skip
+    model = from_rational_recurrences(sd, args, backend="torch").eval()
+    x = torch.randn(6, 2, 5, dtype=torch.float64)
+    expected, c1, c2 = transcription(sd, "max_plus", "tanh", x, None)
+    got, (g1, g2) = model(x.transpose(0, 1))
+    assert torch.allclose(got.transpose(0, 1), expected, rtol=0, atol=1e-9)
+    assert torch.allclose(g1, c1, rtol=0, atol=1e-9) and torch.allclose(g2, c2, rtol=0, atol=1e-9)
+    with pytest.raises(OriginalCodeError, match="input_size=6, but the checkpoint's weights have input_size=5"):
+        from_rational_recurrences(sd, {**args, "input_size": 6})
+    with pytest.raises(OriginalCodeError, match="num_layers=1, but the checkpoint's weights have num_layers=2"):
+        from_rational_recurrences(sd, {**args, "num_layers": 1})
+
+
+def test_the_initial_state_comes_before_the_lengths_as_in_every_loaded_model() -> None:
+    """``model(x, init_hidden, lengths)``: the original's ``forward(input, init_hidden)``, kleene's lengths last."""
+    torch.manual_seed(14)
+    sd = original_state_dict(3, 2, 1, False, False)
+    model = from_rational_recurrences(sd, {"semiring": "plus_times"}, backend="torch").eval()
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    init = (torch.randn(1, 2, 2, dtype=torch.float64), torch.randn(1, 2, 2, dtype=torch.float64))
+    whole, _ = model(x, init, torch.tensor([4, 4]))
+    expected, _, _ = transcription(sd, "plus_times", "tanh", x.transpose(0, 1), init)
+    assert torch.allclose(whole.transpose(0, 1), expected, rtol=0, atol=1e-9)

@@ -17,7 +17,7 @@ from kleene.nn.rules import (
     load_rules,
     parse_rules,
 )
-from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError, from_soft_patterns
+from kleene.nn.sopa import SoftPatterns, SoPaClassifier, SoPaError
 from kleene.nn.sru import SRUClassifier, SRULanguageModel, SRULayer
 from kleene.nn.training import TrainConfig, Trainer, TrainingError, TrainResult, prepare, seed_everything, train
 
@@ -50,7 +50,7 @@ __all__ += [  # the rational layers (issue 5, part B)
     "ISANClassifier", "ISANLanguageModel", "ISANLayer", "QRNNClassifier", "QRNNEncoderDecoder", "QRNNLanguageModel",
     "QRNNLayer", "RCNNClassifier", "RCNNLanguageModel", "RCNNLayer", "RRNNClassifier", "RRNNLanguageModel",
     "RRNNLayer", "RationalLayer", "RationalStack", "SRUClassifier", "SRULanguageModel", "SRULayer", "SoPaClassifier",
-    "SoPaError", "SoftPatterns", "from_soft_patterns",
+    "SoPaError", "SoftPatterns",
 ]  # fmt: skip
 __all__ += [  # rules as layers (issue 15)
     "AutomatonLayer", "RegexClassifier", "RuleError", "RuleSet", "RulesPredictor", "load_rules", "parse_rules",

@@ -635,6 +635,55 @@ def last_states(h: Tensor, lengths: Tensor, bidirectional: bool) -> Tensor:
     return torch.cat([forward[:, :half], h[:, 0, half:]], -1)
 
 
+#: The keys of a classifier's ``frame`` (``frame_tokens``).
+FRAME_KEYS = ("start", "end", "fill", "min_length")
+
+
+def check_frame(frame: Any, vocab_size: int) -> dict[str, Any] | None:
+    """``frame`` checked: None, or a dict of exactly ``FRAME_KEYS`` with ``start``/``end`` None or token ids,
+    ``fill`` a token id and ``min_length`` an integer >= 0.
+
+    Raises:
+        LayerError: anything else, naming the key and the value.
+    """
+    if frame is None:
+        return None
+    if not isinstance(frame, dict) or sorted(frame) != sorted(FRAME_KEYS):
+        raise LayerError(f"frame must be None or a dict with the keys {list(FRAME_KEYS)}; got {frame!r}")
+    for key in ("start", "end", "fill"):
+        if frame[key] is not None or key == "fill":
+            check_count(frame[key], f"frame[{key!r}]", minimum=0, error=LayerError)
+            if frame[key] >= vocab_size:
+                raise LayerError(f"frame[{key!r}] = {frame[key]} is not a token id below vocab_size {vocab_size}")
+    check_count(frame["min_length"], "frame['min_length']", minimum=0, error=LayerError)
+    return dict(frame)
+
+
+def frame_tokens(
+    tokens: Tensor, lengths: Tensor, *, start: int | None, end: int | None, fill: int, min_length: int
+) -> tuple[Tensor, Tensor]:
+    """Each sequence ``w`` of ``tokens`` (B, T) as ``fill``… ``start`` w ``end`` (``start``/``end`` None: left out),
+    with as many ``fill`` tokens on the left as bring it to ``min_length`` steps (none if it is longer); padding 0
+    after. Returns the new tokens (B, T') and lengths."""
+    inner = int(start is not None) + int(end is not None)
+    framed = torch.clamp(lengths + inner, min=min_length)
+    steps = int(framed.max()) if lengths.numel() else 0
+    offset = (framed - lengths - inner)[:, None]
+    position = torch.arange(steps, device=tokens.device)[None, :]
+    out = torch.where(position < offset, fill, 0).to(tokens.dtype).expand(tokens.shape[0], steps).clone()
+    first_word = offset + int(start is not None)
+    if start is not None:
+        out = torch.where(position == offset, start, out)
+    index = position - first_word
+    is_word = (index >= 0) & (index < lengths[:, None])
+    if tokens.shape[1]:
+        words = tokens.gather(1, index.clamp(0, tokens.shape[1] - 1))
+        out = torch.where(is_word, words, out)
+    if end is not None:
+        out = torch.where(position == first_word + lengths[:, None], end, out)
+    return out, framed
+
+
 def check_sizes(owner: str, *, sizes: dict[str, Any], dropouts: dict[str, Any]) -> None:
     """Sizes must be integers >= 1 and dropout probabilities numbers in [0, 1).
 
@@ -657,6 +706,11 @@ class RationalClassifier(nn.Module):
 
     ``layer(input_size, hidden_size, backend=..., [bidirectional=True])`` builds one layer: a ``RationalLayer``
     class, or a ``functools.partial`` of one carrying its own options (``RRNNClassifier`` passes the kind).
+
+    ``mlp_hidden=0``: the head is one linear map (after the dropout), as the original codes' classifiers
+    (``kleene convert``). ``frame``: None, or ``{"start": id | None, "end": id | None, "fill": id, "min_length":
+    n}``: each sequence is read as ``fill``… ``start`` tokens… ``end``, left-filled to at least ``n`` steps
+    (``frame_tokens``), as the original codes' batches present a sentence.
     """
 
     task = "classification"
@@ -678,13 +732,15 @@ class RationalClassifier(nn.Module):
         mlp_hidden: int = 100,
         freeze_embeddings: bool = True,
         layer_norm: bool = False,
+        frame: dict[str, Any] | None = None,
         backend: str = "auto",
     ):
         super().__init__()
+        check_count(mlp_hidden, f"{type(self).__name__}: mlp_hidden", minimum=0, error=LayerError)
         check_sizes(
             type(self).__name__,
             sizes={"hidden_size": hidden_size, "num_layers": num_layers, "embedding_dim": embedding_dim,
-                   "mlp_hidden": mlp_hidden, "num_classes": num_classes},
+                   "num_classes": num_classes},
             dropouts={"embedding_dropout": embedding_dropout, "vertical_dropout": vertical_dropout,
                       "recurrent_dropout": recurrent_dropout},
         )  # fmt: skip
@@ -703,12 +759,16 @@ class RationalClassifier(nn.Module):
             backend=backend,
         )
         self.bidirectional = bidirectional
-        self.head = nn.Sequential(
-            nn.Dropout(vertical_dropout),
-            nn.Linear(self.stack.output_size, mlp_hidden),
-            nn.Tanh(),
-            nn.Linear(mlp_hidden, num_classes),
-        )
+        self.frame = check_frame(frame, vocab_size)
+        if mlp_hidden == 0:
+            self.head = nn.Sequential(nn.Dropout(vertical_dropout), nn.Linear(self.stack.output_size, num_classes))
+        else:
+            self.head = nn.Sequential(
+                nn.Dropout(vertical_dropout),
+                nn.Linear(self.stack.output_size, mlp_hidden),
+                nn.Tanh(),
+                nn.Linear(mlp_hidden, num_classes),
+            )
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """Logits (B, C) or (B, T, V) of ``tokens`` (B, T) ids in 0..vocab_size-1 and ``lengths`` (B,) in 0..T.
@@ -717,6 +777,8 @@ class RationalClassifier(nn.Module):
             LayerError: tokens or lengths that do not fit (the message names which and why).
         """
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
+        if self.frame is not None:
+            tokens, lengths = frame_tokens(tokens, lengths, **self.frame)
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
         return self.head(last_states(h, lengths, self.bidirectional))
 
@@ -724,7 +786,11 @@ class RationalClassifier(nn.Module):
 class RationalLanguageModel(nn.Module):
     """Embedding (+ dropout) -> a unidirectional ``RationalStack`` of ``layer`` -> dropout -> next-token logits.
 
-    ``layer`` as in ``RationalClassifier``; the logits have shape (B, T, V).
+    ``layer`` as in ``RationalClassifier``; the logits have shape (B, T, V). ``start``: None, or a token id that
+    every sequence (every stream, in ``stream``) is read after, its own logits dropped (rational-recurrences'
+    language model starts from the state its ``<s>`` leaves; ``kleene convert``). ``layers``: None, or one dict
+    per layer of options that layer takes instead of the shared ones (``hidden_size`` and the layer's own keywords,
+    e.g. a QRNN's ``window``), as awd-lstm-lm's QRNN language model has (``kleene convert``).
     """
 
     task = "language_model"
@@ -741,9 +807,22 @@ class RationalLanguageModel(nn.Module):
         vertical_dropout: float = 0.0,
         recurrent_dropout: float = 0.0,
         layer_norm: bool = False,
+        start: int | None = None,
+        layers: list[dict[str, Any]] | None = None,
         backend: str = "auto",
     ):
         super().__init__()
+        if layers is not None and (
+            not isinstance(layers, list)
+            or len(layers) != num_layers
+            or not all(isinstance(options, dict) and all(isinstance(k, str) for k in options) for options in layers)
+        ):
+            raise LayerError(f"layers must be None or a list of num_layers = {num_layers} dicts; got {layers!r}")
+        if start is not None:
+            check_count(start, f"{type(self).__name__}: start", minimum=0, error=LayerError)
+            if start >= vocab_size:
+                raise LayerError(f"{type(self).__name__}: start = {start} is not a token id below {vocab_size}")
+        self.start = start
         check_sizes(
             type(self).__name__,
             sizes={"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
@@ -753,16 +832,27 @@ class RationalLanguageModel(nn.Module):
         )  # fmt: skip
         self.embedding = nn.Embedding(vocab_size, embedding_dim)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
-        self.stack = RationalStack.of(
-            layer,
-            embedding_dim,
-            hidden_size,
-            num_layers,
-            vertical_dropout=vertical_dropout,
-            recurrent_dropout=recurrent_dropout,
-            layer_norm=layer_norm,
-            backend=backend,
-        )
+        if layers is None:
+            self.stack = RationalStack.of(
+                layer,
+                embedding_dim,
+                hidden_size,
+                num_layers,
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                layer_norm=layer_norm,
+                backend=backend,
+            )
+        else:
+            per_layer = [{"hidden_size": hidden_size, "backend": backend, **options} for options in layers]
+            self.stack = RationalStack(
+                embedding_dim,
+                num_layers,
+                lambda size, index: layer(size, **per_layer[index]),
+                vertical_dropout=vertical_dropout,
+                recurrent_dropout=recurrent_dropout,
+                layer_norm=layer_norm,
+            )
         self.dropout = nn.Dropout(vertical_dropout)
         self.decoder = nn.Linear(self.stack.output_size, vocab_size)
 
@@ -773,12 +863,24 @@ class RationalLanguageModel(nn.Module):
             LayerError: tokens or lengths that do not fit (the message names which and why).
         """
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
+        if self.start is not None:
+            tokens, lengths = self.started(tokens), lengths + 1
         h, _ = self.stack(self.embedding_dropout(self.embedding(tokens)), lengths)
-        return self.decoder(self.dropout(h))
+        return self.decoder(self.dropout(h[:, 0 if self.start is None else 1 :]))
+
+    def started(self, tokens: Tensor) -> Tensor:
+        """``tokens`` (B, T) after the ``start`` token (B, 1 + T) (unchanged without one)."""
+        if self.start is None:
+            return tokens
+        return torch.cat([tokens.new_full((tokens.shape[0], 1), self.start), tokens], 1)
 
     def stream(self, tokens: Tensor, states: Sequence[StreamState] | None = None) -> tuple[Tensor, list[StreamState]]:
         """Logits of ``tokens`` (B, T) continuing the streams whose previous chunk left ``states`` (None: new
-        streams), and the states for the next chunk (``RationalStack.stream``)."""
+        streams, read after ``start`` if any), and the states for the next chunk (``RationalStack.stream``)."""
+        if states is None and self.start is not None:
+            tokens = self.started(tokens)
+            h, new_states = self.stack.stream(self.embedding_dropout(self.embedding(tokens)), states)
+            return self.decoder(self.dropout(h[:, 1:])), new_states
         h, new_states = self.stack.stream(self.embedding_dropout(self.embedding(tokens)), states)
         return self.decoder(self.dropout(h)), new_states
 

@@ -22,15 +22,19 @@ spans (SoPa's search score, ``restart=True, output="sum"``; ``WFSA.all_spans`` c
 
 ``RegexClassifier.from_rules`` builds one automaton per regular expression (``kleene.automata.regex``, over words,
 max-times), ⊕-aggregates the scores of each label's rules and reads them with a linear layer initialised so that
-the untrained model predicts what ``RulesPredictor`` (the rules alone) predicts: **the first label, in the rule
-set's order, with a matching rule; the default label when no rule matches**. ``RegexClassifier.read_back`` turns
-the trained automata into hard automata and regular expressions (``to_regex``).
+the untrained model predicts what ``RulesPredictor`` (the rules alone) predicts: **the first label in priority
+order (the rule set's ``priority``, else its order) with a matching rule; the default label when no rule
+matches**. A rule matches some non-empty span (the default) or, declared ``"match": "sentence"``, the whole
+sentence: those run in a second layer compiled with ``anchored=True`` (FA-RNN-style whole-sentence rules).
+``RegexClassifier.read_back`` turns the trained automata into hard automata and regular expressions (``to_regex``;
+an unchanged rule as written), at the one threshold ``READ_BACK_THRESHOLD``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +57,8 @@ from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
 __all__ = [
+    "MATCH_MODES",
+    "READ_BACK_THRESHOLD",
     "AutomatonLayer",
     "HardArc",
     "RegexClassifier",
@@ -65,6 +71,13 @@ __all__ = [
 ]
 
 Tensor = torch.Tensor
+
+#: The one read-back threshold (``read_back``, ``hard_automata``, ``kleene report``): a trained arc keeps a word whose
+#: weight is at least this fraction of the arc's original weight (as a probability).
+READ_BACK_THRESHOLD = 0.5
+
+#: How a rule matches a sentence: some non-empty span of it ("span", the default) or all of it ("sentence").
+MATCH_MODES = ("span", "sentence")
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,7 +143,8 @@ class AutomatonLayer(nn.Module):
     """WFSAs over a vocabulary as one trainable, compiled recurrence (parameterisation in the module docstring).
 
     ``forward(tokens, vectors, lengths)`` -> document scores (B, D) in storage form, D = ``len(automata)``: the
-    semiring sum of each automaton's score over all non-empty spans of each sequence.
+    semiring sum of each automaton's score over all non-empty spans of each sequence, or (``anchored``) the score of
+    the whole sequence.
 
     Args:
         automata: WFSAs in one semiring with numeric weights; consuming labels are symbols or predicates over the
@@ -142,6 +156,8 @@ class AutomatonLayer(nn.Module):
         leak: ``None`` (labels are exact masks) or a probability ε in (0, 0.5): every arc also reads the words outside
             its label, with weight ``w ⊗ F(u·e(x) + λ)``, ``λ`` a per-arc parameter initialised to log ε. The
             untrained layer is then the automaton up to ε (not exactly), but training can let new words in.
+        anchored: score whole sequences (``WFSA.score``; compiled without restart, output "last") instead of the sum
+            over non-empty spans (``WFSA.all_spans``).
 
     Caution:
         The slots are dense: (B, T, K, D) values for the K distinct (source, target) pairs of all D automata, most
@@ -166,10 +182,14 @@ class AutomatonLayer(nn.Module):
         *,
         random_init: bool = False,
         leak: float | None = None,
+        anchored: bool = False,
         backend: str = "auto",
         seed: int = 0,
     ):
         super().__init__()
+        if not isinstance(anchored, bool):
+            raise RuleError(f"anchored must be True or False, got {anchored!r}")
+        self.anchored = anchored
         if leak is not None and (isinstance(leak, bool) or not isinstance(leak, (int, float)) or not 0 < leak < 0.5):
             raise RuleError(f"leak must be None or a probability in (0, 0.5), got {leak!r}")
         automata = list(automata)
@@ -240,7 +260,7 @@ class AutomatonLayer(nn.Module):
         )
         dim = len(automata)
         self.recurrence: CompiledRecurrence = compile(
-            self.template, semiring, dim, backend, restart=True, output="sum"
+            self.template, semiring, dim, backend, restart=not anchored, output="last" if anchored else "sum"
         )
         values = torch.full((len(constants), dim), zero)
         for (pair, c) in eps_pairs.items():
@@ -338,7 +358,9 @@ class AutomatonLayer(nn.Module):
         return output
 
     # -- back to hard automata ----------------------------------------------------------------
-    def hard_automata(self, embedding: Tensor, threshold: float = 0.5) -> list[tuple[WFSA, list[HardArc]]]:
+    def hard_automata(
+        self, embedding: Tensor, threshold: float = READ_BACK_THRESHOLD
+    ) -> list[tuple[WFSA, list[HardArc]]]:
         """Each automaton with the words its trained arcs accept, and per consuming arc the words lost and gained.
 
         An arc accepts the vocabulary words whose trained weight (``arc_scores``) is at least its original weight
@@ -414,26 +436,76 @@ class HardArc:
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RuleSet:
-    """Regular expressions per label, in priority order, and the label predicted when no rule matches."""
+    """Regular expressions per label, the label predicted when no rule matches, which rules match whole sentences
+    (``sentence``, one flag per rule in ``flat`` order; empty: none) and the labels' priority (which label wins when
+    several match; empty: the order of ``rules``)."""
 
     rules: tuple[tuple[str, tuple[str, ...]], ...]
     default: str
+    sentence: tuple[bool, ...] = ()
+    priority: tuple[str, ...] = ()
 
     @property
     def labels(self) -> list[str]:
         return [label for label, _ in self.rules]
 
+    @property
+    def ranked(self) -> list[str]:
+        """The labels with rules, the winning one first (``priority``, else the order of ``rules``)."""
+        return list(self.priority) if self.priority else self.labels
+
     def flat(self) -> list[tuple[str, str]]:
         """(label, regex) for every rule, in order."""
         return [(label, text) for label, texts in self.rules for text in texts]
 
+    def whole_sentence(self) -> list[bool]:
+        """Whether each rule (``flat`` order) matches whole sentences (else any non-empty span)."""
+        return list(self.sentence) if self.sentence else [False] * len(self.flat())
+
     def to_json(self) -> dict[str, Any]:
-        return {"default": self.default, "rules": {label: list(texts) for label, texts in self.rules}}
+        """The full form of the rules file (``parse_rules`` reads it back); the keys of features left at their
+        defaults are omitted."""
+        whole = iter(self.whole_sentence())
+        table = {
+            label: [{"regex": text, "match": "sentence"} if next(whole) else text for text in texts]
+            for label, texts in self.rules
+        }
+        out: dict[str, Any] = {"default": self.default, "rules": table}
+        if self.priority:
+            out["priority"] = list(self.priority)
+        return out
+
+
+def _rule_text(item: Any, label: str, n: int, where: str, mode: str) -> tuple[str, bool]:
+    """One rule of the file: a regex string (matching as ``mode``) or ``{"regex": ..., "match": ...}``."""
+    if isinstance(item, Mapping):
+        extra = set(item) - {"regex", "match"}
+        if extra or "regex" not in item:
+            raise RuleError(
+                f"{where}: label {label!r}, rule {n}: a rule object has 'regex' and optionally 'match'; got keys "
+                f"{sorted(map(str, item))}"
+            )
+        mode = _match_mode(item.get("match", mode), f"{where}: label {label!r}, rule {n}")
+        item = item["regex"]
+    if not isinstance(item, str) or not item.strip():
+        raise RuleError(f"{where}: label {label!r}, rule {n}: expected a non-empty regex string, got {item!r:.60}")
+    try:
+        regex(item, "max-times")
+    except KleeneError as error:
+        raise RuleError(f"{where}: label {label!r}, rule {n} ({item!r}): {error}") from error
+    return item, mode == "sentence"
+
+
+def _match_mode(value: Any, where: str) -> str:
+    if not isinstance(value, str) or value not in MATCH_MODES:
+        raise RuleError(f"{where}: 'match' must be one of {list(MATCH_MODES)}, got {value!r:.60}")
+    return value
 
 
 def parse_rules(data: Any, where: str = "rules") -> RuleSet:
-    """A ``RuleSet`` from ``{"default": LABEL, "rules": {LABEL: [REGEX, ...], ...}}`` or a bare
-    ``{LABEL: [REGEX, ...]}`` (whose default is its first label); see docs/rules.md. Every regex is parsed.
+    """A ``RuleSet`` from ``{"default": LABEL, "rules": {LABEL: [RULE, ...], ...}}`` (optionally with ``"match"``
+    and ``"priority"``) or a bare ``{LABEL: [REGEX, ...]}`` (whose default is its first label); a RULE is a regex
+    string or ``{"regex": REGEX, "match": "span" | "sentence"}``; see docs/rules.md. Every regex is parsed.
 
     Raises:
         RuleError: anything else, naming the label and the rule (and the regex error's column).
@@ -443,49 +515,83 @@ def parse_rules(data: Any, where: str = "rules") -> RuleSet:
     if not isinstance(data, Mapping):
         raise RuleError(f"{where}: expected a JSON object {{label: [regex, ...]}}, got {type(data).__name__}")
     if "rules" in data:
-        extra = set(data) - {"rules", "default"}
+        extra = set(data) - {"rules", "default", "match", "priority"}
         if extra:
-            raise RuleError(f"{where}: unknown keys {sorted(extra)} (expected 'rules' and optionally 'default')")
+            raise RuleError(
+                f"{where}: unknown keys {sorted(map(str, extra))} (expected 'rules' and optionally 'default', "
+                "'match', 'priority')"
+            )
         table, default = data["rules"], data.get("default")
+        mode, priority = _match_mode(data.get("match", "span"), where), data.get("priority")
     else:
-        table, default = data, None
+        table, default, mode, priority = data, None, "span", None
     if not isinstance(table, Mapping) or not table:
         raise RuleError(f"{where}: 'rules' must be a non-empty object {{label: [regex, ...]}}, got {table!r:.60}")
     rules: list[tuple[str, tuple[str, ...]]] = []
+    sentence: list[bool] = []
     for label, texts in table.items():
         if not isinstance(label, str) or not label:
             raise RuleError(f"{where}: label {label!r} must be a non-empty string")
-        if isinstance(texts, str):
+        if isinstance(texts, (str, Mapping)):
             texts = [texts]
         if not isinstance(texts, Sequence) or not texts:
             raise RuleError(f"{where}: label {label!r}: expected a non-empty list of regular expressions")
-        for n, text in enumerate(texts, start=1):
-            if not isinstance(text, str) or not text.strip():
-                raise RuleError(f"{where}: label {label!r}, rule {n}: expected a non-empty regex string, got {text!r}")
-            try:
-                regex(text, "max-times")
-            except KleeneError as error:
-                raise RuleError(f"{where}: label {label!r}, rule {n} ({text!r}): {error}") from error
-        rules.append((label, tuple(texts)))
+        parsed = [_rule_text(item, label, n, where, mode) for n, item in enumerate(texts, start=1)]
+        rules.append((label, tuple(text for text, _ in parsed)))
+        sentence.extend(whole for _, whole in parsed)
     labels = [label for label, _ in rules]
     if default is None:
         default = labels[0]
     if not isinstance(default, str) or not default:
         raise RuleError(f"{where}: default must be a label string, got {default!r}")
-    return RuleSet(tuple(rules), default)
+    if priority is not None and (
+        not isinstance(priority, Sequence) or isinstance(priority, str)
+        or not all(isinstance(label, str) for label in priority) or sorted(priority) != sorted(labels)
+    ):  # fmt: skip
+        raise RuleError(f"{where}: 'priority' must list each label with rules once, {labels}; got {priority!r:.80}")
+    return RuleSet(tuple(rules), default, tuple(sentence) if any(sentence) else (), tuple(priority or ()))
+
+
+#: How deep a rules file's JSON may nest (a rule set needs 4 levels: object, rules, label list, rule object).
+MAX_RULES_DEPTH = 64
+
+
+def _json_depth_ok(text: str, limit: int) -> bool:
+    """Whether the brackets of JSON ``text`` (outside strings) nest at most ``limit`` deep, checked without parsing
+    (the parser would recurse as deep as the text)."""
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif char in "]}":
+            depth -= 1
+    return True
 
 
 def load_rules(path: str | Path) -> RuleSet:
-    """Read a rules file (JSON, docs/rules.md).
+    """Read a rules file (UTF-8 JSON, docs/rules.md).
 
     Raises:
-        RuleError: a missing file, malformed JSON (naming its line and column) or a malformed rule set.
+        RuleError: a missing file, text that is not UTF-8, JSON nested deeper than ``MAX_RULES_DEPTH``, malformed
+            JSON (naming its line and column) or a malformed rule set.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as error:
         raise RuleError(f"rules file {str(path)!r}: {error.strerror or error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RuleError(f"{path}: not UTF-8 text (byte {error.start}: {raw[error.start:error.start + 1]!r})") from None
+    if not _json_depth_ok(text, MAX_RULES_DEPTH):
+        raise RuleError(f"{path}: JSON nested deeper than {MAX_RULES_DEPTH} levels; a rules file needs 4")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -502,8 +608,11 @@ def _class_ids(ruleset: RuleSet, labels: Sequence[str], num_classes: int) -> dic
                 raise RuleError(f"rule label {label!r} is not a class of the data (classes: {list(labels)})")
             ids[label] = list(labels).index(label)
         else:
-            if not label.isdigit() or int(label) >= num_classes:
-                raise RuleError(f"rule label {label!r}: the data's classes are the ids 0..{num_classes - 1}")
+            if re.fullmatch(r"0|[1-9][0-9]*", label) is None or int(label) >= num_classes:
+                raise RuleError(
+                    f"rule label {label!r}: the data's classes are the ids 0..{num_classes - 1}, written in ASCII "
+                    "digits"
+                )
             ids[label] = int(label)
     return ids
 
@@ -520,16 +629,21 @@ def _compile_rules(ruleset: RuleSet) -> list[WFSA]:
     return automata
 
 
-def _matches(automaton: WFSA, tokens: Sequence[str]) -> bool:
-    """Whether ``automaton`` gives some non-empty span of ``tokens`` a non-zero score (an empty automaton: never)."""
-    return automaton.num_states > 0 and not automaton.semiring.is_zero(automaton.all_spans(tokens).total)
+def _matches(automaton: WFSA, tokens: Sequence[str], whole: bool = False) -> bool:
+    """Whether ``automaton`` gives some non-empty span of ``tokens`` (``whole``: all of ``tokens``) a non-zero score
+    (an empty automaton: never)."""
+    if automaton.num_states == 0:
+        return False
+    score = automaton.score(tokens) if whole else automaton.all_spans(tokens).total
+    return not automaton.semiring.is_zero(score)
 
 
 class RulesPredictor:
-    """The rules alone: the first label (rule-set order) with a rule matching a non-empty span, else the default.
+    """The rules alone: the first label in priority order (``RuleSet.ranked``) with a matching rule (a span rule:
+    some non-empty span; a sentence rule: the whole sentence), else the default.
 
     Tokens outside ``vocab`` are read as ``<unk>`` (what the network sees; without ``vocab`` they are kept).
-    Runs ``WFSA.all_spans`` in pure Python: an oracle independent of the compiled layer.
+    Runs ``WFSA.all_spans`` and ``WFSA.score`` in pure Python: an oracle independent of the compiled layer.
     """
 
     def __init__(self, rules: RuleSet | Mapping[str, Any], vocab: Vocabulary | Sequence[str] | None = None):
@@ -539,16 +653,14 @@ class RulesPredictor:
         self.vocab = None if vocab is None else set(_vocab_tokens(vocab))
 
     def matches(self, tokens: Sequence[str]) -> list[bool]:
-        """Whether each rule (``RuleSet.flat`` order) matches a non-empty span of ``tokens``."""
+        """Whether each rule (``RuleSet.flat`` order) matches ``tokens``."""
         seen = [t if self.vocab is None or t in self.vocab else UNK for t in tokens]
-        return [_matches(a, seen) for a in self.automata]
+        whole = self.ruleset.whole_sentence()
+        return [_matches(a, seen, w) for a, w in zip(self.automata, whole, strict=True)]
 
     def predict(self, tokens: Sequence[str]) -> str:
-        fired = self.matches(tokens)
-        for (label, _), hit in zip(self.ruleset.flat(), fired, strict=True):
-            if hit:
-                return label
-        return self.ruleset.default
+        fired = {label for (label, _), hit in zip(self.ruleset.flat(), self.matches(tokens), strict=True) if hit}
+        return next((label for label in self.ruleset.ranked if label in fired), self.ruleset.default)
 
 
 # --------------------------------------------------------------------------------------------
@@ -585,6 +697,8 @@ class RegexClassifier(nn.Module):
     """
 
     task = "classification"
+    rule_order: Tensor
+    label_of_rule: Tensor
 
     def __init__(
         self,
@@ -614,21 +728,44 @@ class RegexClassifier(nn.Module):
         self.class_labels = list(labels)
         self.embedding = word_embedding(vocab_size, embedding_dim, freeze_embeddings)
         self.automata = _compile_rules(self.ruleset)
-        self.layer = AutomatonLayer(
-            self.automata, tokens, embedding_dim, random_init=init == "random", leak=leak, backend=backend, seed=seed
+        #: the trainer's dev selection counts the untrained network (the rules exactly) as a candidate
+        self.initial_is_candidate = init == "rules"
+        whole = self.ruleset.whole_sentence()
+        options: dict[str, Any] = {"random_init": init == "random", "leak": leak, "backend": backend, "seed": seed}
+        span_rules = [a for a, w in zip(self.automata, whole, strict=True) if not w]
+        sentence_rules = [a for a, w in zip(self.automata, whole, strict=True) if w]
+        #: the span rules' layer (None: every rule matches whole sentences) and the sentence rules' layer (None: none)
+        self.layer = AutomatonLayer(span_rules, tokens, embedding_dim, **options) if span_rules else None
+        self.sentence_layer = (
+            AutomatonLayer(sentence_rules, tokens, embedding_dim, anchored=True, **options) if sentence_rules else None
         )
+        # the layers' columns (span rules, then sentence rules) back in the rule set's order
+        order = [r for r, w in enumerate(whole) if not w] + [r for r, w in enumerate(whole) if w]
+        self.register_buffer("rule_order", torch.argsort(torch.tensor(order)), persistent=False)
         rule_labels = [label for label, _ in self.ruleset.flat()]
         label_of_rule = torch.tensor([self.ruleset.labels.index(lab) for lab in rule_labels])
         self.register_buffer("label_of_rule", label_of_rule, persistent=False)
         n = len(self.ruleset.labels)
         self.output = nn.Linear(n, num_classes)
         if init == "rules":
+            ranked = self.ruleset.ranked
             with torch.no_grad():
                 self.output.weight.zero_()
                 self.output.bias.zero_()
-                for k, label in enumerate(self.ruleset.labels):
-                    self.output.weight[self.class_of[label], k] = gain * (1 + (n - k) / n)
+                for column, label in enumerate(self.ruleset.labels):
+                    k = ranked.index(label)
+                    self.output.weight[self.class_of[label], column] = gain * (1 + (n - k) / n)
                 self.output.bias[self.class_of[self.ruleset.default]] = gain / (2 * n)
+
+    @property
+    def layers(self) -> list[AutomatonLayer]:
+        """The rule layers: the span rules' then the sentence rules' (each when it has rules)."""
+        return [layer for layer in (self.layer, self.sentence_layer) if isinstance(layer, AutomatonLayer)]
+
+    @property
+    def leak(self) -> float | None:
+        """The layers' ``leak`` (None: labels are exact masks)."""
+        return self.layers[0].leak
 
     def rule_scores(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """Each rule's document score (B, R) in storage form.
@@ -637,14 +774,16 @@ class RegexClassifier(nn.Module):
             LayerError: tokens or lengths that do not fit (``kleene.nn.embedding.check_token_batch``).
         """
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
-        return self.layer(tokens, self.embedding(tokens), lengths)
+        vectors = self.embedding(tokens)
+        scores = torch.cat([layer(tokens, vectors, lengths) for layer in self.layers], -1)
+        return scores[:, self.rule_order]
 
     def label_scores(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """Each label's score (B, L) as numbers: the ⊕ of its rules' scores, out of storage form."""
         scores = self.rule_scores(tokens, lengths)
-        storage = self.layer.storage
+        storage = self.layers[0].storage
         columns = [storage.sum(scores[:, self.label_of_rule == k], -1) for k in range(len(self.ruleset.labels))]
-        return self.layer.algebra.from_storage(torch.stack(columns, -1))
+        return self.layers[0].algebra.from_storage(torch.stack(columns, -1))
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         return self.output(self.label_scores(tokens, lengths))
@@ -674,23 +813,27 @@ class RegexClassifier(nn.Module):
         return cls(len(tokens), len(labels), ruleset.to_json(), tokens, labels, **kwargs)
 
     def read_back(
-        self, sentences: Sequence[Sequence[str]] = (), threshold: float = 0.5, batch_size: int = 256
+        self, sentences: Sequence[Sequence[str]] = (), threshold: float = READ_BACK_THRESHOLD, batch_size: int = 256
     ) -> list[RuleReadback]:
         """Every rule after training as a hard automaton and a regex (``AutomatonLayer.hard_automata``), with the
         words its arcs lost and gained and, given ``sentences`` (lists of words), its fidelity: the fraction of them
         on which the hard rule matches exactly when the soft rule's score is at least ``threshold`` (as a
-        probability).
+        probability). A rule whose arcs neither lost nor gained a word reads back as written (its own word order);
+        a changed one as ``to_regex`` prints its hard automaton (sets sorted).
 
         Raises:
             RuleError: a threshold outside (0, 1] or a batch size that is not an integer >= 1.
         """
         check_count(batch_size, "batch_size", minimum=1, error=RuleError)
-        hard = self.layer.hard_automata(self.embedding.weight.detach(), threshold)
+        table = self.embedding.weight.detach()
+        in_layers = [pair for layer in self.layers for pair in layer.hard_automata(table, threshold)]
+        hard = [in_layers[int(column)] for column in self.rule_order]
         out = []
         for (label, text), (automaton, arcs) in zip(self.ruleset.flat(), hard, strict=True):
-            shown = to_regex(automaton) if automaton.num_states else "[]"
             lost = sorted({w for arc in arcs for w in arc.lost})
             gained = sorted({w for arc in arcs for w in arc.gained})
+            unchanged = not lost and not gained and not self.layers[0].random_init
+            shown = text if unchanged else to_regex(automaton) if automaton.num_states else "[]"
             out.append(RuleReadback(label, text, shown, automaton, lost, gained))
         if sentences:
             agree = self._fidelity(sentences, [r.automaton for r in out], threshold, batch_size)
@@ -700,8 +843,9 @@ class RegexClassifier(nn.Module):
 
     def _fidelity(self, sentences: Sequence[Sequence[str]], hard: list[WFSA], threshold: float,
                   batch_size: int) -> list[float]:
-        vocabulary = Vocabulary(self.layer.tokens)
-        semiring = self.layer.algebra
+        vocabulary = Vocabulary(self.layers[0].tokens)
+        semiring = self.layers[0].algebra
+        whole = self.ruleset.whole_sentence()
         bar = semiring.stored_probability(float(threshold))
         agree = torch.zeros(len(hard))
         was_training = self.training
@@ -717,7 +861,7 @@ class RegexClassifier(nn.Module):
                 soft = self.rule_scores(ids, lengths) >= bar
                 seen = [vocabulary.decode(sentence_ids) for sentence_ids in encoded]  # unknown words as <unk>
                 for r, automaton in enumerate(hard):
-                    hits = torch.tensor([_matches(automaton, s) for s in seen])
+                    hits = torch.tensor([_matches(automaton, s, whole[r]) for s in seen])
                     agree[r] += (hits == soft[:, r]).sum()
         self.train(was_training)
         return (agree / max(len(sentences), 1)).tolist()

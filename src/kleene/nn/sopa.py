@@ -18,7 +18,7 @@ Two semantics (``mode``):
   like a transition); a bias scale (0.1); and semiring zero represented by -100 in the max semirings. The
   epsilon-then-move pairs are compiled as composite moves (eps_i ⊗ mu_{i+1}, eps_i ⊗ phi_{i+1}), so the
   template has no epsilon arcs; -100 enters as the initial state and as the floor of the document score.
-  ``from_soft_patterns`` loads a state dict saved by that code.
+  ``kleene.nn.original.from_soft_patterns`` loads a state dict saved by that code.
 
 Shared self-loops (``shared_self_loops``, the authors' ``--shared_sl``; either mode): the self-loop on state i
 reads the score of the main-path row i (the END state, which has no move out, gets a row of its own:
@@ -66,7 +66,6 @@ __all__ = [
     "SoPaClassifier",
     "SoPaError",
     "SoftPatterns",
-    "from_soft_patterns",
     "parse_pattern_spec",
 ]
 
@@ -850,7 +849,8 @@ class SoPaClassifier(nn.Module):
     Each document is padded with ``max_length - 1`` START vectors before and END vectors after its tokens
     (as the authors' ``read_docs`` does), so every pattern can match; the boundary vectors are fixed random
     unit vectors (buffers ``start_vector``/``end_vector``). Defaults (patterns, dropout 0.2, trainable embeddings,
-    MLP 100) are the SST-2 settings of RESULTS.md; ``from_soft_patterns`` passes the authors' values explicitly.
+    MLP 100) are the SST-2 settings of RESULTS.md; ``kleene.nn.original.from_soft_patterns`` passes the authors' values
+    explicitly.
     ``dropout`` acts on the pattern scores before the MLP (paper) or on the transition scores (reference, as the
     authors do); ``word_dropout`` replaces tokens by ``<unk>`` (id ``unk_id``) during training.
     """
@@ -983,163 +983,6 @@ class SoPaClassifier(nn.Module):
         if self.patterns.mode == "paper":
             scores = self.dropout(scores)
         return self.mlp(scores)
-
-
-# --------------------------------------------------------------------------------------------
-# Loading the authors' state dicts
-# --------------------------------------------------------------------------------------------
-def from_soft_patterns(
-    state_dict: Mapping[str, Tensor],
-    patterns: str | Mapping[int, int] | Sequence[tuple[int, int]],
-    embeddings: Tensor,
-    *,
-    semiring: str | Semiring = "max-times",
-    bias_scale: float = 0.1,
-    self_loop_scale: float | None = None,
-    epsilon_scale: float | None = None,
-    start_vector: Tensor | None = None,
-    end_vector: Tensor | None = None,
-    self_loops: bool | None = None,
-    backend: str = "auto",
-) -> SoPaClassifier:
-    """A reference-mode ``SoPaClassifier`` holding the weights of a model saved by the authors' soft_patterns.
-
-    ``state_dict`` has their names and layout: ``diags`` (P·D·Lmax, E) and ``bias`` (P·D·Lmax, 1) viewed as
-    (pattern, diagonal [self-loop, main path], state), ``epsilon`` (P, Lmax-1), ``mlp.layers.{i}.*`` and, for
-    ``--shared_sl`` models (D = 1: the self-loops read the main path's rows), the learned ``self_loop_scale``:
-    (P, Lmax) for ``--shared_sl 1`` (``shared_self_loops="per-state"``), (1,) for ``--shared_sl 2`` ("global").
-    ``patterns`` is their ``--patterns`` argument (e.g. "5-50_4-50_3-50_2-50") and ``semiring`` their flag
-    (``--maxtimes``: "max-times", ``--maxplus``: "max-plus", none: "real"); ``bias_scale``,
-    ``self_loop_scale`` and ``epsilon_scale`` their ``--bias_scale_param``, ``--self_loop_scale`` and
-    ``--eps_scale``. ``embeddings`` (V, E) becomes the classifier's frozen embedding matrix (row 0 is read as
-    padding), and ``start_vector``/``end_vector`` the vectors of their START/END padding tokens. ``self_loops``
-    (default: inferred, self-loops when D = 2 or a learned ``self_loop_scale`` is present) is False for a model
-    trained with ``--no_sl`` and ``--shared_sl`` together, whose unused ``self_loop_scale`` is then ignored.
-
-    Note:
-        Models trained with ``--use_rnn`` have parameters (an LSTM under the patterns) this loader does not map.
-
-    Raises:
-        SoPaError: missing or unexpected keys, shapes that do not fit ``patterns``, or options that contradict the
-            state dict (a fixed ``self_loop_scale`` with a learned one, ``self_loops`` against the diagonals).
-    """
-    spec = parse_pattern_spec(patterns)
-    keys = set(state_dict)
-    unsupported = sorted(k for k in keys if k.startswith("rnn."))
-    if unsupported:
-        raise SoPaError(f"the state dict has parameters of a --use_rnn model (an LSTM), not supported: {unsupported}")
-    for needed in ("diags", "bias"):
-        if needed not in keys:
-            raise SoPaError(f"the state dict has no {needed!r} (keys: {sorted(keys)})")
-    total = sum(spec.values())
-    max_len = max(spec)
-    diags, bias = state_dict["diags"], state_dict["bias"]
-    rows = diags.shape[0]
-    if rows % (total * max_len) or rows // (total * max_len) not in (1, 2):
-        raise SoPaError(
-            f"diags has {rows} rows, which is not {total} patterns x (1 or 2) diagonals x {max_len} states "
-            f"for patterns {spec}"
-        )
-    num_diags = rows // (total * max_len)
-    word_dim = diags.shape[1]
-    if embeddings.shape[1] != word_dim:
-        raise SoPaError(f"embeddings have dimension {embeddings.shape[1]}, but diags expect {word_dim}")
-    if tuple(bias.shape) != (rows, 1):
-        raise SoPaError(f"bias has shape {tuple(bias.shape)}; expected {(rows, 1)}")
-    eps = state_dict.get("epsilon")
-    if eps is not None and tuple(eps.shape) != (total, max_len - 1):
-        raise SoPaError(f"epsilon has shape {tuple(eps.shape)}; expected {(total, max_len - 1)}")
-    learned = state_dict.get("self_loop_scale")
-    shared = None if learned is None else _shared_kind(tuple(learned.shape), total, max_len, num_diags)
-    if self_loops is None:
-        self_loops = num_diags == 2 or shared is not None
-    elif self_loops and num_diags == 1 and shared is None:
-        raise SoPaError("self_loops=True, but diags has 1 diagonal and there is no learned self_loop_scale (--no_sl)")
-    elif not self_loops and num_diags == 2:
-        raise SoPaError("self_loops=False, but diags has 2 diagonals (a self-loop diagonal)")
-    if not self_loops:
-        shared = None  # --no_sl with --shared_sl: their code never reads the scale
-    if shared is not None and self_loop_scale is not None:
-        raise SoPaError(
-            f"the state dict learns its self_loop_scale (--shared_sl), which their code uses instead of "
-            f"--self_loop_scale: pass self_loop_scale=None, not {self_loop_scale!r}"
-        )
-    mlp_keys = sorted(k for k in keys if k.startswith("mlp.layers.") and k.endswith(".weight"))
-    if not mlp_keys:
-        raise SoPaError("the state dict has no mlp.layers.*.weight")
-    extra = keys - {"diags", "bias", "epsilon", "self_loop_scale"} - {k for k in keys if k.startswith("mlp.layers.")}
-    if extra:
-        raise SoPaError(f"unexpected keys in the state dict: {sorted(extra)}")
-    mlp_weights = [state_dict[f"mlp.layers.{i}.weight"] for i in range(len(mlp_keys))]
-    model = SoPaClassifier(
-        vocab_size=embeddings.shape[0],
-        num_classes=mlp_weights[-1].shape[0],
-        embedding_dim=word_dim,
-        patterns=spec,
-        semiring=semiring,
-        mode="reference",
-        self_loops=self_loops,
-        epsilons=eps is not None,
-        bias_scale=bias_scale,
-        self_loop_scale=self_loop_scale,
-        epsilon_scale=epsilon_scale,
-        shared_self_loops=shared,
-        mlp_hidden=mlp_weights[0].shape[0] if len(mlp_weights) > 1 else 1,
-        mlp_layers=len(mlp_weights),
-        dropout=0.0,
-        freeze_embeddings=True,
-        backend=backend,
-    )
-    model.to(diags.dtype)
-    diag_view = diags.reshape(total, num_diags, max_len, word_dim)
-    bias_view = bias.reshape(total, num_diags, max_len)
-    with torch.no_grad():
-        model.embedding.weight.copy_(embeddings)
-        if start_vector is not None:
-            model.start_vector.copy_(start_vector)
-        if end_vector is not None:
-            model.end_vector.copy_(end_vector)
-        first = 0
-        for group in model.patterns.groups:
-            assert isinstance(group, PatternGroup)
-            rows_of = slice(first, first + group.count)
-            length = group.length
-            group.main_weight.copy_(diag_view[rows_of, -1, : length - 1])
-            group.main_bias.copy_(bias_view[rows_of, -1, : length - 1])
-            if group.loop_share is not None:  # one diagonal: the self-loop on i reads row i
-                group.end_weight.copy_(diag_view[rows_of, 0, length - 1 : length])
-                group.end_bias.copy_(bias_view[rows_of, 0, length - 1 : length])
-                assert learned is not None
-                scales = learned.reshape(1) if shared == "global" else learned[rows_of, :length]
-                group.loop_share.raw.copy_(scales)
-            elif self_loops:
-                group.loop_weight.copy_(diag_view[rows_of, 0, :length])
-                group.loop_bias.copy_(bias_view[rows_of, 0, :length])
-            if eps is not None:
-                original = raw_constants(group.recurrence)
-                original.copy_(eps[rows_of, : length - 1].T)
-            first += group.count
-        for i, layer in enumerate(model.mlp.layers):
-            assert isinstance(layer, nn.Linear)
-            layer.weight.copy_(state_dict[f"mlp.layers.{i}.weight"])
-            layer.bias.copy_(state_dict[f"mlp.layers.{i}.bias"])
-    return model
-
-
-def _shared_kind(shape: tuple[int, ...], total: int, max_len: int, num_diags: int) -> SharedSelfLoops:
-    """The ``shared_self_loops`` of a learned ``self_loop_scale`` of ``shape`` (their ``--shared_sl`` 1 or 2)."""
-    if num_diags != 1:
-        raise SoPaError(
-            "the state dict has a learned self_loop_scale (--shared_sl) but diags has 2 diagonals; --shared_sl "
-            "models keep 1 (the self-loops read the main path's rows)"
-        )
-    if shape == (total, max_len):
-        return "per-state"
-    if shape in ((1,), ()):
-        return "global"
-    raise SoPaError(
-        f"self_loop_scale has shape {shape}; expected {(total, max_len)} (--shared_sl 1) or (1,) (--shared_sl 2)"
-    )
 
 
 def raw_constants(recurrence: nn.Module) -> Tensor:

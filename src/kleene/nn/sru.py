@@ -24,6 +24,8 @@ from kleene.compile.functions import OUTPUT
 from kleene.nn import projection
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import (
+    KERNEL_ACTIVATIONS,
+    LayerError,
     RationalClassifier,
     RationalLanguageModel,
     SlotLayer,
@@ -38,13 +40,20 @@ __all__ = ["SRUClassifier", "SRULanguageModel", "SRULayer", "sru_template"]
 Tensor = torch.Tensor
 
 
-def sru_template(semiring: str | Semiring) -> Template:
+def sru_template(semiring: str | Semiring, activation: str = "tanh") -> Template:
     """RRNN(B) with the gates inside (``rrnn_gated_template("B")``: slots ``zf``, ``wu``) plus SRU's highway as the
     output map: slots ``zr`` (the reset gate's pre-activation) and ``skip`` (x', read by the map only) and
-    ``h = σ(zr) tanh(y) + (1 − σ(zr)) skip`` on the stored c = y (max-times: its log value)."""
+    ``h = σ(zr) act(y) + (1 − σ(zr)) skip`` on the stored c = y (max-times: its log value); ``act`` tanh or none
+    (``KERNEL_ACTIVATIONS``).
+
+    Raises:
+        LayerError: another activation.
+    """
+    if activation not in ("tanh", "none"):
+        raise LayerError(f"SRU activation must be 'tanh' or 'none', got {activation!r}")
     base = rrnn_gated_template("B", semiring)
     y, zr, skip = sympy.symbols(f"{OUTPUT} zr skip")
-    highway = sigmoid(zr) * sympy.tanh(y) + (1 - sigmoid(zr)) * skip
+    highway = sigmoid(zr) * KERNEL_ACTIVATIONS[activation](y) + (1 - sigmoid(zr)) * skip
     return replace(base, slots=(*base.slots, "zr", "skip"), output_map=OutputMap(highway), name="sru")
 
 
@@ -53,7 +62,8 @@ class SRULayer(SlotLayer):
 
     ``semiring`` (default real; any ``gate_semiring``): c_t runs in it as RRNN(B) does (``rrnn_gated_template``: the
     gates inside the kernel); the highway mixes the stored values with real arithmetic, inside the kernel too
-    (``sru_template``'s output map): the layer is one GEMM and one kernel.
+    (``sru_template``'s output map): the layer is one GEMM and one kernel. ``activation``: ``tanh`` (the paper's
+    ``r ⊙ tanh(c)``) or ``none`` (``r ⊙ c``, the ``sru`` package's default).
     """
 
     #: Whether the highway runs inside the kernel (``sru_template``); a subclass with another output map sets False,
@@ -67,9 +77,11 @@ class SRULayer(SlotLayer):
         *,
         bidirectional: bool = False,
         semiring: str | Semiring | None = None,
+        activation: str = "tanh",
         backend: str = "auto",
     ):
         super().__init__()
+        self.activation = activation
         self.algebra = gate_semiring("real" if semiring is None else semiring)
         self.storage, self.semiring = self.algebra.storage, self.algebra.name
         dim = hidden_size * (2 if bidirectional else 1)
@@ -79,7 +91,9 @@ class SRULayer(SlotLayer):
         self.gates = projection.Linear(input_size, 2 * dim)  # W_f, W_r with biases
         self.highway = None if input_size == dim else projection.Linear(input_size, dim, bias=False)
         # the gates and the highway run inside the kernel: its slots are W_f x + b_f, W x, W_r x + b_r and x'
-        template = sru_template(self.algebra) if self.fused_output else rrnn_gated_template("B", self.algebra)
+        template = (
+            sru_template(self.algebra, activation) if self.fused_output else rrnn_gated_template("B", self.algebra)
+        )
         self.recurrence = compile_layer(template, self.algebra, dim, bidirectional, backend)
 
     def slots(self, x: Tensor) -> tuple[Tensor, Any]:
@@ -108,15 +122,24 @@ class SRULayer(SlotLayer):
 class SRUClassifier(RationalClassifier):
     """SRU-2017 text classifier; ``options`` as in ``RationalClassifier``."""
 
-    def __init__(self, vocab_size: int, num_classes: int, *, semiring: str | None = None, **options: Any):
-        super().__init__(vocab_size, num_classes, partial(SRULayer, semiring=semiring), **options)
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        semiring: str | None = None,
+        activation: str = "tanh",
+        **options: Any,
+    ):
+        layer = partial(SRULayer, semiring=semiring, activation=activation)
+        super().__init__(vocab_size, num_classes, layer, **options)
 
 
 class SRULanguageModel(RationalLanguageModel):
     """SRU-2017 language model; ``options`` as in ``RationalLanguageModel``."""
 
-    def __init__(self, vocab_size: int, *, semiring: str | None = None, **options: Any):
-        super().__init__(vocab_size, partial(SRULayer, semiring=semiring), **options)
+    def __init__(self, vocab_size: int, *, semiring: str | None = None, activation: str = "tanh", **options: Any):
+        super().__init__(vocab_size, partial(SRULayer, semiring=semiring, activation=activation), **options)
 
 
 register_model("sru", task_builder(SRUClassifier, SRULanguageModel))

@@ -320,7 +320,9 @@ class Trainer:
                 yield epoch, batch
 
     def fit(self, out_dir: str | Path | None = None, *, overwrite: bool = True) -> TrainResult:
-        """Train; keep the best model on the dev set; evaluate it on dev and test; save it to ``out_dir`` (rank 0).
+        """Train; keep the best model on the dev set (the initial model included when the model says
+        ``initial_is_candidate``: it is kept when no step beats it); evaluate it on dev and test; save it to
+        ``out_dir`` (rank 0).
 
         Raises:
             CheckpointError: (``overwrite=False``) ``out_dir`` holds a checkpoint already; checked before training.
@@ -344,7 +346,10 @@ class Trainer:
                 )
             total = min(total, config.max_steps)
         assert total is not None
-        best: dict[str, float] | None = None
+        # a model whose initial state is knowledge (``initial_is_candidate``: a rule-initialised network) is a
+        # candidate itself, so it is never returned worse on dev than it started
+        candidate = getattr(self.model, "initial_is_candidate", False) is True and len(self.batches("dev")) > 0
+        best: dict[str, float] | None = self.evaluate("dev") if candidate else None
         best_step = 0
         best_state = copy.deepcopy(self.model.state_dict())
         since_best = since_halving = 0

@@ -34,7 +34,7 @@ from kleene.data.datasets import CLASSIFICATION, Example, is_data_path, load_cla
 from kleene.data.vocab import Vocabulary
 from kleene.errors import ReportError
 from kleene.nn.checkpoint import Checkpoint
-from kleene.nn.rules import RegexClassifier
+from kleene.nn.rules import READ_BACK_THRESHOLD, RegexClassifier
 from kleene.nn.sopa import SoPaClassifier
 from kleene.viz.draw import (
     FONT_STACK,
@@ -191,12 +191,12 @@ def _add_rule_sections(
     page: _Page, checkpoint: Checkpoint, model: RegexClassifier, data_name: str | None, options: ReportOptions
 ) -> None:
     """Every rule before and after training, side by side: the user's regex, the trained automaton read back as a
-    regex (``RegexClassifier.read_back`` at ``options.hard_threshold``), the words it lost and its fidelity."""
+    regex (``RegexClassifier.read_back`` at ``READ_BACK_THRESHOLD``), the words it lost and its fidelity."""
     sentences: list[list[str]] = []
     if data_name is not None and (data_name in CLASSIFICATION or is_data_path(data_name)):
         fold = int(checkpoint.config.get("metadata", {}).get("fold") or 0)
         sentences = [list(e.tokens) for e in _nonempty(load_classification(data_name, fold).dev)]
-    rules = model.read_back(sentences, threshold=options.hard_threshold)
+    rules = model.read_back(sentences, threshold=READ_BACK_THRESHOLD)
     rows = []
     for r in rules:
         lost, gained = _word_list(r.lost), _word_list(r.gained)
@@ -206,12 +206,13 @@ def _add_rule_sections(
             f"<td><code>{html.escape(r.regex)}</code></td><td>{html.escape(gained) or '—'}</td>"
             f"<td>{html.escape(lost) or '—'}</td><td>{fidelity}</td></tr>"
         )
-    leak = "" if model.layer.leak is not None else " (its labels are exact masks, so no word is gained)"
+    leak = "" if model.leak is not None else " (its labels are exact masks, so no word is gained)"
     intro = (
         f'<p class="note">Each rule as written and as read back after training: an arc accepts the words whose '
-        f"trained weight is at least {options.hard_threshold} times its original weight{leak}. Fidelity: the fraction "
-        "of the dev sentences on which the hard rule matches exactly when the trained rule's score reaches the same "
-        "threshold.</p>"
+        f"trained weight is at least {READ_BACK_THRESHOLD} times its original weight{leak} (the read-back threshold, "
+        "kleene.nn.rules.READ_BACK_THRESHOLD, as RegexClassifier.read_back()); a rule that nothing changed reads back "
+        "as written. Fidelity: the fraction of the dev sentences on which the hard rule matches exactly when the "
+        "trained rule's score reaches the same threshold.</p>"
     )
     table = (
         "<table><thead><tr><th>label</th><th>rule before training</th><th>rule after training</th>"

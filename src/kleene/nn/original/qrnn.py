@@ -24,13 +24,33 @@ import torch
 from torch import nn
 
 from kleene.errors import OriginalCodeError
+from kleene.nn.original.common import Checkpoint, OriginalArgs, check_size, read_args, read_state_dict
 from kleene.nn.original.state import wfsa_state
 from kleene.nn.qrnn import QRNNLayer
 from kleene.nn.rrnn import RationalStack, StreamState, full_lengths
 
-__all__ = ["PytorchQRNN", "QRNNReferenceLayer", "from_pytorch_qrnn"]
+__all__ = ["PYTORCH_QRNN_ARGS", "PytorchQRNN", "QRNNReferenceLayer", "from_pytorch_qrnn"]
 
 Tensor = torch.Tensor
+
+#: The arguments of pytorch-qrnn's ``QRNN(input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+#: dropout=0, bidirectional=False, layers=None, **kwargs)`` and of the ``QRNNLayer`` options it passes on, with
+#: their defaults (sizes None: read from the weights, checked when given).
+PYTORCH_QRNN_ARGS: dict[str, Any] = {
+    "input_size": None,
+    "hidden_size": None,
+    "num_layers": None,
+    "bias": True,
+    "batch_first": False,
+    "dropout": 0.0,
+    "bidirectional": False,
+    "layers": None,
+    "save_prev_x": False,
+    "zoneout": 0.0,
+    "window": 1,
+    "output_gate": True,
+    "use_cuda": True,
+}
 
 
 class QRNNReferenceLayer(QRNNLayer):
@@ -47,8 +67,9 @@ class PytorchQRNN(nn.Module):
     """pytorch-qrnn's ``QRNN`` as a stack of ``QRNNReferenceLayer`` (batch first).
 
     ``forward(x (B, T, n), hidden=None, lengths=None)`` returns the last layer's h (B, T, H) and every layer's last
-    c (L, B, H) (at each sequence's length); ``hidden`` (L, B, H) is the initial c. ``stream(x, states)`` is the
-    original's ``save_prev_x``: chunks of one sequence, each continuing from the states the previous one returned.
+    c (L, B, H) (at each sequence's length); ``hidden`` (L, B, H) is the initial c. ``stream(x, states, hidden)``
+    is the original's ``save_prev_x``: chunks of one sequence, each continuing from the states the previous one
+    returned (the first from ``hidden``, or zeros).
     """
 
     def __init__(self, layers: Sequence[QRNNReferenceLayer], dropout: float = 0.0):
@@ -71,16 +92,25 @@ class PytorchQRNN(nn.Module):
             raise OriginalCodeError(f"hidden must have shape (layers, B, H) = {expected}; got {tuple(hidden.shape)}")
         return [wfsa_state(layer.recurrence, like, {"q1": c}) for layer, c in zip(layers, hidden)]
 
-    def forward(
-        self, x: Tensor, hidden: Tensor | None = None, lengths: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, hidden: Tensor | None = None, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = full_lengths(x) if lengths is None else lengths
         states = None if hidden is None else self.initial_states(hidden, x)
         h, finals = self.stack(x, lengths, states)
         return h, torch.stack([self.last_cells(final) for final in finals])
 
-    def stream(self, x: Tensor, states: Sequence[StreamState] | None = None) -> tuple[Tensor, list[StreamState]]:
-        """``x`` continuing the sequence whose previous chunk left ``states`` (None: a new sequence)."""
+    def stream(
+        self, x: Tensor, states: Sequence[StreamState] | None = None, hidden: Tensor | None = None
+    ) -> tuple[Tensor, list[StreamState]]:
+        """``x`` continuing the sequence whose previous chunk left ``states`` (None: a new sequence, whose cells start
+        at ``hidden`` (L, B, H), or zero, and whose previous inputs are zero, as the original's first call).
+
+        Raises:
+            OriginalCodeError: both ``states`` and ``hidden``, or ``hidden`` of the wrong shape.
+        """
+        if hidden is not None:
+            if states is not None:
+                raise OriginalCodeError("pass states (a continued sequence) or hidden (a new one), not both")
+            states = [StreamState(state) for state in self.initial_states(hidden, x)]
         return self.stack.stream(x, states)
 
     def last_cells(self, final: Tensor) -> Tensor:
@@ -108,25 +138,28 @@ def _layer_prefixes(state_dict: Mapping[str, Tensor]) -> list[str]:
 
 
 def from_pytorch_qrnn(
-    state_dict: Mapping[str, Tensor], config: Mapping[str, Any] | None = None, *, backend: str = "auto"
+    checkpoint: Checkpoint, args: OriginalArgs | None = None, *, backend: str = "auto"
 ) -> PytorchQRNN:
     """A ``PytorchQRNN`` holding the weights of pytorch-qrnn's ``QRNN`` (keys ``…layers.i.linear.*``) or of one
-    ``QRNNLayer`` (``…linear.*``), in the state dict's dtype.
+    ``QRNNLayer`` (``…linear.*``), in the checkpoint's dtype.
 
-    ``config``: the constructor options ``window`` (1 or 2, default 1), ``output_gate`` (default True), ``zoneout``
-    (default 0) and ``dropout`` (between layers, default 0), as given to the original; sizes come from the weights.
+    ``checkpoint``: the state dict or its file (``kleene.nn.original.common.Checkpoint``); ``args``: the original's
+    constructor arguments as given to it (``PYTORCH_QRNN_ARGS``, its defaults: window 1, output gate, no zoneout);
+    ``input_size``, ``hidden_size`` and ``num_layers`` are read from the weights and checked when given.
 
     Raises:
-        OriginalCodeError: an unknown option or value (window 3 does not exist in the original), or weights whose
-            shapes do not split into the gates of that window.
+        OriginalCodeError: an unknown argument or value (window 3 does not exist in the original; bidirectional,
+            batch-first and bias-free models are refused by the original itself), sizes that differ from the
+            weights', or weights whose shapes do not split into the gates of that window.
     """
-    config = dict(config or {})
-    known = {"window", "output_gate", "zoneout", "dropout", "save_prev_x", "use_cuda"}  # the last two change no value
-    unknown = set(config) - known
-    if unknown:
-        raise OriginalCodeError(f"unknown pytorch-qrnn options {sorted(unknown)}; known: {sorted(known)}")
-    window, output_gate = config.get("window", 1), bool(config.get("output_gate", True))
-    zoneout, dropout = float(config.get("zoneout", 0.0)), float(config.get("dropout", 0.0))
+    code = "pytorch-qrnn"
+    state_dict = read_state_dict(checkpoint, code)
+    options = read_args(args, code, PYTORCH_QRNN_ARGS)
+    window, output_gate = options["window"], bool(options["output_gate"])
+    zoneout, dropout = float(options["zoneout"]), float(options["dropout"])
+    for key, allowed in (("bidirectional", False), ("batch_first", False), ("bias", True), ("layers", None)):
+        if options[key] != allowed:
+            raise OriginalCodeError(f"{key}={options[key]!r}: pytorch-qrnn's QRNN asserts {key}={allowed!r}")
     if window not in (1, 2):
         raise OriginalCodeError(f"window={window!r}: pytorch-qrnn supports windows 1 and 2 only")
     if not 0 <= zoneout < 1:
@@ -157,4 +190,8 @@ def from_pytorch_qrnn(
             assert layer.convolution.bias is not None
             layer.convolution.bias.copy_(bias * sign)
         layers.append(layer)
+    if layers:
+        check_size(options, "input_size", layers[0].input_size, code)
+        check_size(options, "hidden_size", layers[-1].hidden_size, code)
+        check_size(options, "num_layers", len(layers), code)
     return PytorchQRNN(layers, dropout)

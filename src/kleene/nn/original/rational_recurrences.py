@@ -39,15 +39,18 @@ from torch.nn.utils import parametrize
 
 from kleene.compile import compile
 from kleene.errors import OriginalCodeError
+from kleene.nn.original.common import Checkpoint, OriginalArgs, check_size, read_args, read_state_dict
 from kleene.nn.original.state import wfsa_state
-from kleene.nn.rrnn import ACTIVATIONS, SlotLayer, rrnn_template
+from kleene.nn.rrnn import ACTIVATIONS, RRNNLayer, SlotLayer, rrnn_template
 
 __all__ = [
     "ORIGINAL_SEMIRINGS",
+    "RATIONAL_RECURRENCES_ARGS",
     "OriginalConstants",
     "OriginalLayerNorm",
     "RRNNReference",
     "RRNNReferenceLayer",
+    "copy_rrnn_layer",
     "from_rational_recurrences",
 ]
 
@@ -183,7 +186,8 @@ class RRNNReferenceLayer(SlotLayer):
 
 class RRNNReference(nn.Module):
     """rational-recurrences' ``RRNN`` (a stack of ``RRNNReferenceLayer``, each followed by ``OriginalLayerNorm``
-    when ``layer_norm``). ``forward(x (B, T, n), lengths=None, init_hidden=None)`` returns the last layer's output
+    when ``layer_norm``). ``forward(x (B, T, n), init_hidden=None, lengths=None)`` (the original's order, kleene's
+    lengths last) returns the last layer's output
     (B, T, D) and the final ``(c1, c2)``, each (num_layers, B, D), like the original's ``(len, batch, n)`` layout
     with batch first; ``init_hidden`` is such a pair (None: the original's initial state)."""
 
@@ -207,7 +211,7 @@ class RRNNReference(nn.Module):
         self.hidden_size = hidden_size
 
     def forward(
-        self, x: Tensor, lengths: Tensor | None = None, init_hidden: tuple[Tensor, Tensor] | None = None
+        self, x: Tensor, init_hidden: tuple[Tensor, Tensor] | None = None, lengths: Tensor | None = None
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         if lengths is None:
             lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device)
@@ -242,8 +246,26 @@ def original_semiring(name: str) -> OriginalSemiring:
     return ORIGINAL_SEMIRINGS[name]
 
 
-_CONFIG_KEYS = {"semiring", "use_tanh", "use_relu", "use_selu", "weight_norm", "bidirectional", "layer_norm",
-                "use_output_gate"}  # fmt: skip
+#: The arguments of rational-recurrences' ``RRNN(semiring, input_size, hidden_size, num_layers=2, dropout=0.2,
+#: rnn_dropout=0.2, bidirectional=False, use_tanh=1, use_relu=0, use_selu=0, weight_norm=False, layer_norm=False,
+#: use_output_gate=True)`` with its defaults; ``semiring`` (no default there) is the name its scripts' ``--semiring``
+#: takes. Sizes None: read from the weights (checked when given); ``layer_norm`` and ``use_output_gate`` are read
+#: from the keys (checked when given); the dropouts act in training only.
+RATIONAL_RECURRENCES_ARGS: dict[str, Any] = {
+    "semiring": None,
+    "input_size": None,
+    "hidden_size": None,
+    "num_layers": None,
+    "dropout": 0.2,
+    "rnn_dropout": 0.2,
+    "bidirectional": False,
+    "use_tanh": 1,
+    "use_relu": 0,
+    "use_selu": 0,
+    "weight_norm": False,
+    "layer_norm": None,
+    "use_output_gate": None,
+}
 
 
 def _activation(config: Mapping[str, Any]) -> str:
@@ -264,24 +286,26 @@ def _find_prefix(state_dict: Mapping[str, Tensor]) -> str:
 
 
 def from_rational_recurrences(
-    state_dict: Mapping[str, Tensor], config: Mapping[str, Any], *, backend: str = "auto"
+    checkpoint: Checkpoint, args: OriginalArgs | None = None, *, backend: str = "auto"
 ) -> RRNNReference:
     """An ``RRNNReference`` holding the weights of rational-recurrences' ``rrnn.RRNN`` (or of a model containing one,
     e.g. its classifier's ``encoder``: the prefix is found from the keys).
 
-    ``config``: the RRNN's constructor options: ``semiring`` (``plus_times``, ``max_plus`` or ``log``), ``use_tanh``
-    (default 1), ``use_relu``, ``use_selu``, ``weight_norm``, ``bidirectional``; optionally ``layer_norm`` and
-    ``use_output_gate``, checked against the state dict (which alone decides them). Sizes come from the weights.
-    The module's dtype is the state dict's.
+    ``checkpoint``: the state dict or its file (``kleene.nn.original.common.Checkpoint``); ``args``: the RRNN's
+    constructor arguments as given to it (``RATIONAL_RECURRENCES_ARGS``): ``semiring`` (``plus_times``, ``max_plus``
+    or ``log``; required, as in the original), ``use_tanh`` (default 1), ``use_relu``, ``use_selu``,
+    ``weight_norm``, ``bidirectional``, the sizes, the dropouts; ``layer_norm`` and ``use_output_gate`` are checked
+    against the state dict (which alone decides them). The module's dtype is the state dict's.
 
     Raises:
         OriginalCodeError: a refused option (max_times, selu, weight norm, bidirectional: the message says why), an
-            unknown config key, or a state dict whose keys or shapes are not an RRNN's.
+            unknown argument, sizes that differ from the weights', or a state dict whose keys or shapes are not an
+            RRNN's.
     """
-    unknown = set(config) - _CONFIG_KEYS
-    if unknown:
-        known = sorted(_CONFIG_KEYS)
-        raise OriginalCodeError(f"unknown rational-recurrences config keys {sorted(unknown)}; known: {known}")
+    code = "rational-recurrences"
+    state_dict = read_state_dict(checkpoint, code)
+    given = read_args(args, code, RATIONAL_RECURRENCES_ARGS)
+    config = {key: value for key, value in given.items() if value is not None}
     if "semiring" not in config:
         raise OriginalCodeError("config must name the semiring the model was trained with (plus_times, max_plus, log)")
     original_semiring(config["semiring"])
@@ -307,6 +331,9 @@ def from_rational_recurrences(
         raise OriginalCodeError(f"rnn_lst.0.weight has shape {shape}: not (n_in, D·4 or D·5) for D={hidden}")
     output_gate = k == 5
     layer_norm = f"{prefix}ln_lst.0.gamma" in state_dict
+    check_size(config, "input_size", int(first.shape[0]), code)
+    check_size(config, "hidden_size", hidden, code)
+    check_size(config, "num_layers", num_layers, code)
     for key, found in (("use_output_gate", output_gate), ("layer_norm", layer_norm)):
         if key in config and bool(config[key]) != found:
             raise OriginalCodeError(f"config says {key}={config[key]!r} but the state dict has {key}={found}")
@@ -354,3 +381,18 @@ def _load_cell(layer: RRNNReferenceLayer, state_dict: Mapping[str, Tensor], pref
     eps = _get(state_dict, prefix + "bias_eps", (d,))
     final = _get(state_dict, prefix + "bias_final", (2 * d,)).reshape(d, 2)  # per unit: ρ1, ρ2
     layer.raw_constants.copy_(torch.stack([eps, final[:, 0], final[:, 1]]))  # the template's (gamma, rho1, rho2)
+
+
+def copy_rrnn_layer(target: nn.Module, source: RRNNReferenceLayer) -> None:
+    """Copy a plus-times reference layer's weights into kleene's ``RRNNLayer`` of kind F, real semiring and the same
+    sizes and output gate (``kleene convert``: the two compute the same function)."""
+    assert isinstance(target, RRNNLayer) and target.kind == "F" and (target.gate is None) == (source.gate is None)
+    assert not source.original.log_space, "the semiring path has other constants than kleene's RRNN(F)"
+    with torch.no_grad():
+        target.forget.load_state_dict(source.forget.state_dict())
+        target.update.load_state_dict(source.update.state_dict())
+        if source.gate is not None and target.gate is not None:
+            target.gate.load_state_dict(source.gate.state_dict())
+        names = target.recurrence.template.constants
+        assert names == source.recurrence.template.constants, f"constants {names} in another order"
+        target.recurrence.parametrizations["constants"].original.copy_(source.raw_constants)  # type: ignore[union-attr,index]
