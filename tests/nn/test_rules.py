@@ -237,7 +237,7 @@ def test_cli_trains_from_a_rules_file_and_reports_the_rules(
     assert f"Rules before and after training ({count})" in page and "stand for" in page and "words gained" in page
     bad = tmp_path / "bad.json"
     bad.write_text('{"HUM": ["who ("]}')
-    assert main(["train", "regex", "--data", "trec", "--rules", str(bad), "--out", str(out)]) == 1
+    assert main(["train", "regex", "--data", "trec", "--rules", str(bad), "--out", str(tmp_path / "bad-run")]) == 1
     assert "label 'HUM', rule 1" in capsys.readouterr().err
 
 
