@@ -90,7 +90,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """
     rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 0
     if (
-        x.dtype != torch.float32
+        _tracing()
+        or x.dtype != torch.float32
         or weight.dtype != torch.float32
         or x.device.type != "cpu"
         or weight.device.type != "cpu"
@@ -98,7 +99,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         or rows == 0
         or x.shape[-1] == 0
         or not packed_gemm_available()
-        or _tracing()
     ):
         return functional.linear(x, weight, bias)
     out = _PackedLinear.apply(x.reshape(rows, x.shape[-1]).contiguous(), weight.contiguous(), bias)

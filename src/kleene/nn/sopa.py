@@ -738,6 +738,9 @@ class SoftPatterns(nn.Module):
         #: on the cpp backend; False: one call per group (the same scores and gradients)
         self.one_call = True
         self._bank: CompiledBank | None = None
+        groups = self._groups()
+        if groups and all(group.recurrence.backend == "cpp" for group in groups):  # loaded now: a traced call cannot
+            self._bank = CompiledBank([group.recurrence for group in groups])
 
     def _prebuild(self, algebra: Semiring, mode: Mode, self_loops: bool, epsilons: bool, cap: int | None) -> None:
         """Build the groups' kernels and the bank's concurrently (``kleene.compile.bank.prebuild``): constructing the
@@ -789,6 +792,8 @@ class SoftPatterns(nn.Module):
         generated C++ kernel on ``like``'s device and dtype, else None (then each group runs its own kernel)."""
         groups = self._groups()
         if not self.one_call or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
+            return None
+        if torch.onnx.is_in_onnx_export():  # the bank's kernel has no ONNX form; each group's recurrence has one
             return None
         if any(group.recurrence.backend != "cpp" for group in groups):
             return None
@@ -973,9 +978,13 @@ class SoPaClassifier(nn.Module):
             LayerError: tokens or lengths that do not fit (see ``kleene.nn.embedding.check_token_batch``).
         """
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
-        table, index, padded_lengths = self.distinct_vectors(tokens, lengths)
         transition_dropout = self.dropout if self.patterns.mode == "reference" else None
-        scores = self.patterns(table, padded_lengths, transition_dropout, index)
+        if torch.compiler.is_compiling():  # torch.unique: a size that depends on the data; a trace encodes per position
+            vectors, padded_lengths = self.embed(tokens, lengths)
+            scores = self.patterns(vectors, padded_lengths, transition_dropout)
+        else:
+            table, index, padded_lengths = self.distinct_vectors(tokens, lengths)
+            scores = self.patterns(table, padded_lengths, transition_dropout, index)
         return storage_to_float(scores, self.patterns.algebra)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
