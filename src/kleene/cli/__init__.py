@@ -25,6 +25,7 @@ SUBCOMMANDS: list[str] = [
     "extract",
     "report",
     "generate",
+    "export",
 ]
 
 

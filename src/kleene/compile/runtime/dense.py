@@ -268,6 +268,10 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
                 f"{matrices.dtype}, {offsets.dtype}, {c0.dtype}"
             )
         lengths = lengths.to(torch.int64)
+        if torch.jit.is_tracing():
+            from kleene.compile.module import refuse_torchscript
+
+            refuse_torchscript("torch.jit.trace of a model with a dense recurrence")
         if torch.onnx.is_in_onnx_export():  # no kernel exports to ONNX: the step as an ONNX Scan
             return dense_scan(matrices, offsets, lengths, c0, semiring)
         if ops is not None and kernel is not None:

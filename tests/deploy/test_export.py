@@ -1,0 +1,78 @@
+"""Every registry model under torch.export, torch.compile and ONNX (onnxruntime), against eager PyTorch on shapes
+the export never saw (other batch sizes and lengths, ragged); TorchScript is refused with one clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kleene.errors import DeployError
+from kleene.nn.deploy import export_onnx, export_program
+from tests.deploy.zoo import UNSEEN, WORDS, assert_close, batch, model_names, small_model
+
+ort = pytest.importorskip("onnxruntime")
+
+#: torch.compile cannot trace these in one graph: torch.nn.utils.rnn.pack_padded_sequence is marked "do not trace"
+#: by dynamo (kleene's own models all compile with fullgraph=True).
+GRAPH_BREAKS = {"bilstm"}
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_torch_export_matches_eager_on_unseen_shapes(name: str) -> None:
+    model = small_model(name)
+    program = export_program(model).module()
+    for size, steps, seed in UNSEEN:
+        tokens, lengths = batch(size, steps, seed)
+        with torch.no_grad():
+            assert_close(program(tokens, lengths), model(tokens, lengths), 1e-6)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_torch_compile_matches_eager_on_unseen_shapes(name: str) -> None:
+    model = small_model(name)
+    compiled = torch.compile(model, fullgraph=name not in GRAPH_BREAKS, dynamic=True)
+    for size, steps, seed in UNSEEN:
+        tokens, lengths = batch(size, steps, seed)
+        with torch.no_grad():
+            assert_close(compiled(tokens, lengths), model(tokens, lengths), 1e-6)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_onnx_matches_eager_on_unseen_shapes(name: str, tmp_path: Path) -> None:
+    model = small_model(name)
+    path = export_onnx(model, tmp_path / f"{name}.onnx")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["tokens", "lengths"]
+    for size, steps, seed in UNSEEN:
+        tokens, lengths = batch(size, steps, seed)
+        (logits,) = session.run(None, {"tokens": tokens.numpy(), "lengths": lengths.numpy()})
+        with torch.no_grad():
+            assert_close(torch.from_numpy(np.asarray(logits)), model(tokens, lengths), 1e-5)
+
+
+@pytest.mark.parametrize("name", ["rrnn-b", "isan", "sopa"])
+def test_torchscript_raises_one_clear_error(name: str) -> None:
+    model = small_model(name)
+    tokens, lengths = batch(2, 4, 0)
+    with pytest.raises(DeployError, match=r"torch\.jit\.script .*torch\.export\.export.*ONNX"):
+        torch.jit.script(model)
+    with pytest.raises(DeployError, match=r"torch\.jit\.trace .*torch\.export\.export.*ONNX"):
+        torch.jit.trace(model, (tokens, lengths))
+
+
+def test_export_refuses_bad_arguments(tmp_path: Path) -> None:
+    model = small_model("cnn")
+    with pytest.raises(DeployError, match="must end in .onnx"):
+        export_onnx(model, tmp_path / "model.bin")
+    with pytest.raises(DeployError, match="does not exist"):
+        export_onnx(model, tmp_path / "missing" / "model.onnx")
+    with pytest.raises(DeployError, match="torch.nn.Module"):
+        export_onnx("model", tmp_path / "model.onnx")  # type: ignore[arg-type]
+    with pytest.raises(DeployError, match="vocab has 3 tokens"):
+        export_onnx(model, tmp_path / "model.onnx", vocab=["<pad>", "<unk>", "a"])
+    with pytest.raises(DeployError, match="labels must name the model's 3 classes"):
+        export_onnx(model, tmp_path / "model.onnx", vocab=WORDS, labels=["x"])
+
