@@ -30,14 +30,27 @@ def test_torch_export_matches_eager_on_unseen_shapes(name: str) -> None:
             assert_close(program(tokens, lengths), model(tokens, lengths), 1e-6)
 
 
-@pytest.mark.parametrize("name", model_names())
-def test_torch_compile_matches_eager_on_unseen_shapes(name: str) -> None:
+def check_compiled(name: str, backend: str) -> None:
+    torch._dynamo.reset()  # the models share forward methods: start each from no cached graphs and no recompiles
     model = small_model(name)
-    compiled = torch.compile(model, fullgraph=name not in GRAPH_BREAKS, dynamic=True)
+    compiled = torch.compile(model, fullgraph=name not in GRAPH_BREAKS, dynamic=True, backend=backend)
     for size, steps, seed in UNSEEN:
         tokens, lengths = batch(size, steps, seed)
         with torch.no_grad():
             assert_close(compiled(tokens, lengths), model(tokens, lengths), 1e-6)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_torch_compile_traces_every_model_in_one_graph(name: str) -> None:
+    """Dynamo and AOT autograd (the kernels' fake implementations), without inductor's code generation."""
+    check_compiled(name, "aot_eager")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["rrnn-b", "sopa", "isan"])
+def test_torch_compile_inductor(name: str) -> None:
+    """The default backend (inductor generates and builds C++ around the kernels: tens of seconds cold)."""
+    check_compiled(name, "inductor")
 
 
 @pytest.mark.parametrize("name", model_names())
@@ -65,11 +78,11 @@ def test_torchscript_raises_one_clear_error(name: str) -> None:
 
 def test_export_refuses_bad_arguments(tmp_path: Path) -> None:
     model = small_model("cnn")
-    with pytest.raises(DeployError, match="must end in .onnx"):
+    with pytest.raises(DeployError, match=r"must end in \.onnx"):
         export_onnx(model, tmp_path / "model.bin")
     with pytest.raises(DeployError, match="does not exist"):
         export_onnx(model, tmp_path / "missing" / "model.onnx")
-    with pytest.raises(DeployError, match="torch.nn.Module"):
+    with pytest.raises(DeployError, match=r"torch\.nn\.Module"):
         export_onnx("model", tmp_path / "model.onnx")  # type: ignore[arg-type]
     with pytest.raises(DeployError, match="vocab has 3 tokens"):
         export_onnx(model, tmp_path / "model.onnx", vocab=["<pad>", "<unk>", "a"])
