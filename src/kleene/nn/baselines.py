@@ -33,8 +33,9 @@ def length_mask(lengths: Tensor, max_length: int) -> Tensor:
 def lstm_scan(lstm: nn.LSTM, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> Tensor:
     """``lstm``'s outputs (B, T, H·directions) on ``x`` (B, T, E) (batch first, eval mode: no dropout between
     layers) with each step as torch's ``scan`` operator: what torch.export and ONNX export keep dynamic in the time
-    dimension (torch's own LSTM op fixes it). The backward direction reads each sequence's valid steps from its
-    end (as a packed sequence does); ``h0`` (B, H) is the first layer's initial hidden state (cell state zero).
+    dimension (torch's own LSTM op fixes it, and packing does not trace). The backward direction reads each
+    sequence's valid steps from its end (as a packed sequence does); ``h0`` (B, H) is the first layer's initial
+    hidden state (cell state zero).
 
     Caution: T >= 1; outputs at padded positions are not zeroed."""
     from torch._higher_order_ops.scan import scan
@@ -148,7 +149,7 @@ class BiLSTMClassifier(nn.Module):
             return self.head(self.embedding.weight.new_zeros((0, 2 * self.lstm.hidden_size)))
         # packing needs one step per row: empty rows read one padding step, whose states are masked out below
         embedded = nn.functional.pad(self.dropout(self.embedding(tokens)), (0, 0, 0, 1 if steps == 0 else 0))
-        if torch.compiler.is_compiling():  # dynamo does not trace packing; the same LSTM as one traced step
+        if torch.compiler.is_exporting():  # export cannot trace packing: the same LSTM as one traced step
             padded = lstm_scan(self.lstm, embedded, lengths)
         else:
             packed = nn.utils.rnn.pack_padded_sequence(

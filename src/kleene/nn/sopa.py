@@ -738,9 +738,6 @@ class SoftPatterns(nn.Module):
         #: on the cpp backend; False: one call per group (the same scores and gradients)
         self.one_call = True
         self._bank: CompiledBank | None = None
-        groups = self._groups()
-        if groups and all(group.recurrence.backend == "cpp" for group in groups):  # loaded now: a traced call cannot
-            self._bank = CompiledBank([group.recurrence for group in groups])
 
     def _prebuild(self, algebra: Semiring, mode: Mode, self_loops: bool, epsilons: bool, cap: int | None) -> None:
         """Build the groups' kernels and the bank's concurrently (``kleene.compile.bank.prebuild``): constructing the
@@ -798,6 +795,8 @@ class SoftPatterns(nn.Module):
         if any(group.recurrence.backend != "cpp" for group in groups):
             return None
         if self._bank is None:
+            if torch.compiler.is_compiling():  # loading a kernel cannot be traced: each group runs its own kernel
+                return None
             self._bank = CompiledBank([group.recurrence for group in groups])
         return self._bank
 
