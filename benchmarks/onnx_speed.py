@@ -4,7 +4,8 @@ Each kleene registry model is built at a deployment size (embedding 50, hidden 1
 of 200 patterns, ISAN with 32 units, ...), exported with ``kleene.nn.deploy.export_onnx`` and run on the same
 batches of random token ids (ragged lengths) by eager PyTorch (``torch.no_grad``, kleene's generated kernels) and
 by onnxruntime (``CPUExecutionProvider``, its default graph optimizations). Both use the same number of threads
-(``--threads``; torch.set_num_threads and onnxruntime's intra-op threads). Times are the median of ``--repeats``
+(``--threads``; torch.set_num_threads and onnxruntime's intra-op threads, which are told not to spin between
+runs, as torch's do not). Times are the median of ``--repeats``
 calls after two warm-up calls, alternated between the two runtimes so that a noisy neighbour hits both alike; the
 ratio is onnxruntime's time over eager's (> 1: onnxruntime is slower). The outputs are checked to agree (1e-5
 relative to the output's scale) before timing.
@@ -71,6 +72,8 @@ def measure(name: str, args: argparse.Namespace, directory: Path) -> tuple[float
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.inter_op_num_threads = 1
+    # onnxruntime's threads spin after each run by default, which steals the cores from the eager call that follows
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     tokens, lengths = batch(args.batch, args.length, 1)
     feed = {"tokens": tokens.numpy(), "lengths": lengths.numpy()}
