@@ -86,3 +86,18 @@ def test_export_refuses_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(DeployError, match="labels must name the model's 3 classes"):
         export_onnx(model, tmp_path / "model.onnx", vocab=WORDS, labels=["x"])
 
+
+
+def test_the_packed_gemm_steps_aside_under_export_without_any_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kleene.nn.projection's oneDNN path (eager mode) is absent from exported graphs, KLEENE_PLAIN_GEMM unset."""
+    from kleene.nn.projection import Linear
+
+    monkeypatch.delenv("KLEENE_PLAIN_GEMM", raising=False)
+    layer = Linear(5, 7)
+    x = torch.randn(3, 4, 5)
+    program = torch.export.export(layer, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    targets = {str(node.target) for node in program.graph.nodes}
+    assert not any("mkldnn" in target for target in targets) and "aten.linear.default" in targets
+    unseen = torch.randn(6, 4, 5)
+    with torch.no_grad():
+        assert_close(program.module()(unseen), layer(unseen), 1e-6)
