@@ -71,3 +71,15 @@ def test_export_errors_are_one_line(
     assert main(["export", *filled]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("kleene export: error:") and message in err
+
+
+def test_checkpoint_labels_come_from_the_model_the_metadata_or_the_data_set() -> None:
+    from kleene.data import load
+    from kleene.nn.deploy import checkpoint_labels
+
+    assert checkpoint_labels({"kwargs": {"labels": ["HUM", "NUM"]}, "metadata": {"data": "trec"}}) == ["HUM", "NUM"]
+    assert checkpoint_labels({"metadata": {"labels": [0, 1]}}) == ["0", "1"]
+    trec = load("trec")
+    assert checkpoint_labels({"metadata": {"data": "trec"}}) == list(trec.labels) and len(trec.labels) == 6
+    assert checkpoint_labels({"metadata": {"data": "no-such-data-set"}}) == []
+    assert checkpoint_labels({}) == []

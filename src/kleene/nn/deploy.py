@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from kleene.data.vocab import Vocabulary
-from kleene.errors import DeployError
+from kleene.errors import DeployError, KleeneError
 
 __all__ = [
     "SIDECAR_FORMAT",
@@ -200,12 +200,23 @@ def export_onnx(
 
 
 def checkpoint_labels(config: dict[str, Any]) -> list[str]:
-    """The class names a checkpoint records (its model's ``labels`` argument, or ``metadata.labels``), else []
-    (the sidecar then names the classes by number)."""
-    for source in (config.get("kwargs") or {}, config.get("metadata") or {}):
+    """The class names of a checkpoint: its model's ``labels`` argument, ``metadata.labels``, or the names the
+    data set it was trained on gives its classes (``metadata.data``, read with ``kleene.data.load`` when it loads);
+    else [] (the sidecar then names the classes by number)."""
+    metadata = config.get("metadata") or {}
+    for source in (config.get("kwargs") or {}, metadata):
         labels = source.get("labels")
         if isinstance(labels, list) and labels and all(isinstance(label, (str, int)) for label in labels):
             return [str(label) for label in labels]
+    name = metadata.get("data")
+    if isinstance(name, str) and name:
+        from kleene.data import load
+
+        try:
+            data = load(name)
+        except (KleeneError, OSError):  # a data set that is gone or moved: the classes keep their numbers
+            return []
+        return [str(label) for label in getattr(data, "labels", ())]
     return []
 
 
