@@ -61,14 +61,16 @@ def _check_model(model: object) -> nn.Module:
 
 
 def example_inputs(model: nn.Module, batch: int = 2, length: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokens (batch, length) of ids in 1..V-1 (seeded) and lengths ``length, length - 1, ...`` (at least 1): the
-    example a trace specializes nothing on (batch and length are dynamic, see ``dynamic_shapes``)."""
+    """Tokens (batch, length) of ids in 1..V-1 (seeded) and lengths ``length, length - 1, ...`` (at least 1), on the
+    model's device: the example a trace specializes nothing on (batch and length are dynamic, see
+    ``dynamic_shapes``)."""
     words = _vocabulary_size(_check_model(model))
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(1, max(words, 2), (batch, length), generator=generator).clamp(max=max(words - 1, 0))
     lengths = torch.clamp(length - torch.arange(batch), min=1)
     tokens[torch.arange(length)[None, :] >= lengths[:, None]] = 0
-    return tokens, lengths
+    device = next(model.parameters()).device
+    return tokens.to(device), lengths.to(device)
 
 
 def dynamic_shapes() -> tuple[dict[int, Any], dict[int, Any]]:
