@@ -61,6 +61,10 @@ class CompileError(KleeneError, ValueError):
     """A template, its inputs or a kernel build is unusable (the message says which and why)."""
 
 
+class DeployError(KleeneError, ValueError):
+    """A model that cannot be deployed as asked: TorchScript, an export that fails, an unusable path or sidecar."""
+
+
 # -- data ----------------------------------------------------------------------------------------------------------
 class UnknownDatasetError(_NamedKeyError):
     """A dataset name kleene does not know."""

@@ -31,6 +31,7 @@ SUBCOMMANDS: list[str] = [
     "extract",
     "report",
     "generate",
+    "export",
     "convert",
     "models",
 ]

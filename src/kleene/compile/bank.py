@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from kleene.compile.codegen.bank import BankLayout
-from kleene.compile.module import CompiledRecurrence, kernel_dtype
+from kleene.compile.module import CompiledRecurrence, kernel_dtype, refuse_torchscript
 from kleene.compile.template import Plan
 from kleene.data.checks import check_lengths
 from kleene.errors import CompileError
@@ -92,6 +92,8 @@ class CompiledBank:
         Raises:
             CompileError: slots or h0 of the wrong shape or dtype, or lengths not in 0..T.
         """
+        if torch.jit.is_tracing():
+            refuse_torchscript("torch.jit.trace of a model holding a bank of compiled recurrences")
         if slots.dim() != 3 or slots.shape[-1] != self.row or not slots.dtype.is_floating_point:
             raise CompileError(
                 f"bank slots must be floating (B, T, R={self.row}); got {slots.dtype} {tuple(slots.shape)}"

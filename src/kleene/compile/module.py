@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import torch
 from torch import nn
@@ -20,7 +20,7 @@ from kleene.compile.chunked import ChunkedRunner, Scan, check_scan, choose_scan
 from kleene.compile.reference import check_shapes, run_reference, static_params
 from kleene.compile.template import DEFAULT_STATE_BUDGET, Options, OutputMode, Plan, Template, lower
 from kleene.data.checks import check_count, check_features, check_lengths
-from kleene.errors import CompileError
+from kleene.errors import CompileError, DeployError
 
 Tensor = torch.Tensor
 
@@ -127,6 +127,23 @@ def _default_constant(semiring: Semiring) -> float:
     return semiring.stored_probability(0.5)
 
 
+#: Why TorchScript cannot take a compiled recurrence, and what deploys one instead.
+TORCHSCRIPT_REFUSAL = (
+    "kleene's compiled recurrences do not run under TorchScript (torch.jit.script / torch.jit.trace): their "
+    "kernels are Python-registered custom ops driven by Python plans. Deploy with torch.export.export(model, "
+    "(tokens, lengths), dynamic_shapes=...) or as ONNX (kleene.nn.deploy.export_onnx, or `kleene export "
+    "CHECKPOINT --format onnx`); see docs/deploy.md"
+)
+
+
+def refuse_torchscript(what: str) -> NoReturn:
+    """Raise the one TorchScript error of kleene (``TORCHSCRIPT_REFUSAL``) for ``what``.
+
+    Raises:
+        DeployError: always."""
+    raise DeployError(f"{what}: {TORCHSCRIPT_REFUSAL}")
+
+
 class CompiledRecurrence(nn.Module):
     """``dim`` copies of a template's recurrence; the template's constants are parameters.
 
@@ -178,6 +195,10 @@ class CompiledRecurrence(nn.Module):
             self._chunked = ChunkedRunner(self.plan, _BACKENDS[self.backend])
         self._table: _Table | None = None
         self._bare: tuple[Plan, Runner] | None = None  # the plan without its output map (``mapped=False``)
+
+    def __prepare_scriptable__(self) -> NoReturn:
+        """``torch.jit.script`` calls this on every submodule first: it raises the one TorchScript error."""
+        refuse_torchscript(f"torch.jit.script of a model holding {self.template.name}")
 
     def _choose(self, backend: str) -> tuple[str, Runner]:
         if backend != "auto":
@@ -274,6 +295,8 @@ class CompiledRecurrence(nn.Module):
                 in 0..T per sequence, an h0 that is not a real floating (B, Q, dim) tensor, or output constants
                 that are missing, unexpected or not (C, dim).
         """
+        if torch.jit.is_tracing():
+            refuse_torchscript(f"torch.jit.trace of a model holding {self.template.name}")
         plan, runner = self.plan, self._runner
         if not mapped and plan.output_map is not None:
             if self._bare is None:
@@ -304,6 +327,8 @@ class CompiledRecurrence(nn.Module):
         params = self.cached_params(like)
         if output_constants is not None and count:
             params = torch.cat([params, output_constants.to(params.dtype)], 0)
+        if torch.onnx.is_in_onnx_export():  # no kernel exports to ONNX: the plan's step as an ONNX Scan
+            return run_reference(plan, slots, params, lengths, h0, scan=True)
         # an empty batch has no work to split: the reference runner returns the empty results of every backend
         if slots.shape[0] == 0:
             runner = run_reference

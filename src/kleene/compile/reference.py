@@ -8,6 +8,8 @@ storage semiring's own operations, so autograd gives its gradient.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from kleene.automata.algorithms import closure_matrix
@@ -153,9 +155,10 @@ def _reduce(s: Semiring, terms: list[Tensor], zero: Tensor) -> Tensor:
 
 
 def _run_one_direction(
-    plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
+    plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, scan: bool = False
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Left-to-right run: per-step outputs (B, T, D), final state (B, Q, D), last output (B, D)."""
+    """Left-to-right run: per-step outputs (B, T, D), final state (B, Q, D), last output (B, D); ``scan``: the
+    steps as one traced ``scan`` (see ``_scan_one_direction``), else a Python loop."""
     s = plan.storage
     b, _, _, d = slots.shape
     q = plan.num_states
@@ -171,33 +174,82 @@ def _run_one_direction(
         return start[j].expand(b, d)  # type: ignore[union-attr]
 
     z = [initial_state(j) for j in range(q)]
-    outputs: list[Tensor] = []
     loaded = load_functions(plan, slots)
+    if scan:
+        return _scan_one_direction(plan, slots, loaded, params, lengths, z, zero)
+    outputs: list[Tensor] = []
     for step, x in enumerate(slots.unbind(1)):
-        xs = x.unbind(1)
-        fs = [f[:, step] for f in loaded]
-        z_in = [s.plus(z[j], start[j]) if plan.options.restart and start[j] is not None else z[j] for j in range(q)]
-        terms: list[list[Tensor]] = [[] for _ in range(q)]
-        for move in plan.moves:
-            value = z_in[move.src]
-            for slot in move.slots:
-                value = s.times(value, xs[slot])
-            for f in move.functions:
-                value = s.times(value, fs[f])
-            if move.param is not None:
-                value = s.times(value, rows[move.param])
-            terms[move.dst].append(value)
-        pre = [_reduce(s, terms[j], zero) for j in range(q)]
-        closed: list[list[Tensor]] = [[] for _ in range(q)]
-        for entry in plan.closure:
-            value = pre[entry.src] if entry.param is None else s.times(pre[entry.src], rows[entry.param])
-            closed[entry.dst].append(value)
-        new = [_reduce(s, closed[j], zero) for j in range(q)]
+        new = _step(plan, rows, start, z, x.unbind(1), [f[:, step] for f in loaded], zero)
         valid = (step < lengths)[:, None]
         z = [torch.where(valid, new[j], z[j]) for j in range(q)]
         outputs.append(torch.where(valid, _emit(plan, rows, z, zero), zero))
     steps = torch.stack(outputs, 1) if outputs else slots.new_zeros((b, 0, d))
     return steps, torch.stack(z, 1), _emit(plan, rows, z, zero)
+
+
+def _step(
+    plan: Plan,
+    rows: tuple[Tensor, ...],
+    start: list[Tensor | None],
+    z: list[Tensor],
+    xs: Sequence[Tensor],
+    fs: Sequence[Tensor],
+    zero: Tensor,
+) -> list[Tensor]:
+    """One step of the recurrence: the new state (Q tensors (B, D)) from ``z``, the step's slots ``xs`` (S of
+    them) and weight functions ``fs``, before the length mask."""
+    s = plan.storage
+    q = plan.num_states
+    z_in = [s.plus(z[j], start[j]) if plan.options.restart and start[j] is not None else z[j] for j in range(q)]
+    terms: list[list[Tensor]] = [[] for _ in range(q)]
+    for move in plan.moves:
+        value = z_in[move.src]
+        for slot in move.slots:
+            value = s.times(value, xs[slot])
+        for f in move.functions:
+            value = s.times(value, fs[f])
+        if move.param is not None:
+            value = s.times(value, rows[move.param])
+        terms[move.dst].append(value)
+    pre = [_reduce(s, terms[j], zero) for j in range(q)]
+    closed: list[list[Tensor]] = [[] for _ in range(q)]
+    for entry in plan.closure:
+        value = pre[entry.src] if entry.param is None else s.times(pre[entry.src], rows[entry.param])
+        closed[entry.dst].append(value)
+    return [_reduce(s, closed[j], zero) for j in range(q)]
+
+
+def _scan_one_direction(
+    plan: Plan,
+    slots: Tensor,
+    loaded: list[Tensor],
+    params: Tensor,
+    lengths: Tensor,
+    z: list[Tensor],
+    zero: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``_run_one_direction`` with its loop over the steps as torch's ``scan`` operator: one traced step whatever
+    the length, which ``torch.onnx.export`` writes as an ONNX ``Scan`` (dynamic batch and length). The step reads
+    ``params`` whole (its rows are views, and the operator takes no aliased inputs)."""
+    from torch._higher_order_ops.scan import scan as scan_steps
+
+    b, t, _, d = slots.shape
+    functions = torch.stack(loaded, 2) if loaded else slots.new_zeros((b, t, 0, d))
+
+    def body(state: Tensor, inputs: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        x, f, step = inputs
+        rows = params.unbind(0) if params.shape[0] else ()
+        start = [rows[p] if p is not None else None for p in plan.start]
+        old = list(state.unbind(1))
+        new = _step(plan, rows, start, old, x.unbind(1), f.unbind(1), zero)
+        valid = (step < lengths)[:, None]
+        kept = [torch.where(valid, n, o) for n, o in zip(new, old)]
+        return torch.stack(kept, 1), torch.where(valid, _emit(plan, rows, kept, zero), zero)
+
+    steps_in = torch.arange(t, device=slots.device)
+    final, outputs = scan_steps(body, torch.stack(z, 1), (slots.transpose(0, 1), functions.transpose(0, 1), steps_in))
+    rows = params.unbind(0) if params.shape[0] else ()
+    return outputs.transpose(0, 1), final, _emit(plan, rows, list(final.unbind(1)), zero)
 
 
 def load_functions(plan: Plan, slots: Tensor) -> list[Tensor]:
@@ -233,24 +285,25 @@ def _emit(plan: Plan, rows: tuple[Tensor, ...], z: list[Tensor], zero: Tensor) -
 
 
 def run_reference(
-    plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None = None
+    plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None = None, scan: bool = False
 ) -> tuple[Tensor, Tensor]:
     """Run ``plan`` on ``slots`` (B, T, S, D) with ``params`` (K, D): (output, final state (B, Q, D)).
 
-    The output is (B, T, D) for ``output="steps"`` and (B, D) for "sum" and "last".
+    The output is (B, T, D) for ``output="steps"`` and (B, D) for "sum" and "last". ``scan``: the steps as torch's
+    ``scan`` operator (for ``torch.onnx.export``: an ONNX ``Scan``; T >= 1), else a Python loop over them.
     Note: ``lengths`` must already be checked (``check_inputs``).
     """
     if plan.options.bidirectional:
         half = slots.shape[-1] // 2
         h0_parts = (None, None) if h0 is None else (h0[..., :half], h0[..., half:])
-        fwd = _run_one_direction(plan, slots[..., :half], params[:, :half], lengths, h0_parts[0])
+        fwd = _run_one_direction(plan, slots[..., :half], params[:, :half], lengths, h0_parts[0], scan)
         bwd = _run_one_direction(
-            plan, reverse_valid(slots[..., half:], lengths), params[:, half:], lengths, h0_parts[1]
+            plan, reverse_valid(slots[..., half:], lengths), params[:, half:], lengths, h0_parts[1], scan
         )
         bwd = (reverse_valid(bwd[0], lengths), bwd[1], bwd[2])
         steps, final, last = (torch.cat([f, r], -1) for f, r in zip(fwd, bwd))
     else:
-        steps, final, last = _run_one_direction(plan, slots, params, lengths, h0)
+        steps, final, last = _run_one_direction(plan, slots, params, lengths, h0, scan)
     output = plan.options.output
     if output == "steps":
         return (steps if plan.output_map is None else map_output(plan, steps, slots, params, lengths)), final

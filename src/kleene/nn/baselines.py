@@ -12,7 +12,15 @@ from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import RationalClassifier, RationalLayer, last_states
 
-__all__ = ["BiLSTMClassifier", "CNNClassifier", "LSTMClassifier", "LSTMLanguageModel", "LSTMLayer", "length_mask"]
+__all__ = [
+    "BiLSTMClassifier",
+    "CNNClassifier",
+    "LSTMClassifier",
+    "LSTMLanguageModel",
+    "LSTMLayer",
+    "length_mask",
+    "lstm_scan",
+]
 
 Tensor = torch.Tensor
 
@@ -20,6 +28,44 @@ Tensor = torch.Tensor
 def length_mask(lengths: Tensor, max_length: int) -> Tensor:
     """(B, max_length) bool, True at the positions ``t < lengths[b]``."""
     return torch.arange(max_length, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
+
+
+def lstm_scan(lstm: nn.LSTM, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> Tensor:
+    """``lstm``'s outputs (B, T, H·directions) on ``x`` (B, T, E) (batch first, eval mode: no dropout between
+    layers) with each step as torch's ``scan`` operator: what torch.export and ONNX export keep dynamic in the time
+    dimension (torch's own LSTM op fixes it, and packing does not trace). The backward direction reads each
+    sequence's valid steps from its end (as a packed sequence does); ``h0`` (B, H) is the first layer's initial
+    hidden state (cell state zero).
+
+    Caution: T >= 1; outputs at padded positions are not zeroed."""
+    from torch._higher_order_ops.scan import scan
+
+    from kleene.compile.reference import reverse_valid
+
+    def run(inputs: Tensor, suffix: str, layer: int, first: Tensor) -> Tensor:
+        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}{suffix}"), getattr(lstm, f"weight_hh_l{layer}{suffix}")
+        bias = getattr(lstm, f"bias_ih_l{layer}{suffix}") + getattr(lstm, f"bias_hh_l{layer}{suffix}")
+        projected = nn.functional.linear(inputs, w_ih, bias)
+
+        def step(carry: tuple[Tensor, Tensor], gates_in: Tensor) -> tuple[tuple[Tensor, Tensor], Tensor]:
+            h, c = carry
+            i, f, g, o = (gates_in + h @ w_hh.t()).chunk(4, -1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            return (h, c), h.clone()
+
+        _, outputs = scan(step, (first, torch.zeros_like(first)), projected.transpose(0, 1))
+        return outputs.transpose(0, 1)
+
+    zeros = x.new_zeros((x.shape[0], lstm.hidden_size))
+    for layer in range(lstm.num_layers):
+        first = h0 if h0 is not None and layer == 0 else zeros
+        forward = run(x, "", layer, first.contiguous().clone())
+        if lstm.bidirectional:
+            backward = reverse_valid(run(reverse_valid(x, lengths), "_reverse", layer, zeros.clone()), lengths)
+            forward = torch.cat([forward, backward], -1)
+        x = forward
+    return x
 
 
 def _mlp(inputs: int, hidden: int, outputs: int, dropout: float) -> nn.Sequential:
@@ -103,11 +149,14 @@ class BiLSTMClassifier(nn.Module):
             return self.head(self.embedding.weight.new_zeros((0, 2 * self.lstm.hidden_size)))
         # packing needs one step per row: empty rows read one padding step, whose states are masked out below
         embedded = nn.functional.pad(self.dropout(self.embedding(tokens)), (0, 0, 0, 1 if steps == 0 else 0))
-        packed = nn.utils.rnn.pack_padded_sequence(
-            embedded, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False
-        )
-        states, _ = self.lstm(packed)
-        padded, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=embedded.shape[1])
+        if torch.compiler.is_exporting():  # export cannot trace packing: the same LSTM as one traced step
+            padded = lstm_scan(self.lstm, embedded, lengths)
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(
+                embedded, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False
+            )
+            states, _ = self.lstm(packed)
+            padded, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=embedded.shape[1])
         padded = padded * length_mask(lengths, embedded.shape[1]).unsqueeze(-1).to(padded.dtype)
         average = padded.sum(dim=1) / lengths.clamp_min(1).unsqueeze(1).to(padded.dtype)
         return self.head(average)
@@ -133,8 +182,11 @@ class LSTMLayer(RationalLayer):
         if x.shape[0] == 0 or x.shape[1] == 0:  # torch's LSTM refuses empty batches and sequences
             states = x.new_zeros((x.shape[0], x.shape[1], self.output_size))
             return states, x.new_zeros((x.shape[0], self.output_size)) if h0 is None else h0
-        initial = None if h0 is None else (h0.unsqueeze(0), torch.zeros_like(h0).unsqueeze(0))
-        states, _ = self.lstm(x, initial)
+        if torch.compiler.is_exporting():  # torch's LSTM op would fix the time dimension of an exported program
+            states = lstm_scan(self.lstm, x, lengths, h0)
+        else:
+            initial = None if h0 is None else (h0.unsqueeze(0), torch.zeros_like(h0).unsqueeze(0))
+            states, _ = self.lstm(x, initial)
         states = states * length_mask(lengths, x.shape[1]).unsqueeze(-1).to(states.dtype)
         return states, last_states(states, lengths, bidirectional=False)
 
@@ -183,7 +235,11 @@ class LSTMLanguageModel(nn.Module):
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
         if tokens.shape[0] == 0 or tokens.shape[1] == 0:  # torch's LSTM refuses empty batches and sequences
             return self.output.weight.new_zeros((*tokens.shape, self.output.out_features))
-        states, _ = self.lstm(self.dropout(self.embedding(tokens)))
+        embedded = self.dropout(self.embedding(tokens))
+        if torch.compiler.is_exporting():  # torch's LSTM op would fix the time dimension of an exported program
+            states = lstm_scan(self.lstm, embedded, lengths)
+        else:
+            states, _ = self.lstm(embedded)
         return self.output(self.dropout(states))
 
 

@@ -18,13 +18,13 @@ a template, for drawing and for comparing with the compiled path). ``backend="to
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from kleene.automata.semiring import Semiring
 from kleene.compile import Template
-from kleene.compile.module import backends
+from kleene.compile.module import backends, refuse_torchscript
 from kleene.compile.runtime.dense import choose_dense_backend, dense_runner
 from kleene.errors import CompileError, KleeneError, LayerError
 from kleene.nn import projection
@@ -96,6 +96,9 @@ class ISANLayer(RationalLayer):
         with torch.no_grad():
             self.matrix.weight.mul_(0.1)
             self.matrix.bias.copy_(torch.where(torch.eye(d, dtype=torch.bool), diagonal, elsewhere).reshape(-1))
+
+    def __prepare_scriptable__(self) -> NoReturn:
+        refuse_torchscript("torch.jit.script of a model holding an ISAN layer")
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = self.check(x, lengths)

@@ -7,9 +7,14 @@ every call, including training steps whose weight changes each time. ``linear`` 
 (float32, CPU, oneDNN built in) and ``F.linear`` elsewhere; the backward computes ``grad_x`` the same way (the
 transposed weight reordered) and ``grad_W``, ``grad_b`` with plain GEMM and sum.
 
+Under ``torch.compile``, ``torch.export`` (and so ONNX export) and TorchScript tracing, ``linear`` is
+``F.linear``: the oneDNN ops have no export form and inductor fuses its own GEMM, so compiled and exported
+programs need no setting. ``KLEENE_PLAIN_GEMM=1`` in the environment selects ``F.linear`` in eager mode too: a
+benchmark knob (BENCHMARKS.md measures the two paths), not something a deployment needs.
+
 Caution:
     The two paths round differently (another summation order): results agree to float32's GEMM accuracy,
-    not bit for bit. ``KLEENE_PLAIN_GEMM=1`` in the environment selects ``F.linear`` everywhere.
+    not bit for bit.
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ def packed_gemm_available() -> bool:
     return os.environ.get("KLEENE_PLAIN_GEMM", "") in ("", "0") and _torch_has_packed_gemm()
 
 
+def _tracing() -> bool:
+    """Whether torch.compile, torch.export or TorchScript is tracing this call (the packed path steps aside)."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting()
+
+
 def _packed(x2: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """``x2 (M, K) @ weight (N, K)^T + bias`` through oneDNN with ``weight`` reordered for M rows."""
     mkldnn = torch.ops.mkldnn
@@ -74,12 +84,14 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x (..., K) @ weight (N, K)^T + bias (N)``, as ``torch.nn.functional.linear``, on the fastest GEMM path.
 
     Caution:
-        The oneDNN path applies to float32 CPU tensors with at least one row; every other case (float64, GPU
-        tensors, empty batches, no oneDNN) is ``F.linear`` itself.
+        The oneDNN path applies to float32 CPU tensors with at least one row in eager mode; every other case
+        (float64, GPU tensors, empty batches, no oneDNN, tracing by torch.compile / torch.export / TorchScript) is
+        ``F.linear`` itself.
     """
     rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 0
     if (
-        x.dtype != torch.float32
+        _tracing()
+        or x.dtype != torch.float32
         or weight.dtype != torch.float32
         or x.device.type != "cpu"
         or weight.device.type != "cpu"

@@ -789,9 +789,13 @@ class SoftPatterns(nn.Module):
         groups = self._groups()
         if not self.one_call or like.device.type != "cpu" or not like.dtype.is_floating_point:
             return None
+        if torch.onnx.is_in_onnx_export():  # the bank's kernel has no ONNX form; each group's recurrence has one
+            return None
         if any(group.recurrence.backend != "cpp" for group in groups):
             return None
         if self._bank is None:
+            if torch.compiler.is_compiling():  # loading a kernel cannot be traced: each group runs its own kernel
+                return None
             self._bank = CompiledBank([group.recurrence for group in groups])
         return self._bank
 
@@ -973,9 +977,13 @@ class SoPaClassifier(nn.Module):
             LayerError: tokens or lengths that do not fit (see ``kleene.nn.embedding.check_token_batch``).
         """
         tokens, lengths = check_token_batch(self.embedding, tokens, lengths, type(self).__name__)
-        table, index, padded_lengths = self.distinct_vectors(tokens, lengths)
         transition_dropout = self.dropout if self.patterns.mode == "reference" else None
-        scores = self.patterns(table, padded_lengths, transition_dropout, index)
+        if torch.compiler.is_compiling():  # torch.unique: a size that depends on the data; a trace encodes per position
+            vectors, padded_lengths = self.embed(tokens, lengths)
+            scores = self.patterns(vectors, padded_lengths, transition_dropout)
+        else:
+            table, index, padded_lengths = self.distinct_vectors(tokens, lengths)
+            scores = self.patterns(table, padded_lengths, transition_dropout, index)
         return storage_to_float(scores, self.patterns.algebra)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:

@@ -266,6 +266,12 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
                 f"{matrices.dtype}, {offsets.dtype}, {c0.dtype}"
             )
         lengths = lengths.to(torch.int64)
+        if torch.jit.is_tracing():
+            from kleene.compile.module import refuse_torchscript
+
+            refuse_torchscript("torch.jit.trace of a model with a dense recurrence")
+        if torch.onnx.is_in_onnx_export():  # no kernel exports to ONNX: the step as an ONNX Scan
+            return dense_scan(matrices, offsets, lengths, c0, semiring)
         if ops is not None and kernel is not None:
             if torch.compiler.is_compiling():
                 h, final = ops[0](matrices, offsets, lengths, c0)
@@ -282,6 +288,29 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
         return h, final
 
     return run
+
+
+def dense_scan(
+    matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor, semiring: Semiring
+) -> tuple[Tensor, Tensor]:
+    """``dense_recurrence`` with its steps as torch's ``scan`` operator (one ``Semiring.matmul`` of the storage
+    algebra per step): what ``torch.onnx.export`` writes as an ONNX ``Scan`` with dynamic batch and length.
+
+    Caution: T >= 1; ``lengths`` int64 in 0..T."""
+    from torch._higher_order_ops.scan import scan
+
+    storage = semiring.storage
+
+    def body(c: Tensor, inputs: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        matrix, offset, step = inputs
+        new = storage.plus(storage.matmul(matrix, c[:, :, None])[:, :, 0], offset)
+        running = (lengths > step)[:, None]
+        c = torch.where(running, new, c)
+        return c, torch.where(running, c, torch.zeros_like(c))
+
+    steps = torch.arange(offsets.shape[1], device=offsets.device)
+    final, h = scan(body, c0.contiguous().clone(), (matrices.transpose(0, 1), offsets.transpose(0, 1), steps))
+    return h.transpose(0, 1), final
 
 
 def dense_recurrence(
