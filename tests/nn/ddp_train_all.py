@@ -66,6 +66,9 @@ def main() -> None:
         if not lm:
             kwargs["num_classes"] = 2
         model = build_model(name, **kwargs)
+        # a rule-initialised model may keep its initial weights when no step beats them on dev (its own test covers
+        # that); here the trained state itself must be compared across ranks
+        model.initial_is_candidate = False
         initial = {key: value.detach().clone() for key, value in model.named_parameters()}
         config = TrainConfig(epochs=2, max_steps=4, batch_size=4, window=8, progress=False, eval_every=2)
         data = language if lm else classification
