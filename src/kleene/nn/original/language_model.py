@@ -90,6 +90,27 @@ def _copy_rows(model: RationalLanguageModel, source: Tensor, matrix: Tensor, wei
     model.decoder.bias[source] = bias
 
 
+def _qrnn_model(
+    kwargs: dict[str, Any],
+    vocab: Vocabulary,
+    source: Tensor,
+    matrix: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    layers: Sequence[QRNNReferenceLayer],
+) -> tuple[RationalLanguageModel, dict[str, Any], Vocabulary]:
+    """kleene's qrnn language model built from ``kwargs``, with the original's embedding rows, output layer and
+    QRNN layers (``layers``: the reference layers whose convolutions are copied in order)."""
+    model = build_model("qrnn", **kwargs).to(matrix.dtype)
+    assert isinstance(model, RationalLanguageModel)
+    with torch.no_grad():
+        _copy_rows(model, source, matrix, weight, bias)
+        for target, layer in zip(model.stack.layers, layers):
+            assert isinstance(target, QRNNLayer)
+            target.convolution.load_state_dict(layer.convolution.state_dict())
+    return model.eval(), kwargs, vocab
+
+
 def pytorch_qrnn_language_model(
     checkpoint: Checkpoint,
     args: OriginalArgs | None,
@@ -140,14 +161,7 @@ def pytorch_qrnn_language_model(
         "vocab_size": len(vocab), "window": layers[0].window, "pooling": layers[0].pooling, "zoneout": 0.0,
         "hidden_size": sizes[0], "num_layers": len(layers), "embedding_dim": int(matrix.shape[1]), "backend": backend,
     }  # fmt: skip
-    model = build_model("qrnn", **kwargs).to(matrix.dtype)
-    assert isinstance(model, RationalLanguageModel)
-    with torch.no_grad():
-        _copy_rows(model, source, matrix, weight, bias)
-        for target, layer in zip(model.stack.layers, layers):
-            assert isinstance(target, QRNNLayer)
-            target.convolution.load_state_dict(layer.convolution.state_dict())
-    return model.eval(), kwargs, vocab
+    return _qrnn_model(kwargs, vocab, source, matrix, weight, bias, layers)
 
 
 #: The arguments of rational-recurrences' ``language_model/train_lm.py`` that shape its model, with its defaults.
@@ -300,11 +314,4 @@ def awd_lstm_lm_model(
         "num_layers": count, "embedding_dim": int(matrix.shape[1]), "backend": backend,
         "layers": [{"window": layer.window, "hidden_size": layer.hidden_size} for layer in layers],
     }  # fmt: skip
-    model = build_model("qrnn", **kwargs).to(matrix.dtype)
-    assert isinstance(model, RationalLanguageModel)
-    with torch.no_grad():
-        _copy_rows(model, source, matrix, weight, bias)
-        for target, layer in zip(model.stack.layers, layers):
-            assert isinstance(target, QRNNLayer)
-            target.convolution.load_state_dict(layer.convolution.state_dict())
-    return model.eval(), kwargs, vocab
+    return _qrnn_model(kwargs, vocab, source, matrix, weight, bias, layers)
