@@ -242,3 +242,13 @@ def test_tour_extracts_a_layer_trained_in_the_log_semiring(tour: tuple[TourConte
     extraction = context.results["semiring_layer"]["extraction"]
     assert extraction["semiring"] == "log" and extraction["automata"] == 16
     assert extraction["max_abs_error"] < 1e-5  # float32 layer vs float64 automata, log-values of order 10
+
+
+def test_tour_exports_the_trained_model_and_onnxruntime_agrees(tour: tuple[TourContext, str]) -> None:
+    context, output = tour
+    deploy = context.results["deploy"]
+    assert (context.out / "rrnn-b-sst2.onnx").stat().st_size > 1000 and (context.out / "rrnn-b-sst2.json").is_file()
+    # float32 logits of a one-layer RRNN over at most ~60 steps: both runtimes round differently, ~1e-6 of the scale
+    assert deploy["exported_error"] < 1e-4 and deploy["onnx_error"] < 1e-4
+    assert deploy["agree"] == deploy["documents"] > 50
+    assert "onnxruntime: largest difference" in output

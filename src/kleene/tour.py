@@ -576,3 +576,53 @@ def layer_in_a_semiring(context: TourContext) -> None:
     _say(context, f"{extracted.model} over {extracted.semiring.name}: {_extraction_line(extracted)}")
     _say(context, "every layer × semiring pair: docs/layer-semirings.md (python examples/layer_semirings.py)")
     context.results["semiring_layer"] = {"metrics": result.metrics, "extraction": extracted.summary()}
+
+
+@section("Deploying the trained RRNN(B): torch.export and onnxruntime")
+def deploy(context: TourContext) -> None:
+    import json
+
+    import numpy as np
+    import torch
+
+    from kleene.data import load_classification
+    from kleene.data.batching import pad_sequences
+    from kleene.nn import load_checkpoint
+    from kleene.nn.deploy import export_checkpoint, export_program
+
+    checkpoint = context.out / "rrnn-b-sst2"
+    loaded = load_checkpoint(checkpoint)
+    assert loaded.vocab is not None  # a classifier's checkpoint keeps its vocabulary
+    model = loaded.model.eval()
+    documents = [list(e.tokens) for e in load_classification("sst2").test[:64] if e.tokens]
+    tokens, lengths = pad_sequences([loaded.vocab.encode(d) for d in documents])
+    with torch.no_grad():
+        eager = model(tokens, lengths)
+        program = export_program(model)  # batch and time dynamic: exported on a (2, 8) example
+        exported = program.module()(tokens, lengths)
+    scale = float(eager.abs().max())
+    exported_error = float((exported - eager).abs().max()) / scale
+    _say(context, f"torch.export (dynamic batch and length) on {len(documents)} SST-2 test reviews of up to "
+         f"{int(lengths.max())} words: largest difference {exported_error:.1e} of the logits' scale")  # fmt: skip
+    onnx_file = context.out / "rrnn-b-sst2.onnx"
+    _say(context, f"kleene export {checkpoint} --format onnx -o {onnx_file} (the recurrence as an ONNX Scan)")
+    onnx_file, sidecar = export_checkpoint(checkpoint, onnx_file)
+    context.files += [onnx_file, sidecar]
+    try:
+        import onnxruntime
+    except ImportError:
+        _say(context, "onnxruntime is not installed (pip install 'kleene[onnx]'): the ONNX file is not run here")
+        return
+    session = onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    (logits,) = session.run(["logits"], {"tokens": tokens.numpy(), "lengths": lengths.numpy()})
+    labels = json.loads(sidecar.read_text(encoding="utf-8"))["labels"]
+    agree = int((np.argmax(logits, -1) == eager.argmax(-1).numpy()).sum())
+    onnx_error = float(np.abs(logits - eager.numpy()).max()) / scale
+    _say(context, f"onnxruntime: largest difference {onnx_error:.1e} of the logits' scale; the same label "
+         f"({' / '.join(labels)}) for {agree} of {len(documents)} reviews")  # fmt: skip
+    context.results["deploy"] = {
+        "exported_error": exported_error,
+        "onnx_error": onnx_error,
+        "agree": agree,
+        "documents": len(documents),
+    }
