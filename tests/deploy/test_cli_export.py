@@ -31,8 +31,9 @@ def test_export_onnx_writes_the_model_and_its_sidecar(tmp_path: Path, capsys: py
     model = checkpoint(tmp_path / "ckpt", labels=["neg", "neutral", "pos"])
     out = tmp_path / "model.onnx"
     assert main(["export", str(tmp_path / "ckpt"), "--format", "onnx", "-o", str(out), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report, err = json.loads((captured := capsys.readouterr()).out), captured.err
     assert report["written"] == [str(out), str(tmp_path / "model.json")]
+    assert "warning" not in err and "torchvision" not in err  # the exporter's own notices are not the user's
     info = json.loads((tmp_path / "model.json").read_text())
     assert info["format"] == "kleene-onnx/1" and info["model"] == "qrnn" and info["task"] == "classification"
     assert info["vocabulary"] == WORDS and info["labels"] == ["neg", "neutral", "pos"]
@@ -83,3 +84,15 @@ def test_checkpoint_labels_come_from_the_model_the_metadata_or_the_data_set() ->
     assert checkpoint_labels({"metadata": {"data": "trec"}}) == list(trec.labels) and len(trec.labels) == 6
     assert checkpoint_labels({"metadata": {"data": "no-such-data-set"}}) == []
     assert checkpoint_labels({}) == []
+
+
+def test_export_never_replaces_files_without_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint(tmp_path / "ckpt", "cnn")
+    out = tmp_path / "model.onnx"
+    (tmp_path / "model.json").write_text("mine")
+    assert main(["export", str(tmp_path / "ckpt"), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model.json" in err and "--overwrite" in err
+    assert (tmp_path / "model.json").read_text() == "mine" and not out.exists()
+    assert main(["export", str(tmp_path / "ckpt"), "-o", str(out), "--overwrite"]) == 0
+    assert out.is_file() and (tmp_path / "model.json").read_text() != "mine"

@@ -57,13 +57,16 @@ def _one_line(exc: BaseException) -> str:
 
 @contextmanager
 def _warnings_as_lines(command: str) -> Iterator[None]:
-    """Show each warning raised while ``command`` runs as one line ``kleene COMMAND: warning: ...`` on stderr."""
+    """Show each warning raised while ``command`` runs as one line ``kleene COMMAND: warning: ...`` on stderr; the
+    deprecation notices of other packages (torch's exporter, ...) are for their developers, not shown."""
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
         print(f"kleene {command}: warning: {_one_line(Exception(str(message)))}", file=sys.stderr)
 
     with warnings.catch_warnings():
         warnings.simplefilter("default")
+        for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+            warnings.filterwarnings("ignore", category=category, module=r"(?!kleene(\.|$))")
         warnings.showwarning = show
         yield
 

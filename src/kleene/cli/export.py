@@ -28,12 +28,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "-o", "--output", type=Path, required=True, help="file to write: NAME.onnx (sidecar NAME.json) or NAME.pt2"
     )
     parser.add_argument("--labels", help="comma-separated class names (default: those the checkpoint records)")
+    parser.add_argument("--overwrite", action="store_true", help="replace files that exist already")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kleene.errors import DeployError
+    from kleene.cli._shared import check_output_file
+    from kleene.errors import ArgumentError, DeployError
+
+    check_output_file(args.output, "-o/--output")  # before the model is read and traced
+    targets = [args.output] + ([args.output.with_suffix(".json")] if args.format == "onnx" else [])
+    existing = [str(path) for path in targets if path.exists()]
+    if existing and not args.overwrite:
+        raise ArgumentError(f"-o/--output: {', '.join(existing)} exist(s) already; pass --overwrite to replace")
     from kleene.nn.checkpoint import load_checkpoint
     from kleene.nn.deploy import export_checkpoint, export_program
 

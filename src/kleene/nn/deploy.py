@@ -12,9 +12,12 @@ TorchScript is refused with one ``DeployError`` (``kleene.compile.module.TORCHSC
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +148,18 @@ def sidecar(
     return info
 
 
+@contextlib.contextmanager
+def _quiet(logger_name: str) -> Iterator[None]:
+    """Only errors from the logger ``logger_name`` while the block runs (the exporter logs what it skips)."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def export_onnx(
     model: nn.Module,
     path: str | os.PathLike[str],
@@ -178,7 +193,9 @@ def export_onnx(
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings(), _quiet("torch.onnx"):
+            # tokens and lengths share the batch dimension on purpose; the exporter remarks on it
+            warnings.filterwarnings("ignore", message=r".*shares the same shape constraints with another axis")
             program = torch.onnx.export(
                 model,
                 example_inputs(model),
