@@ -25,7 +25,7 @@ import torch
 from kleene.automata.semiring import Semiring
 from kleene.compile import Template
 from kleene.compile.module import backends, refuse_torchscript
-from kleene.compile.runtime.dense import choose_dense_backend, dense_runner
+from kleene.compile.runtime.dense import choose_dense_backend, dense_runner, dense_step
 from kleene.errors import CompileError, KleeneError, LayerError
 from kleene.nn import projection
 from kleene.nn.registry import register_model
@@ -120,10 +120,8 @@ class ISANLayer(RationalLayer):
             return h, torch.cat([source, c], 1)[:, :, None]
         outputs = []
         for step, (matrix, offset) in enumerate(zip(matrices.unbind(1), offsets.unbind(1))):
-            new = s.plus(s.matmul(matrix, c[:, :, None])[:, :, 0], offset)
-            running = (lengths > step)[:, None]
-            c = torch.where(running, new, c)
-            outputs.append(torch.where(running, c, torch.zeros_like(c)))
+            c, out = dense_step(s, matrix, offset, c, lengths > step)
+            outputs.append(out)
         h = torch.stack(outputs, 1) if outputs else x.new_zeros((b, 0, d))
         return h, torch.cat([source, c], 1)[:, :, None]
 

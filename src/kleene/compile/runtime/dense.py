@@ -290,6 +290,17 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
     return run
 
 
+def dense_step(
+    storage: Semiring, matrix: Tensor, offset: Tensor, c: Tensor, running: Tensor
+) -> tuple[Tensor, Tensor]:
+    """One step of ``c_t = W_t ⊗ c_{t-1} ⊕ o_t`` in the storage algebra: ``matrix`` (B, d, d), ``offset`` and ``c``
+    (B, d), ``running`` (B,) bool (the sequences still reading); returns (the new ``c``, the step's output: ``c`` where
+    running, else 0). The torch loop and ``dense_scan`` share it."""
+    new = storage.plus(storage.matmul(matrix, c[:, :, None])[:, :, 0], offset)
+    c = torch.where(running[:, None], new, c)
+    return c, torch.where(running[:, None], c, torch.zeros_like(c))
+
+
 def dense_scan(
     matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor, semiring: Semiring
 ) -> tuple[Tensor, Tensor]:
@@ -299,14 +310,9 @@ def dense_scan(
     Caution: T >= 1; ``lengths`` int64 in 0..T."""
     from torch._higher_order_ops.scan import scan
 
-    storage = semiring.storage
-
     def body(c: Tensor, inputs: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         matrix, offset, step = inputs
-        new = storage.plus(storage.matmul(matrix, c[:, :, None])[:, :, 0], offset)
-        running = (lengths > step)[:, None]
-        c = torch.where(running, new, c)
-        return c, torch.where(running, c, torch.zeros_like(c))
+        return dense_step(semiring.storage, matrix, offset, c, lengths > step)
 
     steps = torch.arange(offsets.shape[1], device=offsets.device)
     final, h = scan(body, c0.contiguous().clone(), (matrices.transpose(0, 1), offsets.transpose(0, 1), steps))
