@@ -12,6 +12,12 @@ class KleeneError(Exception):
     """Base class of every error kleene raises on purpose."""
 
 
+def shown(value: object, limit: int = 40) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (its last one kept), for messages that echo a user's input."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
+
+
 class _NamedKeyError(KleeneError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""

@@ -25,7 +25,7 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from kleene.automata.semiring import Semiring
-from kleene.errors import FormatError, WeightError
+from kleene.errors import FormatError, WeightError, shown
 
 #: The consumed symbol inside symbolic weights.
 ALPHA = sympy.Symbol("alpha")
@@ -357,13 +357,8 @@ def check_number_size(e: sympy.Basic, where: str) -> None:
 
 def _tree_integer(value: Any, node: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FormatError(f"malformed expression node {_shown(node)}: expected an integer, got {_shown(value)}")
+        raise FormatError(f"malformed expression node {shown(node, 80)}: expected an integer, got {shown(value, 80)}")
     return value
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def expression_from_tree(node: Any, where: str = "expression", *, _depth: int = 0) -> sympy.Expr:
@@ -379,11 +374,11 @@ def expression_from_tree(node: Any, where: str = "expression", *, _depth: int = 
     if _depth > MAX_TREE_DEPTH:
         raise FormatError(f"expression tree nested more than MAX_TREE_DEPTH={MAX_TREE_DEPTH} deep")
     if not isinstance(node, dict) or len(node) not in (1, 2):
-        raise FormatError(f"malformed expression node {_shown(node)}")
+        raise FormatError(f"malformed expression node {shown(node, 80)}")
 
     def children(args: Any) -> list[sympy.Expr]:
         if not isinstance(args, list):
-            raise FormatError(f"malformed expression node {_shown(node)}: 'args' must be a list")
+            raise FormatError(f"malformed expression node {shown(node, 80)}: 'args' must be a list")
         return [expression_from_tree(a, where, _depth=_depth + 1) for a in args]
 
     if "bool" in node and isinstance(node["bool"], bool):
@@ -393,10 +388,10 @@ def expression_from_tree(node: Any, where: str = "expression", *, _depth: int = 
     if "rational" in node:
         pair = node["rational"]
         if not isinstance(pair, list) or len(pair) != 2:
-            raise FormatError(f"malformed expression node {_shown(node)}: expected [numerator, denominator]")
+            raise FormatError(f"malformed expression node {shown(node, 80)}: expected [numerator, denominator]")
         p, q = (_tree_integer(v, node) for v in pair)
         if q == 0:
-            raise FormatError(f"malformed expression node {_shown(node)}: the denominator is 0")
+            raise FormatError(f"malformed expression node {shown(node, 80)}: the denominator is 0")
         return sympy.Rational(p, q)
     if "float" in node:
         value = node["float"]
@@ -404,9 +399,9 @@ def expression_from_tree(node: Any, where: str = "expression", *, _depth: int = 
             try:
                 return sympy.Float(value, precision=53)
             except (ValueError, TypeError):
-                raise FormatError(f"malformed expression node {_shown(node)}: not a number") from None
+                raise FormatError(f"malformed expression node {shown(node, 80)}: not a number") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise FormatError(f"malformed expression node {_shown(node)}: expected a number or a string")
+            raise FormatError(f"malformed expression node {shown(node, 80)}: expected a number or a string")
         value = float(value)
         if value in (float("inf"), float("-inf")):
             return sympy.oo if value > 0 else -sympy.oo
@@ -415,7 +410,7 @@ def expression_from_tree(node: Any, where: str = "expression", *, _depth: int = 
         return sympy.Symbol(node["symbol"])
     if "function" in node and isinstance(node["function"], str):
         if "args" not in node:
-            raise FormatError(f"malformed expression node {_shown(node)}: a function needs 'args'")
+            raise FormatError(f"malformed expression node {shown(node, 80)}: a function needs 'args'")
         return sympy.Function(node["function"])(*children(node["args"]))
     if "constant" in node and isinstance(node["constant"], str):
         constant = getattr(sympy.S, node["constant"], None)
@@ -430,8 +425,8 @@ def expression_from_tree(node: Any, where: str = "expression", *, _depth: int = 
             try:
                 return operation(*args)
             except (TypeError, ValueError) as exc:
-                raise FormatError(f"malformed expression node {_shown(node)}: {exc}") from None
-    raise FormatError(f"unknown expression node {_shown(node)}")
+                raise FormatError(f"malformed expression node {shown(node, 80)}: {exc}") from None
+    raise FormatError(f"unknown expression node {shown(node, 80)}")
 
 
 def _tree_operation(name: str) -> Any:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kleene.data.sources import find_file, read_lines, read_text
-from kleene.errors import DataError, DatasetNotFoundError, FormatError, UnknownDatasetError
+from kleene.errors import DataError, DatasetNotFoundError, FormatError, UnknownDatasetError, shown
 
 __all__ = [
     "CLASSIFICATION",
@@ -229,12 +229,6 @@ def _decode(raw: bytes, path: Path) -> str:
         except UnicodeDecodeError:
             continue
     return raw.decode("latin-1")
-
-
-def shown(value: object, limit: int = 40) -> str:
-    """``repr(value)`` cut to about ``limit`` characters, for error messages that echo a user's data."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
 
 
 #: Header names recognized as the text, the label and an identifier column (lowercase).

@@ -22,7 +22,7 @@ from typing import Any
 from torch import nn
 
 from kleene.data.checks import check_count
-from kleene.errors import KleeneError, ModelConfigError, UnknownModelError
+from kleene.errors import KleeneError, ModelConfigError, UnknownModelError, shown
 
 __all__ = [
     "ModelBuilder",
@@ -88,7 +88,7 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
     except KleeneError:
         raise
     except (TypeError, ValueError, RuntimeError, IndexError, OverflowError) as error:
-        shown = ", ".join(f"{key}={_shown(value)}" for key, value in kwargs.items())
+        shown = ", ".join(f"{key}={shown(value)}" for key, value in kwargs.items())
         settings = model_settings(name)
         valid = f" (its settings: {', '.join(s.name for s in settings)})" if settings else ""
         raise ModelConfigError(f"model {name!r} cannot be built from {shown}: {error}{valid}") from error
@@ -120,11 +120,6 @@ class Setting:
             return f"{self.name}: {self.annotation} = {values.pop()}"
         shown = ", ".join(f"{value!r} ({task})" for task, value in self.defaults.items())
         return f"{self.name}: {self.annotation} = {shown}"
-
-
-def _shown(value: Any, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
 
 
 def _targets(builder: Callable[..., Any]) -> tuple[list[type], dict[str, Any]]:
@@ -233,7 +228,7 @@ def check_settings(name: str, kwargs: dict[str, Any]) -> None:
         if setting is None:
             valid = ", ".join(settings) or "none"
             raise ModelConfigError(
-                f"model {name!r} has no setting {key!r} (--set {key}={_shown(value)}); its settings: "
+                f"model {name!r} has no setting {key!r} (--set {key}={shown(value)}); its settings: "
                 f"{valid} (kleene models {name})"
             )
         parts = [part.strip() for part in setting.annotation.split("|")]
@@ -244,7 +239,7 @@ def check_settings(name: str, kwargs: dict[str, Any]) -> None:
         expected = _PLAIN_TYPES[kinds[0]]
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             raise ModelConfigError(
-                f"model {name!r}: setting {key} must be {setting.annotation}, got {_shown(value)} "
+                f"model {name!r}: setting {key} must be {setting.annotation}, got {shown(value)} "
                 f"({type(value).__name__}); its settings: {', '.join(settings)}"
             )
 
