@@ -88,10 +88,10 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
     except KleeneError:
         raise
     except (TypeError, ValueError, RuntimeError, IndexError, OverflowError) as error:
-        shown = ", ".join(f"{key}={shown(value)}" for key, value in kwargs.items())
+        given = ", ".join(f"{key}={shown(value)}" for key, value in kwargs.items())
         settings = model_settings(name)
         valid = f" (its settings: {', '.join(s.name for s in settings)})" if settings else ""
-        raise ModelConfigError(f"model {name!r} cannot be built from {shown}: {error}{valid}") from error
+        raise ModelConfigError(f"model {name!r} cannot be built from {given}: {error}{valid}") from error
 
 
 # -- the settings of a model, read from its builder's signature ---------------------------------------------------
@@ -118,8 +118,8 @@ class Setting:
         values = {repr(value) for value in self.defaults.values()}
         if len(values) == 1:
             return f"{self.name}: {self.annotation} = {values.pop()}"
-        shown = ", ".join(f"{value!r} ({task})" for task, value in self.defaults.items())
-        return f"{self.name}: {self.annotation} = {shown}"
+        per_task = ", ".join(f"{value!r} ({task})" for task, value in self.defaults.items())
+        return f"{self.name}: {self.annotation} = {per_task}"
 
 
 def _targets(builder: Callable[..., Any]) -> tuple[list[type], dict[str, Any]]:
