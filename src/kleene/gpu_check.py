@@ -122,12 +122,13 @@ def relative_error(got: Tensor, want: Tensor) -> float:
     """max |got - want| / max |want| over the finite entries of ``want`` (inf where the finite pattern differs)."""
     if got.shape != want.shape:
         return float("inf")
+    got, want = got.detach().cpu(), want.detach().cpu()  # the torch backend's reference is the CPU's float64 run
     finite = torch.isfinite(want)
     if not torch.equal(torch.isfinite(got), finite):
         return float("inf")
     if not bool(finite.any()):
         return 0.0
-    g, w = got[finite].double().cpu(), want[finite].double().cpu()
+    g, w = got[finite].double(), want[finite].double()
     scale = float(w.abs().max())
     return float((g - w).abs().max()) / (scale if scale > 0 else 1.0)
 
@@ -577,8 +578,35 @@ def gpu_backends() -> list[str]:
     return [b for b in ("triton", "cuda") if b in backends()]
 
 
-def run_check(out_dir: Path, *, speed: bool = True, train_steps: int = 50, interpreter: bool = True) -> CheckReport:
-    """Run the check (see the module docstring) and write ``out_dir / "gpu_check.json"``."""
+def _write(report: CheckReport, out_dir: Path) -> Path:
+    """Write ``out_dir / "gpu_check.json"`` (after every part, so a run stopped early still leaves its rows)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "gpu_check.json"
+    payload = {
+        k: getattr(report, k)
+        for k in ("device", "environment", "correctness", "training", "speed", "builds", "skipped", "failures")
+    }
+    path.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def _speed_part(report: CheckReport, name: str, part: Callable[[], object], deadline: float) -> None:
+    """Run one part of the speed table unless the time budget is spent; an error is reported, the check goes on."""
+    if time.perf_counter() > deadline:
+        report.skip(f"speed: {name} (the --budget-s time budget was spent)")
+        return
+    try:
+        part()
+    except Exception as error:  # noqa: BLE001 - a speed part that breaks is a failure with its reason, not a stop
+        report.fail(f"speed: {name}: {type(error).__name__}: {error}"[:400])
+
+
+def run_check(
+    out_dir: Path, *, speed: bool = True, train_steps: int = 50, interpreter: bool = True, budget_s: float = 420.0
+) -> CheckReport:
+    """Run the check (see the module docstring) and write ``out_dir / "gpu_check.json"``; a speed part that would
+    start after ``budget_s`` seconds is skipped (and said so)."""
+    deadline = time.perf_counter() + budget_s
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
     report = CheckReport(str(device), environment(device))
@@ -600,6 +628,7 @@ def run_check(out_dir: Path, *, speed: bool = True, train_steps: int = 50, inter
             check_kind(report, kinds[0], "triton", device, torch.float64, batch=2)  # the interpreter: one tiny case
         else:
             report.skip("triton in its interpreter (run with TRITON_INTERPRET=1 and triton installed)")
+    _write(report, out_dir)
     from kleene.nn import registered_models
 
     report.environment["models"] = registered_models()
@@ -609,24 +638,24 @@ def run_check(out_dir: Path, *, speed: bool = True, train_steps: int = 50, inter
         cli_training_run(report, device, train_steps, Path(tempfile.mkdtemp(prefix="kleene-gpu-check-")))
     elif not gpu:
         report.skip(f"the {train_steps}-step `kleene train --device cuda` run: no GPU")
+    _write(report, out_dir)
     if gpu and speed:
         gpu_list = gpu_backends()
         bandwidth = copy_bandwidth(device)
         report.environment["copy_bandwidth_tb_s"] = bandwidth * 1e3 / 1e12
-        build_times(report, device)
-        speed_templates(report, device, gpu_list, bandwidth)
-        auto_verdict(report)
-        speed_long(report, device, gpu_list)
-        speed_layers(report, device, gpu_list)
+        parts: list[tuple[str, Callable[[], object]]] = [
+            ("first builds", lambda: build_times(report, device)),
+            ("template kernels", lambda: speed_templates(report, device, gpu_list, bandwidth)),
+            ("auto verdict", lambda: auto_verdict(report)),
+            ("long sequences", lambda: speed_long(report, device, gpu_list)),
+            ("layers", lambda: speed_layers(report, device, gpu_list)),
+        ]
+        for name, part in parts:
+            _speed_part(report, name, part, deadline)
+            _write(report, out_dir)
     elif not gpu:
         report.skip("the speed table: no GPU")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "gpu_check.json"
-    payload = {
-        k: getattr(report, k)
-        for k in ("device", "environment", "correctness", "training", "speed", "builds", "skipped", "failures")
-    }
-    path.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+    path = _write(report, out_dir)
     passed = sum(r["passed"] for r in report.correctness) + sum(r["passed"] for r in report.training)
     total = len(report.correctness) + len(report.training)
     print(f"gpu check on {device}: {passed}/{total} rows passed, {len(report.skipped)} parts skipped; wrote {path}")
@@ -638,10 +667,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu-check"))
     parser.add_argument("--no-speed", action="store_true", help="skip the speed table")
     parser.add_argument("--train-steps", type=int, default=50, help="steps of the `kleene train --device cuda` run")
+    parser.add_argument(
+        "--budget-s", type=float, default=420.0, help="skip the speed parts that would start after this many seconds"
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() and "TRITON_INTERPRET" not in os.environ:
         os.environ["TRITON_INTERPRET"] = "1"  # (before any generated Triton module loads): one tiny interpreted case
-    report = run_check(args.out, speed=not args.no_speed, train_steps=args.train_steps)
+    report = run_check(args.out, speed=not args.no_speed, train_steps=args.train_steps, budget_s=args.budget_s)
     return 1 if report.failures else 0
 
 
