@@ -646,13 +646,13 @@ def run_check(
         parts: list[tuple[str, Callable[[], object]]] = [
             ("first builds", lambda: build_times(report, device)),
             ("template kernels", lambda: speed_templates(report, device, gpu_list, bandwidth)),
-            ("auto verdict", lambda: auto_verdict(report)),
             ("long sequences", lambda: speed_long(report, device, gpu_list)),
             ("layers", lambda: speed_layers(report, device, gpu_list)),
         ]
         for name, part in parts:
             _speed_part(report, name, part, deadline)
             _write(report, out_dir)
+        auto_verdict(report)  # (from the template rows: no GPU time)
     elif not gpu:
         report.skip("the speed table: no GPU")
     path = _write(report, out_dir)

@@ -93,6 +93,11 @@ def test_chunked_agrees_with_sequential_and_reference(semiring: str, seed: int) 
     for backend in BACKENDS if seed == 0 and semiring in ("real", "max-times") else ("torch",):
         runners = [(f"{backend} sequential", _BACKENDS[backend](plan))]
         runners += [(f"{backend} chunk {k}", ChunkedRunner(plan, _BACKENDS[backend], k)) for k in (1, 3, 4, 10)]
+        # the log-depth scan of the chunks' initial states (a GPU's default), on 10, 4 and 3 chunks
+        runners += [
+            (f"{backend} chunk {k} log-depth", ChunkedRunner(plan, _BACKENDS[backend], k, parallel_scan=True))
+            for k in (1, 3, 4)
+        ]
         for name, runner in runners:
             got = _results(runner, plan, slots, module.constants, lengths, h0, case)
             for i, (a, b) in enumerate(zip(got, expected)):
@@ -111,7 +116,7 @@ def test_chunked_gradcheck(backend: str, case: int) -> None:
     h0 = random_slots(semiring, (2, template.num_states, 2), gen).requires_grad_()
     constants = module.constants.detach().clone().requires_grad_()
     lengths = torch.tensor([5, 3])
-    runner = ChunkedRunner(module.plan, _BACKENDS[backend], 2)
+    runner = ChunkedRunner(module.plan, _BACKENDS[backend], 1, parallel_scan=True)  # 5 chunks, log-depth scan
 
     def run(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
         params = static_params(module.plan, c, x.new_empty((1, 2)))

@@ -16,7 +16,8 @@ independent sequence of one kernel call (a view of the slots, length 0 where a c
 2. runs chunks 1..N-2 through ``basis_plan``, Q disjoint copies of the automaton started from the Q basis vectors,
    so the slots are read once for the Q rows of ``M_c``;
 3. scans the chunks' initial states ``z_{c+1} = z_c ⊗ M_c ⊕ a_c`` in torch with the storage semiring's own
-   operations (N - 2 small steps);
+   operations: N - 2 small steps on the CPU, a log-depth prefix of the affine maps elsewhere (on a GPU each small
+   operation is a launch);
 4. runs every chunk again from its true initial state, producing the outputs ("steps", "sum" or "last") and the
    final state.
 
@@ -29,7 +30,8 @@ any backend runs chunked.
 
 It pays only where the sequential kernel leaves threads idle: ``chunked_speedup`` is the cost model
 ``choose_scan`` (``scan="auto"`` in ``kleene.compile.module``) uses, from the available threads, the lanes
-B·D, Q and T (see BENCHMARKS.md, "the chunked (time-parallel) scan", for the measurements behind it).
+B·D, Q and T, and the threads a device runs at once (``parallel_tasks``: the CPU's threads, a GPU's resident
+threads); see BENCHMARKS.md, "the chunked (time-parallel) scan", and docs/gpu.md for the measurements behind it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -195,6 +197,47 @@ def initial_state(plan: Plan, params: Tensor, batch: int, like: Tensor) -> Tenso
     return torch.stack(columns, 1)
 
 
+def parallel_tasks(device: torch.device | None = None) -> int:
+    """The tasks (a sequence's ``LANE_BLOCK`` lanes) ``device`` runs at once, the cost model's ``threads``: torch's
+    CPU threads, or a GPU's resident threads over ``LANE_BLOCK`` (its kernels run one lane per thread)."""
+    if device is not None and device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return max(1, props.multi_processor_count * props.max_threads_per_multi_processor // LANE_BLOCK)
+    return torch.get_num_threads()
+
+
+def _sequential_states(s: Any, first: Tensor, transfer: Tensor | None, affine: Tensor | None, m: int) -> Tensor:
+    """The initial states (B, m, Q, D) of chunks 2..m+1, z_{c+2} = z_{c+1} ⊗ M_c ⊕ a_c, one chunk after the other."""
+    states = [first]
+    for c in range(m):
+        assert transfer is not None
+        z = s.sum(s.times(states[-1][:, :, None, :], transfer[:, c]), axis=1)
+        if affine is not None:
+            z = s.plus(z, affine[:, c])
+        states.append(z)
+    return torch.stack(states[1:], 1) if m else first[:, None][:, :0]
+
+
+def _parallel_states(s: Any, first: Tensor, transfer: Tensor | None, affine: Tensor | None, m: int) -> Tensor:
+    """The same states by a log-depth (Hillis-Steele) prefix of the affine maps z ↦ z ⊗ M_c ⊕ a_c: after round r,
+    entry c holds the composition of maps c-2^r+1..c (applying f then g: z ⊗ M_f M_g ⊕ (a_f ⊗ M_g ⊕ a_g)).
+    ⌈log2 m⌉ rounds of batched semiring products, m·q³ work each: fewer, larger operations than m steps."""
+    assert transfer is not None
+    mats = transfer  # [b, c, from, to, d]
+    offsets = affine[:, :m] if affine is not None else None  # [b, c, to, d]
+    shift = 1
+    while shift < m:
+        earlier, later = mats[:, :-shift], mats[:, shift:]
+        product = s.sum(s.times(earlier[:, :, :, :, None, :], later[:, :, None, :, :, :]), axis=3)
+        if offsets is not None:
+            moved = s.sum(s.times(offsets[:, :-shift, :, None, :], later), axis=2)
+            offsets = torch.cat([offsets[:, :shift], s.plus(moved, offsets[:, shift:])], 1)
+        mats = torch.cat([mats[:, :shift], product], 1)
+        shift *= 2
+    z = s.sum(s.times(first[:, None, :, None, :], mats), axis=2)
+    return z if offsets is None else s.plus(z, offsets)
+
+
 @dataclass
 class ChunkedRunner:
     """A runner (see ``kleene.compile.module``) running ``plan`` as a chunked scan with ``factory``'s kernels.
@@ -207,6 +250,9 @@ class ChunkedRunner:
     plan: Plan
     factory: Callable[[Plan], RunnerFn]
     chunk: int | None = None
+    #: The scan of step 3: log-depth (``_parallel_states``) or one chunk after the other; ``None``: log-depth off
+    #: the CPU, where every small torch operation is a kernel launch.
+    parallel_scan: bool | None = None
 
     def __post_init__(self) -> None:
         if self.chunk is not None and (
@@ -224,10 +270,10 @@ class ChunkedRunner:
         self._head = factory(self._head_plan)
         self._basis = factory(self._basis_plan)
 
-    def chunk_length(self, batch: int, steps: int, dim: int) -> int:
+    def chunk_length(self, batch: int, steps: int, dim: int, device: torch.device | None = None) -> int:
         if self.chunk is not None:
             return self.chunk
-        threads = 1 if torch.compiler.is_compiling() else torch.get_num_threads()  # (not traceable)
+        threads = 1 if torch.compiler.is_compiling() else parallel_tasks(device)  # (not traceable)
         chunks = default_chunks(self.plan, batch, steps, dim, threads)
         if chunks < 2:  # too short for the automatic chunks: two halves (the scan's results are the same)
             chunks = 2
@@ -241,7 +287,7 @@ class ChunkedRunner:
         half = d // 2 if plan.options.bidirectional else d
         if half < d:  # reverse lanes read their valid steps backwards: reverse them once, run forwards
             slots = torch.cat([slots[..., :half], reverse_valid(slots[..., half:], lengths)], -1)
-        length = self.chunk_length(b, t, d)
+        length = self.chunk_length(b, t, d, slots.device)
         n = math.ceil(t / length) if t else 0
         if n <= 1:
             out, final = self._rerun(self._rerun_plan, slots, params, lengths, h0)
@@ -287,13 +333,10 @@ class ChunkedRunner:
             _, transfer = self._basis(self._basis_plan, flat, rows, middle.reshape(-1), eye)
             transfer = transfer.view(b, n, q, q, d)[:, 1 : n - 1]  # [b, c, from, to, d]
         # 3. the scan of the chunks' initial states
-        states = [z0, first]
-        for c in range(m):
-            z = s.sum(s.times(states[-1][:, :, None, :], transfer[:, c]), axis=1)
-            if affine is not None:
-                z = s.plus(z, affine[:, c])
-            states.append(z)
-        inits = torch.stack(states, 1).reshape(b * n, q, d)
+        parallel = self.parallel_scan if self.parallel_scan is not None else slots.device.type != "cpu"
+        scan = _parallel_states if parallel and m > 1 else _sequential_states
+        later = scan(s, first, transfer if m else None, affine, m)
+        inits = torch.cat([z0[:, None], first[:, None], later], 1).reshape(b * n, q, d)
         # 4. every chunk again from its true initial state
         out, final = self._rerun(self._rerun_plan, flat, params, sizes.reshape(-1), inits)
         final = final.view(b, n, q, d)[:, -1]

@@ -59,6 +59,8 @@ class Dialect:
     #: Blocks: a loop of ``{var}`` over ``0 .. {stop} - 1``, a conditional, and the line closing a block (``""``:
     #: indentation alone closes it).
     for_form = if_form = close_form = ""
+    #: A loop of ``{var}`` over ``0, {step}, 2·{step}, ...`` below ``{stop}``.
+    stepped_for_form = ""
     #: Conditions of the skeleton: an initial state is given (and not), states are saved (forward).
     has_h0 = no_h0 = save_states = ""
 
@@ -458,14 +460,58 @@ def _initial_states(w: LaneWriter) -> list[str]:
     return [f"init{j}" for j in range(plan.num_states)]
 
 
-def _load_slots(w: LaneWriter) -> None:
-    for s in range(w.plan.num_slots):
-        w(w.d.let(slot(s), w.d.load("slots", _slot_offset(w.plan, s))))
+#: The most steps a lane kernel reads ahead (``prefetch_depth``), and the registers it may spend on them.
+MAX_PREFETCH = 8
+PREFETCH_REGISTERS = 48
+
+
+def prefetch_depth(loads_per_step: int) -> int:
+    """How many steps a lane kernel (CUDA, Triton) loads at once before running them one after the other.
+
+    A lane's step reads its slots (and, backwards, the saved states and the output's gradient) at addresses that do
+    not depend on the recurrence; loading several steps together keeps that many loads in flight per thread, where
+    a plain loop waits one memory latency per step (the kernels were latency-bound on an H200: issue 22). The depth
+    is bounded by ``PREFETCH_REGISTERS`` registers of read-ahead values per lane.
+    """
+    return max(1, min(MAX_PREFETCH, PREFETCH_REGISTERS // max(1, loads_per_step)))
+
+
+#: What a block of steps reads for step k: integers (name, expression, seen by the step) and loads (name, pointer,
+#: offset, condition, fallback), each bound as ``{name}_{k}``; expressions may use ``i{k}`` (the step's index) and
+#: earlier names. The step sees every load and the integers marked so, under their names without the suffix.
+StepReads = tuple[list[tuple[str, str, bool]], list[tuple[str, str, str, str, str]]]
+
+
+def _time_blocks(
+    w: LaneWriter, depth: int, reads: Callable[[int], StepReads], step: Callable[[LaneWriter], None]
+) -> None:
+    """The time loop in blocks of ``depth`` steps: each block first binds what ``reads(k)`` lists for each of its
+    steps k (``i{k}`` = the step's index; a load happens only where its condition holds), then runs ``step`` for
+    each step that exists, with those names bound again without their suffix."""
+    d = w.d
+    w.open(d.stepped_for_form.format(var="t0", stop="n_steps", step=depth))
+    names: list[list[tuple[str, str]]] = []
+    for k in range(depth):
+        w(d.let(f"i{k}", f"t0 + {k}", "int"))
+        ints, loads = reads(k)
+        for name, expr, _ in ints:
+            w(d.let(f"{name}_{k}", expr, "int"))
+        for name, pointer, offset, cond, fallback in loads:
+            w(d.let(f"{name}_{k}", d.load_if(cond, pointer, offset, fallback)))
+        names.append([(n, "int") for n, _, seen in ints if seen] + [(n, "float") for n, *_ in loads])
+    for k in range(depth):
+        w.open(d.open_if(f"i{k} < n_steps"))
+        for name, kind in names[k]:
+            w(d.let(name, f"{name}_{k}", kind))
+        step(w)
+        w.close()
+    w.close()
 
 
 def lane_forward(w: LaneWriter) -> None:
     """The body of the forward kernel after the dialect's lane setup (``b``, ``rev``, ``n_steps``, the
-    parameters ``p{k}``): one lane's states through its sequence, saving them when asked."""
+    parameters ``p{k}``): one lane's states through its sequence, saving them when asked; the steps are read
+    ``prefetch_depth`` at a time."""
     plan, d = w.plan, w.d
     q, output = plan.num_states, plan.options.output
     init = _initial_states(w)
@@ -474,23 +520,30 @@ def lane_forward(w: LaneWriter) -> None:
     z = [f"z{j}" for j in range(q)]
     if output == "sum":
         w(d.var("agg", d.zero))
-    w.open(d.open_for("t", "n_steps"))
-    w(d.let("tt", "t + rev * (n_steps - 1 - 2 * t)", "int"))
-    _load_slots(w)
-    step = w.step(z)
-    for j in range(q):
-        w(d.assign(f"z{j}", step.new[j]))
-    w.open(d.open_if(d.save_states))
-    for j in range(q):
-        w(d.store("states", _state_offset(plan, j, "tt"), f"z{j}"))
-    w.close()
-    if output == "steps":
-        w(d.let("y", w.emit(step.new)))
-        w(d.store("out", "(b * Tn + tt) * D", w.map_output("y")))
-    elif output == "sum":
-        w(d.let("y", w.emit(step.new)))
-        w(d.assign("agg", d.plus("agg", "y")))
-    w.close()
+
+    def reads(k: int) -> StepReads:
+        ints = [("tt", f"i{k} + rev * (n_steps - 1 - 2 * i{k})", True)]
+        cond = f"i{k} < n_steps"
+        return ints, [
+            (slot(s), "slots", _slot_offset(plan, s, f"tt_{k}"), cond, d.fzero) for s in range(plan.num_slots)
+        ]
+
+    def one_step(w: LaneWriter) -> None:
+        step = w.step(z)
+        for j in range(q):
+            w(d.assign(f"z{j}", step.new[j]))
+        w.open(d.open_if(d.save_states))
+        for j in range(q):
+            w(d.store("states", _state_offset(plan, j, "tt"), f"z{j}"))
+        w.close()
+        if output == "steps":
+            w(d.let("y", w.emit(step.new)))
+            w(d.store("out", "(b * Tn + tt) * D", w.map_output("y")))
+        elif output == "sum":
+            w(d.let("y", w.emit(step.new)))
+            w(d.assign("agg", d.plus("agg", "y")))
+
+    _time_blocks(w, prefetch_depth(plan.num_slots), reads, one_step)
     for j in range(q):
         w(d.store("final_state", _row_offset(plan, j), f"z{j}"))
     if output == "sum":
@@ -520,35 +573,46 @@ def lane_backward(w: LaneWriter) -> None:
     if output == "sum":
         w(d.let("agg", d.load("out", "b * D")))
         w(d.let("gagg", d.load("grad_out", "b * D")))
-    w.open(d.open_for("t_back", "n_steps"))
-    w(d.let("t", "n_steps - 1 - t_back", "int"))
-    w(d.let("tt", "t + rev * (n_steps - 1 - 2 * t)", "int"))
-    w(d.let("tp", "tt - 1 + 2 * rev", "int"))  # the position of the previous step
-    _load_slots(w)
-    for j in range(q):
-        w(d.let(f"zp{j}", d.load_if("t > 0", "states", _state_offset(plan, j, "tp"), init[j])))
-    z_prev = [f"zp{j}" for j in range(q)]
-    step = w.step(z_prev)
-    gn = [f"g{j}" for j in range(q)]
-    mapped: dict[int, str] = {}
-    if output != "last":
-        if output == "steps":
-            w(d.let("y", w.emit(step.new)))
-            gy, mapped = w.map_output_backward("y", d.load("grad_out", "(b * Tn + tt) * D"))
-            w(d.let("gy", gy))
-        else:
-            w(d.let("y", w.emit(step.new)))
-            w(d.let("gy", w.output_grad("y", "agg", "gagg")))
-        emitted = w.emit_backward(step.new, "gy", "eo")
+    grad_out_read = output == "steps"
+
+    def reads(k: int) -> StepReads:
+        ints = [
+            ("t", f"n_steps - 1 - i{k}", False),  # (negative past the sequence's start: nothing is read there)
+            ("tt", f"t_{k} + rev * (n_steps - 1 - 2 * t_{k})", True),
+            ("tp", f"tt_{k} - 1 + 2 * rev", False),  # the position of the previous step
+        ]
+        valid = f"t_{k} >= 0"
+        loads = [(slot(s), "slots", _slot_offset(plan, s, f"tt_{k}"), valid, d.fzero) for s in range(plan.num_slots)]
+        loads += [(f"zp{j}", "states", _state_offset(plan, j, f"tp_{k}"), f"t_{k} > 0", init[j]) for j in range(q)]
+        if grad_out_read:
+            loads.append(("gout", "grad_out", f"(b * Tn + tt_{k}) * D", valid, d.fzero))
+        return ints, loads
+
+    def one_step(w: LaneWriter) -> None:
+        z_prev = [f"zp{j}" for j in range(q)]
+        step = w.step(z_prev)
+        gn = [f"g{j}" for j in range(q)]
+        mapped: dict[int, str] = {}
+        if output != "last":
+            if output == "steps":
+                w(d.let("y", w.emit(step.new)))
+                gy, mapped = w.map_output_backward("y", "gout")
+                w(d.let("gy", gy))
+            else:
+                w(d.let("y", w.emit(step.new)))
+                w(d.let("gy", w.output_grad("y", "agg", "gagg")))
+            emitted = w.emit_backward(step.new, "gy", "eo")
+            for j in range(q):
+                w(d.let(f"gn{j}", f"g{j} + {emitted[j]}"))
+            gn = [f"gn{j}" for j in range(q)]
+        gx, g_prev = w.step_backward(step, z_prev, gn)
+        for s in range(plan.num_slots):
+            w(d.store("grad_slots", _slot_offset(plan, s), f"{gx[s]} + {mapped[s]}" if s in mapped else gx[s]))
         for j in range(q):
-            w(d.let(f"gn{j}", f"g{j} + {emitted[j]}"))
-        gn = [f"gn{j}" for j in range(q)]
-    gx, g_prev = w.step_backward(step, z_prev, gn)
-    for s in range(plan.num_slots):
-        w(d.store("grad_slots", _slot_offset(plan, s), f"{gx[s]} + {mapped[s]}" if s in mapped else gx[s]))
-    for j in range(q):
-        w(d.assign(f"g{j}", g_prev[j]))
-    w.close()
+            w(d.assign(f"g{j}", g_prev[j]))
+
+    loads_per_step = plan.num_slots + q + int(grad_out_read)
+    _time_blocks(w, prefetch_depth(loads_per_step), reads, one_step)
     w.open(d.open_if(d.has_h0))
     for j in range(q):
         w(d.store("grad_h0", _row_offset(plan, j), f"g{j}"))
