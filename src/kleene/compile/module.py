@@ -156,7 +156,7 @@ class CompiledRecurrence(nn.Module):
     ``scan``: "sequential" runs the backend's kernel over the steps in order; "chunked" cuts the sequences into
     chunks run in parallel and combined by a semiring scan (``kleene.compile.chunked``: same results, (Q + 2)×
     the work); "auto" picks per call by ``kleene.compile.chunked.choose_scan`` (threads, lanes B·D, Q, T), and
-    is "sequential" on the torch backend (the oracle) and under ``torch.compile``.
+    is "sequential" on the torch backend (the oracle), under ``torch.compile`` and on a GPU (docs/gpu.md).
     """
 
     def __init__(
@@ -342,6 +342,10 @@ class CompiledRecurrence(nn.Module):
         if self.scan == "sequential" or (self.scan == "auto" and (self.backend == "torch" or self._mapped)):
             return self._runner
         if self.scan == "auto" and torch.compiler.is_compiling():  # a traced graph keeps one path: the sequential
+            return self._runner
+        if self.scan == "auto" and slots.device.type != "cpu":
+            # on a GPU the chunked scan's launches cost what its parallelism saves: at (1 and 4, 16384, 512) on an
+            # H200 it ran forward+backward at 0.63-1.04x the sequential kernel's speed (docs/gpu.md)
             return self._runner
         if self.scan == "auto":
             b, t, _, d = slots.shape
