@@ -52,8 +52,8 @@ def _values(layer: Any, linear: Any, start: int, count: int) -> list[AffineInput
 
 
 def _gate_activation(layer: Any) -> str:
-    """σ as the layer stores a gate (``gate_in_storage``): log σ where its storage holds log-weights."""
-    return "logsigmoid" if layer.algebra.storage.log_weights else "sigmoid"
+    """σ as the layer stores a gate (``Semiring.stored_gate``): log σ where its storage holds log-probabilities."""
+    return "logsigmoid" if layer.algebra.probability_storage == "logarithm" else "sigmoid"
 
 
 def _gates(layer: Any, linear: Any, start: int, count: int) -> tuple[list[AffineInput], list[AffineInput]]:

@@ -80,21 +80,12 @@ READ_BACK_THRESHOLD = 0.5
 MATCH_MODES = ("span", "sentence")
 
 
-# --------------------------------------------------------------------------------------------
-# The residual factor and the storage form
-# --------------------------------------------------------------------------------------------
-def _factor(storage: Semiring, residual: Tensor) -> Tensor:
-    """The storage element of the multiplicative factor exp(residual) (a log-weight storage holds it as its log)."""
-    return residual if storage.log_weights else torch.exp(residual)
-
-
 def _check_residual_semiring(semiring: Semiring) -> None:
-    storage = semiring.storage
-    one = _factor(storage, torch.zeros((), dtype=torch.float64))
-    if float(one) != float(storage.one) or float(storage.times(torch.tensor(2.0, dtype=torch.float64), one)) != 2.0:
+    """Raises RuleError: a semiring that carries no factor exp(r) (``Semiring.carries_factors``)."""
+    if not semiring.carries_factors:
         raise RuleError(
-            f"semiring {semiring.name!r}: its storage ({storage.name}) has no multiplicative factor exp(r) with "
-            "exp(0) = one, which the learned residual needs (use real, log, max-plus or max-times)"
+            f"semiring {semiring.name!r}: its storage ({semiring.storage.name}) has no multiplicative factor exp(r) "
+            "with exp(0) = one, which the learned residual needs (use real, log, max-plus or max-times)"
         )
 
 
@@ -315,12 +306,13 @@ class AutomatonLayer(nn.Module):
         (with a leak: ``w ⊗ F(u·e(x) + λ)``)."""
         residual = vectors @ self.residual.T.to(vectors.dtype)
         weight = self.arc_weight.to(vectors.dtype)
-        value = self.storage.times(weight, _factor(self.storage, residual))
+        value = self.storage.times(weight, self.storage.stored_factor(residual))
         matched = self.match.T[tokens]  # (B, T, A)
         if self.leak is None:
             outside = torch.full_like(value, float(self.storage.zero))
         else:
-            outside = self.storage.times(weight, _factor(self.storage, residual + self.leak_gate.to(vectors.dtype)))
+            leaked = residual + self.leak_gate.to(vectors.dtype)
+            outside = self.storage.times(weight, self.storage.stored_factor(leaked))
         return torch.where(matched, value, outside)
 
     def slots(self, tokens: Tensor, vectors: Tensor) -> Tensor:

@@ -164,20 +164,10 @@ def _check_encoder(semiring: Semiring, encoder: str) -> None:
         )
 
 
-def stored_as_logs(semiring: Semiring) -> bool:
-    """Whether the storage holds the elements' logarithms: its values are log-weights, the semiring's are not
-    (max-times, stored in max-plus). Encoders then compute log E directly (log σ, without underflow)."""
-    return semiring.storage.log_weights and not semiring.log_weights
-
-
 def encode_to_storage(scores: Tensor, semiring: str | Semiring, encoder: str) -> Tensor:
-    """``E(scores)`` in the semiring's storage form (stored as logs: log σ)."""
+    """``E(scores)`` in the semiring's storage form (``Semiring.stored_sigmoid``: log σ where it stores logarithms)."""
     algebra = get_semiring(semiring)
-    if encoder == "sigmoid":
-        if stored_as_logs(algebra):
-            return nn.functional.logsigmoid(scores)
-        return algebra.to_storage(torch.sigmoid(scores))
-    return algebra.to_storage(scores)
+    return algebra.stored_sigmoid(scores) if encoder == "sigmoid" else algebra.to_storage(scores)
 
 
 def storage_to_float(scores: Tensor, semiring: str | Semiring) -> Tensor:
