@@ -136,6 +136,8 @@ class QRNNLayer(RationalLayer):
             decoder layer (``context_size``) outside a field semiring.
     """
 
+    cell_family = "qrnn"
+
     def __init__(
         self,
         input_size: int,
@@ -252,6 +254,9 @@ class QRNNLayer(RationalLayer):
         gate = torch.sigmoid(slots[:, :, self.gates.index("o")]) if "o" in self.gates else None
         valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
         return c, final, gate, valid
+
+    def cell_states(self, x: Tensor, lengths: Tensor) -> Tensor:
+        return self.run(x, lengths)[0]
 
     def _slots(
         self, x: Tensor, lengths: Tensor, context: Tensor | None, prev_x: Tensor | None

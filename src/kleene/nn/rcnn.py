@@ -69,6 +69,8 @@ class RCNNLayer(SlotLayer):
     inside the kernel (``RCNN_OUTPUT``, the learned bias b its constant).
     """
 
+    cell_family = "rcnn"
+
     def __init__(
         self,
         input_size: int,

@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import sympy
 import torch
@@ -309,6 +309,18 @@ class RationalLayer(nn.Module):
     recurrence: CompiledRecurrence
     input_size: int
     output_size: int
+    #: The rational cell the layer runs, named as the zoo names its family (``"rrnn"``, ``"sru"``, ``"qrnn"``,
+    #: ``"rcnn"``, ``"isan"``): what ``kleene.extract`` reads the layer's automata by. None: no exact extraction.
+    cell_family: ClassVar[str | None] = None
+
+    def cell_states(self, x: Tensor, lengths: Tensor) -> Tensor:
+        """The cell states c (B, T, D) in storage form before any output map: the values the automata of
+        ``cell_family`` score (max-times: logarithms).
+
+        Raises:
+            LayerError: the layer has no rational cell (``cell_family`` is None).
+        """
+        raise LayerError(f"{type(self).__name__} has no rational cell states (its cell_family is None)")
 
     def check(self, x: Any, lengths: Any) -> Tensor:
         """The checked lengths (int64, on x's device) of a layer input ``x``.
@@ -367,6 +379,10 @@ class SlotLayer(RationalLayer, abc.ABC):
         """The constants (C, D) of the recurrence's output map (None: it has none)."""
         return None
 
+    def cell_states(self, x: Tensor, lengths: Tensor) -> Tensor:
+        slots, _ = self.slots(x)
+        return self.recurrence(slots, lengths, mapped=False)[0]
+
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = self.check(x, lengths)
         slots, extra = self.slots(x)
@@ -394,6 +410,8 @@ class RRNNLayer(SlotLayer):
     Raises:
         LayerError: an unknown kind or activation, or a semiring gates cannot enter (``gate_semiring``).
     """
+
+    cell_family = "rrnn"
 
     def __init__(
         self,
