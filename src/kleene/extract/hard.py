@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -214,8 +213,8 @@ def hard_patterns(
         raise InterpretError("no candidate words")
     ids = lexicon.ids(names, "candidate words")
     storage = reader.storage
-    if relative:  # value >= best ⊗ ratio, the ratio as a factor of the storage (a log for log-weights)
-        ratio = float(np.log(threshold)) if storage.log_weights else threshold
+    if relative:  # value >= best ⊗ ratio, the ratio stored as a probability (Semiring.stored_probabilities)
+        ratio = float(reader.algebra.stored_probabilities(threshold))
 
         def passing(values: Tensor, best: Tensor) -> Tensor:
             return values >= storage.times(best, ratio)

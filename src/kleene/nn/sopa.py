@@ -701,6 +701,8 @@ class SoftPatterns(nn.Module):
         shared = SelfLoopShare(1) if shared_self_loops == "global" else None
         self.algebra = algebra
         self.semiring, self.encoder, self.mode = algebra.name, encoder, mode
+        #: the arcs every pattern has (the groups' settings, for descriptions)
+        self.self_loops, self.epsilons, self.epsilon_cap = self_loops, epsilons, epsilon_cap
         self.input_dim = input_dim
         if backend in ("cpp", "auto"):
             self._prebuild(algebra, mode, self_loops, epsilons, epsilon_cap)

@@ -382,7 +382,6 @@ def _facts_html(checkpoint: Checkpoint, data_name: str | None, source: str | Pat
     rows: list[tuple[str, str]] = [("model", f"{config.get('model')} ({type(model).__name__})")]
     if isinstance(model, SoPaClassifier):
         bank = model.patterns
-        group = bank.groups[0]
         rows += [
             ("semiring", bank.semiring),
             ("mode", bank.mode),
@@ -395,9 +394,9 @@ def _facts_html(checkpoint: Checkpoint, data_name: str | None, source: str | Pat
             (
                 "arcs",
                 "main path"
-                + (", self-loops" if group.self_loops else "")
+                + (", self-loops" if bank.self_loops else "")
                 + (f" (shared with the main path, {bank.shared_self_loops} scale)" if bank.shared_self_loops else "")
-                + (f", epsilons (at most {group.epsilon_cap} in a row)" if group.epsilons else ""),
+                + (f", epsilons (at most {bank.epsilon_cap} in a row)" if bank.epsilons else ""),
             ),
             (
                 "MLP",
