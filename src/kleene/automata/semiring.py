@@ -1253,6 +1253,8 @@ def register_semiring(semiring: Semiring) -> Semiring:
         _BY_NAME[key] = semiring
     if semiring not in _REGISTERED:
         _REGISTERED.append(semiring)
+    # answered now, in eager Python: layers ask them inside traced forwards (torch.compile, torch.export)
+    _ = semiring.probability_storage, semiring.carries_factors
     return semiring
 
 

@@ -419,7 +419,8 @@ def pattern_arcs(model: SoPaClassifier, vectors: Tensor) -> list[PatternArcs]:
     epsilon constants (so they follow its semiring, encoder, mode and scales), in bank order.
 
     Caution:
-        ``model`` is a checked SoPa classifier (``check_model``); no gradients are recorded only under ``inference``.
+        ``model`` is a SoPa classifier already checked (``reader.check_model``); run it under ``inference`` (or
+        ``torch.no_grad``) unless gradients of the weights are wanted.
     """
     found = []
     first = 0
