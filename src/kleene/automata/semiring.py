@@ -138,9 +138,15 @@ def _apply(x: Array, name: str) -> Array:
     return getattr(np, name)(np.asarray(x, dtype=float))
 
 
+def _traced_tensor(x: object) -> bool:
+    """Whether ``x`` is a torch tensor, asked in a way torch.compile traces (layers call the storage maps below
+    inside compiled forwards; ``_is_torch`` reads the type's module name, which dynamo does not trace)."""
+    return hasattr(x, "requires_grad")
+
+
 def _log_sigmoid(x: Array) -> Array:
     """log σ(x) elementwise, stable for large |x| (torch's logsigmoid; −logaddexp(0, −x) otherwise)."""
-    if _is_torch(x):
+    if _traced_tensor(x):
         import torch
 
         return torch.nn.functional.logsigmoid(x)
@@ -149,11 +155,14 @@ def _log_sigmoid(x: Array) -> Array:
 
 def _sigmoid(x: Array) -> Array:
     """σ(x) elementwise (torch's sigmoid; exp of the stable log σ otherwise)."""
-    if _is_torch(x):
-        import torch
-
-        return torch.sigmoid(x)
+    if _traced_tensor(x):
+        return x.sigmoid()
     return _scalar_result(np.exp(-np.logaddexp(0.0, -np.asarray(x, dtype=float))), x)
+
+
+def _exp(x: Array) -> Array:
+    """exp(x) elementwise, for tensors in a way torch.compile traces."""
+    return x.exp() if _traced_tensor(x) else _apply(x, "exp")
 
 
 def sympy_constant(value: Any) -> sympy.Expr:
@@ -632,8 +641,8 @@ class Semiring(ABC):
         """
         if self._probability_form() == "linear":
             return p
-        if _is_torch(p):
-            return _apply(p, "log")
+        if _traced_tensor(p):
+            return p.log()
         with np.errstate(divide="ignore"):
             return _scalar_result(np.log(np.asarray(p, dtype=float)), p)
 
@@ -663,7 +672,7 @@ class Semiring(ABC):
         Raises:
             SemiringError: as ``stored_probabilities``.
         """
-        return log_factor if self._probability_form() == "logarithm" else _apply(log_factor, "exp")
+        return log_factor if self._probability_form() == "logarithm" else _exp(log_factor)
 
     def stored_sigmoid(self, scores: Array) -> Array:
         """The *element* σ(x) of ``scores`` (a number in (0, 1) taken as an element, as SoPa's sigmoid encoder gives)
