@@ -170,11 +170,6 @@ def encode_to_storage(scores: Tensor, semiring: str | Semiring, encoder: str) ->
     return algebra.stored_sigmoid(scores) if encoder == "sigmoid" else algebra.to_storage(scores)
 
 
-def storage_to_float(scores: Tensor, semiring: str | Semiring) -> Tensor:
-    """Semiring values as the numbers the MLP reads (the semiring's elements; max-times: back from log space)."""
-    return get_semiring(semiring).from_storage(scores)
-
-
 class _EncodedConstants(nn.Module):
     """Parametrization: the recurrence's epsilon constants are ``scale ⊗ E(raw)`` in storage form."""
 
@@ -976,7 +971,7 @@ class SoPaClassifier(nn.Module):
         else:
             table, index, padded_lengths = self.distinct_vectors(tokens, lengths)
             scores = self.patterns(table, padded_lengths, transition_dropout, index)
-        return storage_to_float(scores, self.patterns.algebra)
+        return self.patterns.algebra.from_storage(scores)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         scores = self.pattern_scores(tokens, lengths)

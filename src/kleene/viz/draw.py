@@ -10,7 +10,7 @@ Every picture uses one palette (``PALETTE``) and one font stack, so that a repor
   pattern that matched them, bold green for, italic orange against, with tooltips);
 * training curves (matplotlib, SVG): loss and accuracy per step, train against dev.
 
-Weights are shown as the MLP reads them (``storage_to_float``): probabilities in the max-times and real semirings.
+Weights are shown as the MLP reads them (``Semiring.from_storage``): probabilities in the max-times and real semirings.
 """
 
 from __future__ import annotations
