@@ -519,6 +519,7 @@ def language_model(context: TourContext) -> None:
 @section("Rules to a network and back: TREC questions")
 def rules_round_trip(context: TourContext) -> None:
     from kleene.data import ClassificationData, load
+    from kleene.extract import read_back
     from kleene.nn import RulesPredictor, parse_rules
     from kleene.nn.training import TrainConfig, Trainer, prepare
 
@@ -549,7 +550,7 @@ def rules_round_trip(context: TourContext) -> None:
     _say(context, f"RegexClassifier.from_rules: one compiled automaton per rule, untrained test accuracy {before:.3f}")
     metrics = trainer.fit().metrics
     _say(context, f"kleene train regex --data trec: test accuracy {metrics['test_accuracy']:.3f} after {steps} steps")
-    readback = model.read_back([list(e.tokens) for e in data.dev[:200]])  # type: ignore[operator]
+    readback = read_back(model, [list(e.tokens) for e in data.dev[:200]])
     _say(context, "read back as hard rules (to_regex), the rules whose words changed least but changed:")
     changed = sorted((r for r in readback if r.lost or r.gained), key=lambda r: len(r.lost) + len(r.gained))[:3]
     for r in changed:

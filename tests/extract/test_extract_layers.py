@@ -162,6 +162,29 @@ def test_bidirectional_layers_are_refused(sst2: Any) -> None:
         from_kleene_layer(RCNNLayer(50, 2, bidirectional=True, backend="torch"), features, words)
 
 
+def test_layers_are_read_by_the_family_they_declare(sst2: Any) -> None:
+    """The extractor asks a layer's ``cell_family``, not its class name: a renamed subclass is still read, and a
+    rational layer without a family (the LSTM) is refused with the family it declares."""
+    sentences, words, features = sst2
+
+    class Renamed(RCNNLayer):
+        pass
+
+    torch.manual_seed(5)
+    layer = Renamed(50, 2, backend="torch").double().eval()
+    extraction = from_kleene_layer(layer, features, words)
+    states = layer_states(layer, words, features, sentences[:2], torch.float64)
+    assert extraction.verify(sentences[:2], states) < TOLERANCE[torch.float64]
+
+    from kleene.nn.baselines import LSTMLayer
+
+    lstm = LSTMLayer(50, 2)
+    with pytest.raises(ExtractionError, match=r"no exact extraction for LSTMLayer \(its cell_family is None"):
+        from_kleene_layer(lstm, features, words)
+    with pytest.raises(ExtractionError, match="cell_family is None"):
+        kleene_layer_states(lstm, torch.zeros(1, 2, 50), torch.tensor([2]))
+
+
 # -- SoPa ---------------------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from kleene.compile.runtime.cpu import compiler
 from kleene.errors import LayerError
 from kleene.nn.original.qrnn import QRNNReferenceLayer
 from kleene.nn.qrnn import QRNNLayer, qrnn_gated_template
-from kleene.nn.rrnn import compile_layer, probability_in_storage, rrnn_template
+from kleene.nn.rrnn import compile_layer, rrnn_template
 
 try:
     compiler()
@@ -41,13 +41,13 @@ def unfused(layer: QRNNLayer, x: torch.Tensor, lengths: torch.Tensor, scale: tor
     g = gates_in_torch(layer, layer.pre_activations(x), scale)
     storage = layer.storage
     if "i" in g:
-        u = storage.times(probability_in_storage(storage, g["i"]), g["z"])
+        u = storage.times(storage.stored_probabilities(g["i"]), g["z"])
     else:
-        u = g["z"] if layer.algebra.best else storage.times(probability_in_storage(storage, 1 - g["f"]), g["z"])
+        u = g["z"] if layer.algebra.best else storage.times(storage.stored_probabilities(1 - g["f"]), g["z"])
     old = compile_layer(rrnn_template("B"), layer.algebra, layer.hidden_size, False, "torch").double()
-    named = {"u": u, "f": probability_in_storage(storage, g["f"])}
+    named = {"u": u, "f": storage.stored_probabilities(g["f"])}
     c, final = old(torch.stack([named[s] for s in old.template.slots], 2), lengths)
-    h = storage.times(probability_in_storage(storage, g["o"]), c) if "o" in g else c
+    h = storage.times(storage.stored_probabilities(g["o"]), c) if "o" in g else c
     valid = torch.arange(x.shape[1])[None, :, None] < lengths[:, None, None]
     return torch.where(valid, h, torch.zeros_like(h)), final
 

@@ -9,7 +9,7 @@ import torch
 
 from kleene.automata.semiring import Semiring
 from kleene.compile.runtime.cpu import compiler
-from kleene.nn.rrnn import ACTIVATIONS, RRNNLayer, compile_layer, gate_in_storage, rrnn_template
+from kleene.nn.rrnn import ACTIVATIONS, RRNNLayer, compile_layer, rrnn_template
 
 try:
     compiler()
@@ -23,10 +23,10 @@ def gates_in_torch(
     algebra: Semiring, forget_pre_activation: torch.Tensor, value: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The gates as the layers computed them in torch before they moved into the kernel: f = σ(z) stored
-    (``gate_in_storage``) and the admitted input ``(1 − f) ⊗ value`` where ⊕ sums (``1 - f`` in real storage,
+    (``Semiring.stored_gate``) and the admitted input ``(1 − f) ⊗ value`` where ⊕ sums (``1 - f`` in real storage,
     log σ(−z) in log storage), ``value`` as it is where ⊕ selects."""
     storage = algebra.storage
-    forget = gate_in_storage(storage, forget_pre_activation)
+    forget = storage.stored_gate(forget_pre_activation)
     if algebra.best:
         return forget, value
     complement = torch.nn.functional.logsigmoid(-forget_pre_activation) if storage.log_weights else 1 - forget
@@ -49,7 +49,7 @@ def _unfused(layer: RRNNLayer, x: torch.Tensor, lengths: torch.Tensor) -> tuple[
         named["u" + suffix], named["f" + suffix] = u[:, :, j], f[:, :, j]
     c, final = old(torch.stack([named[s] for s in old.template.slots], 2), lengths)
     if layer.gate is not None:  # act(o ⊗ c), the output as the layer computed it in torch
-        c = layer.storage.times(gate_in_storage(layer.storage, layer.gate(x)), c)
+        c = layer.storage.times(layer.storage.stored_gate(layer.gate(x)), c)
     h = ACTIVATIONS[layer.activation](c)
     valid = torch.arange(t)[None, :, None] < lengths[:, None, None]
     return torch.where(valid, h, torch.zeros_like(h)), final

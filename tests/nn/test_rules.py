@@ -13,6 +13,7 @@ import torch
 from kleene.automata import ANY, EPSILON, WFSA, NoneOf, OneOf, regex
 from kleene.data import Vocabulary, load_classification
 from kleene.errors import LayerError, RuleError
+from kleene.extract import hard_automata, read_back
 from kleene.nn import build_model
 from kleene.nn.rules import AutomatonLayer, RegexClassifier, RulesPredictor, load_rules, parse_rules
 
@@ -127,7 +128,7 @@ def test_gradcheck_through_the_rule_initialised_layer(backend: str, leak: float 
 def test_readback_of_an_untrained_model_is_the_rules() -> None:
     rules = {"HUM": ["who is"], "NUM": ["how [many big]"], "LOC": ["capital of ."]}
     model = RegexClassifier.from_rules(rules, WORDS)
-    for r in model.read_back([["who", "is", "big"], ["how", "many"]]):
+    for r in read_back(model, [["who", "is", "big"], ["how", "many"]]):
         assert r.lost == []
         assert r.fidelity == 1.0
         assert r.regex == r.original  # nothing changed: the rule as written
@@ -140,7 +141,7 @@ def test_readback_drops_the_words_that_lost_their_weight() -> None:
         model.embedding.weight[WORDS.index("big"), 0] = 1.0
         model.embedding.weight[WORDS.index("the"), 0] = 1.0
         model.layer.residual[:, 0] = -5.0  # "big" and "the" now weigh exp(-5) on every arc
-    num, hum = model.read_back([["how", "big"], ["who", "the"], ["who", "is"]])
+    num, hum = read_back(model, [["how", "big"], ["who", "the"], ["who", "is"]])
     assert num.lost == ["big"] and num.regex == "how many"
     assert hum.lost == ["big", "the"] and hum.regex == "who [^big the]"
     assert num.fidelity == 1.0 and hum.fidelity == 1.0
@@ -207,7 +208,7 @@ def test_bad_classifier_inputs() -> None:
     with pytest.raises(LayerError, match="tokens"):
         model(torch.tensor([[len(WORDS)]]), torch.tensor([1]))
     with pytest.raises(RuleError, match="threshold"):
-        model.read_back(threshold=1.5)
+        read_back(model, threshold=1.5)
     empty = model(torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
     assert empty.shape == (0, 2)
 
@@ -254,7 +255,7 @@ def test_a_leak_keeps_the_rules_predictions_and_lets_words_in() -> None:
     assert leaky(ids, lengths).argmax(-1).tolist() == exact(ids, lengths).argmax(-1).tolist()
     with torch.no_grad():
         leaky.layer.leak_gate.zero_()  # every arc now reads every word at its full weight
-    num = leaky.read_back()[1]
+    num = read_back(leaky)[1]
     assert "the" in num.gained and num.lost == []
     with pytest.raises(RuleError, match="leak"):
         RegexClassifier.from_rules(rules, WORDS, leak=0.7)
@@ -286,9 +287,9 @@ def test_the_layer_checks_its_inputs() -> None:
     with pytest.raises(RuleError, match="lengths"):
         layer(ids, vectors, torch.tensor([3]))
     with pytest.raises(RuleError, match="threshold"):
-        layer.hard_automata(torch.zeros(len(WORDS), 4), threshold=0)
+        hard_automata(layer, torch.zeros(len(WORDS), 4), threshold=0)
     with pytest.raises(RuleError, match="embedding has shape"):
-        layer.hard_automata(torch.zeros(3, 4))
+        hard_automata(layer, torch.zeros(3, 4))
     with pytest.raises(RuleError, match="leak"):
         AutomatonLayer([regex("who", "max-times")], WORDS, 4, leak=True)  # type: ignore[arg-type]
 

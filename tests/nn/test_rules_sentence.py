@@ -16,11 +16,10 @@ import torch
 
 from kleene.data import ClassificationData, Example, Vocabulary
 from kleene.errors import RuleError
+from kleene.extract import READ_BACK_THRESHOLD, hard_automata, read_back
 from kleene.nn import build_model
 from kleene.nn.checkpoint import save_checkpoint
 from kleene.nn.rules import (
-    READ_BACK_THRESHOLD,
-    AutomatonLayer,
     RegexClassifier,
     RulesPredictor,
     load_rules,
@@ -119,7 +118,7 @@ def test_bad_sentence_rules_and_priorities(rules: object, message: str) -> None:
 def test_an_unchanged_rule_reads_back_in_its_own_word_order() -> None:
     model = RegexClassifier.from_rules({"DESC": ["[what which name] is"], "HUM": ["who"]}, [*WORDS[:2], "who", "is",
                                        "what", "which", "name"])  # fmt: skip
-    desc, hum = model.read_back()
+    desc, hum = read_back(model)
     assert desc.regex == "[what which name] is" and hum.regex == "who"
 
 
@@ -139,13 +138,13 @@ WORDS2 = ["<pad>", "<unk>", "how", "many", "big", "who"]
 def test_one_read_back_threshold_for_read_back_and_the_report(tmp_path: Path) -> None:
     from kleene.cli import main
 
-    assert inspect.signature(RegexClassifier.read_back).parameters["threshold"].default == READ_BACK_THRESHOLD
-    assert inspect.signature(AutomatonLayer.hard_automata).parameters["threshold"].default == READ_BACK_THRESHOLD
+    assert inspect.signature(read_back).parameters["threshold"].default == READ_BACK_THRESHOLD
+    assert inspect.signature(hard_automata).parameters["threshold"].default == READ_BACK_THRESHOLD
     rules = {"NUM": ["how [many big]"], "HUM": ["who"]}
     model = RegexClassifier.from_rules(rules, WORDS2, embedding_dim=4)
     drop_big_halfway(model)
-    assert model.read_back()[0].regex == "how [many big]"  # 0.61 >= 0.5
-    assert model.read_back(threshold=0.7)[0].regex == "how many"
+    assert read_back(model)[0].regex == "how [many big]"  # 0.61 >= 0.5
+    assert read_back(model, threshold=0.7)[0].regex == "how many"
     kwargs = {"rules": parse_rules(rules).to_json(), "vocab": WORDS2, "labels": ["NUM", "HUM"], "embedding_dim": 4,
               "vocab_size": len(WORDS2), "num_classes": 2}  # fmt: skip
     save_checkpoint(tmp_path / "run", model, model_name="regex", model_kwargs=kwargs, vocab=Vocabulary(WORDS2))

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
+from kleene.automata.semiring import get_semiring
 from kleene.nn.sopa import (
     PatternGroup,
     SoftPatterns,
     SoPaClassifier,
     SoPaError,
     parse_pattern_spec,
-    storage_to_float,
 )
 
 # semiring (plus, times, zero, one) on probability-space values, as the paper writes them
@@ -126,7 +126,7 @@ def test_paper_mode_matches_equations(
     vectors = torch.randn(3, 5, 6, dtype=torch.float64)
     lengths = torch.tensor([5, 2, 3])
     with torch.no_grad():
-        got = storage_to_float(bank(vectors, lengths), semiring)
+        got = get_semiring(semiring).from_storage(bank(vectors, lengths))
         want = torch.cat([paper_scores(g, vectors, lengths) for g in bank.groups], 1)  # type: ignore[arg-type]
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
@@ -139,7 +139,8 @@ def test_paper_mode_scores_the_empty_span_of_a_length_two_pattern() -> None:
         bank.groups[0].main_bias.fill_(-30.0)  # the main path is (almost) never taken
         bank.groups[0].loop_bias.fill_(-30.0)
         raw_epsilons(bank.groups[0]).fill_(2.0)  # type: ignore[union-attr]
-        score = storage_to_float(bank(torch.randn(1, 3, 4, dtype=torch.float64), torch.tensor([3])), "max-times")
+        stored = bank(torch.randn(1, 3, 4, dtype=torch.float64), torch.tensor([3]))
+        score = get_semiring("max-times").from_storage(stored)
     assert float(score) == pytest.approx(1 / (1 + math.exp(-2.0)), rel=1e-6)
 
 
@@ -261,7 +262,7 @@ def test_distinct_vectors_give_the_per_position_scores_and_gradients(
     got_grads = torch.autograd.grad(got.sum(), parameters)
     torch.manual_seed(4)
     vectors, padded = model.embed(tokens, lengths)
-    want = storage_to_float(model.patterns(vectors, padded), model.patterns.algebra)
+    want = model.patterns.algebra.from_storage(model.patterns(vectors, padded))
     want_grads = torch.autograd.grad(want.sum(), parameters)
     if not word_dropout:
         table, index, _ = model.distinct_vectors(tokens, lengths)

@@ -134,3 +134,12 @@ def test_example_script_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "re-checked from stored data: True" in out
     assert out.count("proved, checked=True") == len(zoo.ZOO) - len(zoo.REFUSED)
     assert (tmp_path / "my-bigram-y.svg").is_file()
+
+
+def test_zoo_names_follow_the_semiring_not_its_spelling() -> None:
+    """The paper's forms keep the paper's names whatever alias names their semiring; the others carry the
+    semiring's own name (``Recurrence.in_paper_semiring``, not a comparison of names)."""
+    assert zoo.isan(2, semiring="probability").name == "isan-2"  # an alias of real
+    assert zoo.rcnn(2, semiring="tropical").name == "rcnn-2-min-plus"
+    log = zoo.isan(2, semiring="log")
+    assert (log.name, log.in_paper_semiring, log.doc.endswith(" in log")) == ("isan-2-log", False, True)

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from kleene.automata import EPSILON, WFSA, all_spans, score, viterbi
+from kleene.automata.semiring import get_semiring
 from kleene.data.vocab import Vocabulary
 from kleene.nn import build_model
-from kleene.nn.sopa import PatternGroup, SoPaClassifier, storage_to_float
+from kleene.nn.sopa import PatternGroup, SoPaClassifier
 from kleene.viz import (
     END_TOKEN,
     START_TOKEN,
@@ -75,10 +76,10 @@ class PatternWeights:
             column = pattern - first
             main, loop = group.transitions(vectors)
             semiring = model.patterns.semiring
-            self.main = storage_to_float(main[0, :, column], semiring).tolist()
-            self.loop = None if loop is None else storage_to_float(loop[0, :, column], semiring).tolist()
+            self.main = get_semiring(semiring).from_storage(main[0, :, column]).tolist()
+            self.loop = None if loop is None else get_semiring(semiring).from_storage(loop[0, :, column]).tolist()
             eps = group.recurrence.constants[:, column] if group.epsilons else None
-            self.eps = None if eps is None else storage_to_float(eps, semiring).tolist()
+            self.eps = None if eps is None else get_semiring(semiring).from_storage(eps).tolist()
         self.length, self.mode, self.cap = group.length, group.mode, group.epsilon_cap
         self.multiplicative = semiring != "max-plus"
 

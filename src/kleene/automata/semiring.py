@@ -36,6 +36,7 @@ semiring holds their negatives, which the AT&T reader and writer convert.
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -45,7 +46,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 import sympy
 
-from kleene.errors import CompileError, DivergenceError, SemiringError, WeightError
+from kleene.errors import CompileError, DivergenceError, KleeneError, SemiringError, WeightError
 
 Array = Any  # numpy.ndarray | torch.Tensor | a Python scalar
 _LN2 = math.log(2.0)
@@ -135,6 +136,33 @@ def _apply(x: Array, name: str) -> Array:
     if _is_scalar(x) and name in ("exp", "log1p"):
         return getattr(math, name)(float(x))
     return getattr(np, name)(np.asarray(x, dtype=float))
+
+
+def _traced_tensor(x: object) -> bool:
+    """Whether ``x`` is a torch tensor, asked in a way torch.compile traces (layers call the storage maps below
+    inside compiled forwards; ``_is_torch`` reads the type's module name, which dynamo does not trace)."""
+    return hasattr(x, "requires_grad")
+
+
+def _log_sigmoid(x: Array) -> Array:
+    """log σ(x) elementwise, stable for large |x| (torch's logsigmoid; −logaddexp(0, −x) otherwise)."""
+    if _traced_tensor(x):
+        import torch
+
+        return torch.nn.functional.logsigmoid(x)
+    return _scalar_result(-np.logaddexp(0.0, -np.asarray(x, dtype=float)), x)
+
+
+def _sigmoid(x: Array) -> Array:
+    """σ(x) elementwise (torch's sigmoid; exp of the stable log σ otherwise)."""
+    if _traced_tensor(x):
+        return x.sigmoid()
+    return _scalar_result(np.exp(-np.logaddexp(0.0, -np.asarray(x, dtype=float))), x)
+
+
+def _exp(x: Array) -> Array:
+    """exp(x) elementwise, for tensors in a way torch.compile traces."""
+    return x.exp() if _traced_tensor(x) else _apply(x, "exp")
 
 
 def sympy_constant(value: Any) -> sympy.Expr:
@@ -554,6 +582,102 @@ class Semiring(ABC):
     def stored_probability(self, p: float) -> float:
         """The element of probability ``p`` (``from_probability``) in the storage form, as a float."""
         return float(self.to_storage(self.from_probability(p)))
+
+    # -- what layers store: probabilities, gates, factors, encoded scores ------------------
+    @property
+    def stores_logarithms(self) -> bool:
+        """Whether the storage holds the logarithms of the elements (max-times, stored in max-plus): a layer then
+        computes log E(x) directly (log σ without underflow) rather than ``to_storage(E(x))``."""
+        return self.storage.log_weights and not self.log_weights
+
+    @functools.cached_property
+    def probability_storage(self) -> Literal["linear", "logarithm"] | None:
+        """How the storage holds the element of a probability p (``stored_probability``; a gate σ(z)): ``"linear"``
+        (as p: real, max-min), ``"logarithm"`` (as log p: log, max-plus, max-times), or None when it is neither
+        (min-plus stores costs −log p, boolean forgets p): such a semiring cannot carry a gate."""
+        try:
+            half, quarter = self.stored_probability(0.5), self.stored_probability(0.25)
+        except (KleeneError, TypeError, ValueError):
+            return None
+        forms: tuple[tuple[Literal["linear", "logarithm"], float, float], ...] = (
+            ("linear", 0.5, 0.25),
+            ("logarithm", math.log(0.5), math.log(0.25)),
+        )
+        for form, h, q in forms:
+            if math.isclose(half, h, rel_tol=1e-12) and math.isclose(quarter, q, rel_tol=1e-12):
+                return form
+        return None
+
+    @functools.cached_property
+    def carries_factors(self) -> bool:
+        """Whether a positive real factor r enters as an element that ⊗ multiplies by (``stored_factor``: exp(0) is
+        ``one`` and exp(a) ⊗ exp(b) = exp(a + b)), as a learned residual or ratio needs: real, log, max-plus,
+        max-times; not min-plus or boolean (no probability storage) nor max-min (⊗ takes the minimum)."""
+        if self.probability_storage is None:
+            return False
+        storage = self.storage
+        try:
+            one = float(self.stored_factor(0.0))
+            product = float(storage.times(self.stored_factor(math.log(2.0)), self.stored_factor(math.log(3.0))))
+        except (KleeneError, TypeError, ValueError):
+            return False
+        return one == float(storage.one) and math.isclose(product, float(self.stored_factor(math.log(6.0))))
+
+    def _probability_form(self) -> Literal["linear", "logarithm"]:
+        form = self.probability_storage
+        if form is None:
+            raise SemiringError(
+                f"the {self.name} semiring stores a probability p as {self.stored_probability(0.5)!r} for p = 0.5, "
+                "neither p nor log p: it carries no gates or factors"
+            )
+        return form
+
+    def stored_probabilities(self, p: Array) -> Array:
+        """Probabilities ``p`` (a scalar, array or tensor in (0, 1]) as stored elements: log p or p
+        (``probability_storage``).
+
+        Raises:
+            SemiringError: the semiring carries no probabilities (``probability_storage`` is None).
+        """
+        if self._probability_form() == "linear":
+            return p
+        if _traced_tensor(p):
+            return p.log()
+        with np.errstate(divide="ignore"):
+            return _scalar_result(np.log(np.asarray(p, dtype=float)), p)
+
+    def sym_probability(self, p: sympy.Expr) -> sympy.Expr:
+        """The element of a symbolic probability ``p``: ``sym_from_storage`` of its stored form (log p or p).
+
+        Raises:
+            SemiringError: as ``stored_probabilities``.
+        """
+        return self.sym_from_storage(sympy.log(p) if self._probability_form() == "logarithm" else p)
+
+    def stored_gate(self, pre_activation: Array) -> Array:
+        """The gate σ(z) of pre-activations ``z`` as stored elements: log σ(z) (computed stably) where the storage
+        holds logs of probabilities, σ(z) otherwise. The complement 1 − σ(z) is the gate of −z.
+
+        Raises:
+            SemiringError: as ``stored_probabilities``.
+        """
+        if self._probability_form() == "logarithm":
+            return _log_sigmoid(pre_activation)
+        return _sigmoid(pre_activation)
+
+    def stored_factor(self, log_factor: Array) -> Array:
+        """The multiplicative factor exp(r) of ``r`` = ``log_factor`` as stored elements (exp(0) is ``one``): r where
+        the storage holds logs of probabilities, exp(r) otherwise.
+
+        Raises:
+            SemiringError: as ``stored_probabilities``.
+        """
+        return log_factor if self._probability_form() == "logarithm" else _exp(log_factor)
+
+    def stored_sigmoid(self, scores: Array) -> Array:
+        """The *element* σ(x) of ``scores`` (a number in (0, 1) taken as an element, as SoPa's sigmoid encoder gives)
+        in storage form: ``to_storage(σ(x))``, computed as log σ(x) directly where the storage holds logarithms."""
+        return _log_sigmoid(scores) if self.stores_logarithms else self.to_storage(_sigmoid(scores))
 
     def kernel_algebra(self) -> KernelAlgebra:
         """The kernel realisation of this semiring: its storage semiring's ``kernel``.
@@ -1138,6 +1262,8 @@ def register_semiring(semiring: Semiring) -> Semiring:
         _BY_NAME[key] = semiring
     if semiring not in _REGISTERED:
         _REGISTERED.append(semiring)
+    # answered now, in eager Python: layers ask them inside traced forwards (torch.compile, torch.export)
+    _ = semiring.probability_storage, semiring.carries_factors
     return semiring
 
 

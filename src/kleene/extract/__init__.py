@@ -27,11 +27,14 @@ Conventions of foreign modules (each adapter's docstring says what it reads):
   the negated pre-activation, which is what ``from_qrnn_weights`` uses.
 - the ``sru`` package (v2) feeds ``v ⊙ c_{t−1}`` into its gates; with ``weight_c`` zero its cell
   state is the 2017 SRU recurrence ``c_t = f ⊙ c_{t−1} + (1 − f) ⊙ x̃_t``.
-- kleene's own layers: ``from_kleene_layer`` (RRNN, SRU-2017, QRNN, RCNN, ISAN; ``layers``) and ``from_sopa``
-  (one automaton per soft pattern scoring a whole padded document; ``sopa``).
+- kleene's own layers: ``from_kleene_layer`` (RRNN, SRU-2017, QRNN, RCNN, ISAN, read by the family a layer
+  declares, ``RationalLayer.cell_family``; ``layers``) and ``from_sopa`` (one automaton per soft pattern scoring a
+  whole padded document; ``sopa``); SoPa's patterns as hard automata (``hard``) and its best spans and paths as
+  the layer finds them (``reader``); trained rule layers read back as rules (``read_back``; ``rules``).
 
 Modules: ``core`` (``AffineInput``, ``Unit``, ``Structure``, ``Extraction``), ``foreign`` (adapters of foreign
-modules), ``layers`` (kleene's rational layers), ``sopa`` (soft patterns).
+modules), ``layers`` (kleene's rational layers), ``sopa`` (soft patterns), ``hard`` and ``reader`` (SoPa's hard
+patterns and spans), ``rules`` (the rules read-back).
 """
 
 from kleene.extract.core import (
@@ -54,17 +57,21 @@ from kleene.extract.layers import (
     kleene_layer_states,
     qrnn_layer_output_gate,
 )
+from kleene.extract.rules import READ_BACK_THRESHOLD, HardArc, RuleReadback, hard_automata, read_back
 from kleene.extract.sopa import REFERENCE_ZERO, SOPA_END, SOPA_START, from_sopa, from_sopa_patterns, sopa_document
 
 __all__ = [
     "ACTIVATIONS",
     "KLEENE_LAYERS",
+    "READ_BACK_THRESHOLD",
     "REFERENCE_ZERO",
     "SOPA_END",
     "SOPA_START",
     "AffineInput",
     "Extraction",
     "ExtractionError",
+    "HardArc",
+    "RuleReadback",
     "Structure",
     "Unit",
     "arc_type_usable",
@@ -76,11 +83,13 @@ __all__ = [
     "from_sopa_patterns",
     "from_sru_cell",
     "from_torch_rnn",
+    "hard_automata",
     "history_window",
     "kleene_layer_states",
     "openfst_arc_type",
     "proved_automata",
     "qrnn_layer_output_gate",
     "qrnn_output_gate",
+    "read_back",
     "sopa_document",
 ]

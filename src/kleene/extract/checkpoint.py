@@ -22,6 +22,8 @@ from kleene.extract.core import Extraction
 from kleene.extract.layers import check_layer, from_kleene_layer, history_window, kleene_layer_states
 from kleene.extract.sopa import SOPA_END, SOPA_START, from_sopa, sopa_document
 from kleene.nn import load_checkpoint
+from kleene.nn.rrnn import RationalStack
+from kleene.nn.sopa import SoPaClassifier
 
 #: Word-list size for layers whose automata keep the previous word in their states (QRNN window 2).
 HISTORY_WORDS = 40
@@ -124,8 +126,8 @@ def extract_checkpoint(
     name = checkpoint.config.get("model", type(model).__name__)
     if vocab is None or not hasattr(model, "embedding"):
         raise ExtractionError(f"{path}: the {name} model has no vocabulary and word embedding to extract")
-    is_sopa = hasattr(model, "patterns") and hasattr(model, "boundary")
-    if not is_sopa and not hasattr(model, "stack"):
+    is_sopa = isinstance(model, SoPaClassifier)
+    if not is_sopa and not isinstance(getattr(model, "stack", None), RationalStack):
         raise ExtractionError(
             f"{path}: {name} is not a rational model (neither SoPa patterns nor a stack of rational "
             "layers); its recurrence cannot be extracted exactly: use spectral extraction (kleene.extract.spectral)"

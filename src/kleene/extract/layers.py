@@ -1,4 +1,4 @@
-"""Adapters for kleene's own rational layers, read by duck typing (``kleene.compile`` never imports ``kleene.nn``).
+"""Adapters for kleene's own rational layers, chosen by the family a layer declares (``cell_family``).
 
 Each reads the first layer of a stack, whose input is the word vectors, and yields one automaton per hidden unit
 whose prefix scores are the layer's *cell state* c (before any output nonlinearity or gate):
@@ -52,8 +52,8 @@ def _values(layer: Any, linear: Any, start: int, count: int) -> list[AffineInput
 
 
 def _gate_activation(layer: Any) -> str:
-    """σ as the layer stores a gate (``gate_in_storage``): log σ where its storage holds log-weights."""
-    return "logsigmoid" if layer.algebra.storage.log_weights else "sigmoid"
+    """σ as the layer stores a gate (``Semiring.stored_gate``): log σ where its storage holds log-probabilities."""
+    return "logsigmoid" if layer.algebra.probability_storage == "logarithm" else "sigmoid"
 
 
 def _gates(layer: Any, linear: Any, start: int, count: int) -> tuple[list[AffineInput], list[AffineInput]]:
@@ -207,58 +207,45 @@ def _isan_units(layer: Any, words: Sequence[Hashable]) -> list[Unit]:
     return [Unit(f"c{i + 1}", proofs[i], inputs) for i in range(d)]
 
 
-# -- the registry -------------------------------------------------------------------------------
-
-
-def _compiled_states(layer: Any, vectors: Any, lengths: Any) -> Any:
-    slots, _ = layer.slots(vectors)
-    states, _ = layer.recurrence(slots, lengths, mapped=False)  # the states c, not the layer's output map
-    return states
+# -- the registry ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class LayerAdapter:
-    """How to extract one kind of kleene layer: its units, and the cell states ``[B, T, d]`` it computes."""
+    """How to extract one family of kleene layer (``RationalLayer.cell_family``): its units, and how to name it."""
 
     units: Callable[[Any, Sequence[Hashable]], list[Unit]]
-    states: Callable[[Any, Any, Any], Any]
     describe: Callable[[Any], str]
 
 
-#: kleene layer class name -> adapter
+#: ``RationalLayer.cell_family`` -> adapter: a layer declares its family, the extractor reads it by that.
 KLEENE_LAYERS: dict[str, LayerAdapter] = {
-    "RRNNLayer": LayerAdapter(_rrnn_units, _compiled_states, lambda layer: f"RRNNLayer({layer.kind})"),
-    "SRULayer": LayerAdapter(_sru_units, _compiled_states, lambda layer: "SRULayer"),
-    "QRNNLayer": LayerAdapter(
-        _qrnn_units,
-        lambda layer, vectors, lengths: layer.run(vectors, lengths)[0],
-        lambda layer: f"QRNNLayer({layer.pooling}-pooling, window {layer.window})",
-    ),
-    "RCNNLayer": LayerAdapter(
+    "rrnn": LayerAdapter(_rrnn_units, lambda layer: f"RRNNLayer({layer.kind})"),
+    "sru": LayerAdapter(_sru_units, lambda layer: "SRULayer"),
+    "qrnn": LayerAdapter(_qrnn_units, lambda layer: f"QRNNLayer({layer.pooling}-pooling, window {layer.window})"),
+    "rcnn": LayerAdapter(
         _rcnn_units,
-        _compiled_states,
         lambda layer: f"RCNNLayer({layer.order}-gram, {'adaptive' if layer.decay is not None else 'constant'} λ)",
     ),
-    "ISANLayer": LayerAdapter(
-        _isan_units,
-        lambda layer, vectors, lengths: layer(vectors, lengths)[0],
-        lambda layer: f"ISANLayer({layer.size})",
-    ),
+    "isan": LayerAdapter(_isan_units, lambda layer: f"ISANLayer({layer.size})"),
 }
 
 
 def _adapter(layer: Any) -> LayerAdapter:
-    kind = type(layer).__name__
-    if kind not in KLEENE_LAYERS:
-        raise ExtractionError(f"no exact extraction for {kind} (supported: {', '.join(sorted(KLEENE_LAYERS))})")
-    return KLEENE_LAYERS[kind]
+    family = getattr(type(layer), "cell_family", None)
+    if family not in KLEENE_LAYERS:
+        raise ExtractionError(
+            f"no exact extraction for {type(layer).__name__} (its cell_family is {family!r}; extracted families: "
+            f"{', '.join(sorted(KLEENE_LAYERS))})"
+        )
+    return KLEENE_LAYERS[family]
 
 
 def check_layer(layer: Any) -> LayerAdapter:
-    """The adapter of ``layer``'s kind.
+    """The adapter of ``layer``'s family (``RationalLayer.cell_family``).
 
     Raises:
-        ExtractionError: a layer kind without an extraction here, or a bidirectional layer.
+        ExtractionError: a layer without an extracted family, or a bidirectional layer.
     """
     adapter = _adapter(layer)
     if layer.reads_both_ways:
@@ -279,8 +266,8 @@ def from_kleene_layer(layer: Any, embedding: Any, words: Sequence[Hashable] | No
     ``embedding`` is the ``[V, n]`` matrix (or a module with ``.weight``) of the ``words``' vectors.
 
     Raises:
-        ExtractionError: a layer kind without an extraction here, a bidirectional layer, or a layer
-            configuration outside the construction (named).
+        ExtractionError: a layer without an extracted family, a bidirectional layer, or a layer configuration
+            outside the construction (named).
     """
     adapter = check_layer(layer)
     names, table = vocabulary_rows(embedding, words)
@@ -288,6 +275,12 @@ def from_kleene_layer(layer: Any, embedding: Any, words: Sequence[Hashable] | No
 
 
 def kleene_layer_states(layer: Any, vectors: Any, lengths: Any) -> Any:
-    """The cell states c ``[B, T, d]`` a kleene rational layer computes, as elements of its semiring (what its
-    automata's prefix scores equal; the layer computes stored values, e.g. logarithms in max-times)."""
-    return layer.algebra.from_storage(_adapter(layer).states(layer, vectors, lengths))
+    """The cell states c ``[B, T, d]`` a kleene rational layer computes (``RationalLayer.cell_states``), as elements
+    of its semiring (what its automata's prefix scores equal; the layer computes stored values, e.g. logarithms in
+    max-times).
+
+    Raises:
+        ExtractionError: a layer without an extracted family.
+    """
+    _adapter(layer)
+    return layer.algebra.from_storage(layer.cell_states(vectors, lengths))

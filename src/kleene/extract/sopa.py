@@ -43,22 +43,17 @@ import numpy as np
 import sympy
 
 from kleene.automata.labels import ANY, EPSILON
-from kleene.automata.semiring import Semiring, get_semiring
+from kleene.automata.semiring import Semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
 from kleene.compile.template import Factor, TemplateArc
 from kleene.extract.core import AffineInput, Extraction, ExtractionError, Structure, Unit, to_numpy, vocabulary_rows
-from kleene.nn.sopa import REFERENCE_ZERO, stored_as_logs
+from kleene.nn.sopa import REFERENCE_ZERO
 from kleene.rational.recurrence import input_symbol
 
 #: Padding tokens of a SoPa document (their vectors are the classifier's ``start_vector`` / ``end_vector``).
 SOPA_START, SOPA_END = "<SoPa:START>", "<SoPa:END>"
 __all__ = ["REFERENCE_ZERO", "SOPA_END", "SOPA_START", "from_sopa", "from_sopa_patterns", "sopa_document"]
-
-
-def storage_semiring(semiring: str | Semiring) -> Semiring:
-    """The semiring a SoPa pattern's automata are over: the layer's storage (max-times runs in log space: max-plus)."""
-    return get_semiring(semiring).storage
 
 
 def _times(storage: Semiring, *factors: sympy.Expr) -> sympy.Expr:
@@ -74,7 +69,7 @@ def _weight(name: str) -> sympy.Expr:
     return sympy.Function(name)(ALPHA)
 
 
-def _factor(storage: Semiring, weight: Factor, slots: Sequence[str], constants: Sequence[str]) -> list[str]:
+def _factor_names(storage: Semiring, weight: Factor, slots: Sequence[str], constants: Sequence[str]) -> list[str]:
     """The names of a factor's constants then slots (a move's weight function is named by them joined by ``_``)."""
     if weight.literal is not None:  # pragma: no cover - SoPa's templates have no literals
         raise ExtractionError(f"a SoPa template weight with a literal {weight.literal!r}")
@@ -108,7 +103,7 @@ def _pattern_structure(group: Any) -> Structure:
     parameterisation: dict[str, sympy.Expr] = {}
 
     def move_weight(arc: TemplateArc) -> sympy.Expr:
-        names = _factor(storage, arc.weight, slots, constants)
+        names = _factor_names(storage, arc.weight, slots, constants)
         name = "_".join(names)
         parameterisation[name] = storage.sym_times(
             *(sympy.Symbol(n) for n in names if n in constants), *(scaled[n] for n in names if n in scaled)
@@ -116,7 +111,7 @@ def _pattern_structure(group: Any) -> Structure:
         return _weight(name)
 
     def constant(weight: Factor) -> sympy.Expr:
-        return storage.sym_times(*(sympy.Symbol(n) for n in _factor(storage, weight, slots, constants)))
+        return storage.sym_times(*(sympy.Symbol(n) for n in _factor_names(storage, weight, slots, constants)))
 
     def state(prefix: str, index: int, level: int) -> str:
         return f"{prefix}s{index}" if level == 0 else f"{prefix}s{index}_e{level}"
@@ -190,8 +185,8 @@ def _pattern_structure(group: Any) -> Structure:
 
 def _activation(semiring: Semiring, encoder: str) -> str:
     """The encoder E in the storage's numbers (``kleene.nn.sopa.encode_to_storage``): log σ where elements are stored
-    as their logs (the storage holds log-weights, the semiring does not: max-times), else σ or the identity."""
-    return "logsigmoid" if encoder == "sigmoid" and stored_as_logs(semiring) else encoder
+    as their logs (``Semiring.stores_logarithms``: max-times), else σ or the identity."""
+    return "logsigmoid" if encoder == "sigmoid" and semiring.stores_logarithms else encoder
 
 
 def _per_state(prefix: str, activation: str, weight: np.ndarray, bias: np.ndarray) -> dict[str, AffineInput]:

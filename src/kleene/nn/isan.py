@@ -69,6 +69,8 @@ class ISANLayer(RationalLayer):
         run on) raise ``LayerError``.
     """
 
+    cell_family = "isan"
+
     @property
     def reads_both_ways(self) -> bool:
         return False
@@ -99,6 +101,9 @@ class ISANLayer(RationalLayer):
 
     def __prepare_scriptable__(self) -> NoReturn:
         refuse_torchscript("torch.jit.script of a model holding an ISAN layer")
+
+    def cell_states(self, x: Tensor, lengths: Tensor) -> Tensor:
+        return self(x, lengths)[0]  # h_t = c_t
 
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = self.check(x, lengths)

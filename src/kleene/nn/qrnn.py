@@ -76,7 +76,7 @@ def qrnn_gated_template(pooling: str, semiring: str | Semiring, scaled: bool = F
     (``kleene.compile.functions``): the kernel reads the convolution's raw outputs ``az``, ``af``, ``ao``, ``ai``
     (the gates of ``POOLINGS[pooling]`` in that order, the layout of the convolution's channels; ``ao`` is read by
     the output gate only) and, when ``scaled``, a last raw slot ``keep`` = k, and computes as elements of
-    ``semiring`` (``log`` of a probability where its elements are log-weights, ``gate_semiring``):
+    ``semiring`` (``Semiring.sym_probability``: ``log`` of a probability where its elements are log-weights):
 
     * z = ``from_storage(tanh(az))`` (Z enters as the stored value tanh(az));
     * f = ``1 − k (1 − σ(af))`` (k = 1 when not ``scaled``: f = σ(af));
@@ -94,8 +94,7 @@ def qrnn_gated_template(pooling: str, semiring: str | Semiring, scaled: bool = F
     names = [f"a{g}" for g in gates] + ([SCALE_SLOT] if scaled else [])
     raw = {g: sympy.Symbol(f"a{g}") for g in gates}
 
-    def element(p: sympy.Expr) -> sympy.Expr:
-        return sympy.log(p) if algebra.log_weights else p
+    element = algebra.sym_probability
 
     z = algebra.sym_from_storage(sympy.tanh(raw["z"]))
     closed = 1 - sigmoid(raw["f"])  # 1 − f: the share of the new input
@@ -129,13 +128,15 @@ class QRNNLayer(RationalLayer):
     """One QRNN layer: window-``window`` masked convolutions, then f/fo/ifo pooling through the compiled B.
 
     ``semiring`` (default real; any ``gate_semiring``): the pooling runs in it, the gates F, O, I entering as
-    elements (``probability_in_storage``: log-weights where the storage holds them) and Z as it is; f/fo pooling
+    elements (``Semiring.stored_probabilities``: log-weights where the storage holds them) and Z as it is; f/fo pooling
     interpolates with 1 − F where ⊕ sums and keeps Z where ⊕ selects; the output is O ⊗ c (stored values).
 
     Raises:
         LayerError: window < 1, an unknown pooling, zoneout outside [0, 1), a semiring gates cannot enter, or a
             decoder layer (``context_size``) outside a field semiring.
     """
+
+    cell_family = "qrnn"
 
     def __init__(
         self,
@@ -253,6 +254,9 @@ class QRNNLayer(RationalLayer):
         gate = torch.sigmoid(slots[:, :, self.gates.index("o")]) if "o" in self.gates else None
         valid = torch.arange(x.shape[1], device=x.device)[None, :, None] < lengths[:, None, None]
         return c, final, gate, valid
+
+    def cell_states(self, x: Tensor, lengths: Tensor) -> Tensor:
+        return self.run(x, lengths)[0]
 
     def _slots(
         self, x: Tensor, lengths: Tensor, context: Tensor | None, prev_x: Tensor | None

@@ -31,7 +31,6 @@ from kleene.nn.rrnn import (
     SlotLayer,
     chain_template,
     compile_layer,
-    gate_in_storage,
     gate_semiring,
     task_builder,
 )
@@ -66,9 +65,11 @@ class RCNNLayer(SlotLayer):
     """One ``order``-gram RCNN layer of ``hidden_size`` units per direction.
 
     ``semiring`` (default real; any ``gate_semiring``): the chain runs in it, the decay λ = σ(·) entering as an
-    element (``gate_in_storage``) and the inputs u_j as they are; the output ``tanh(c + b)`` reads stored values,
+    element (``Semiring.stored_gate``) and the inputs u_j as they are; the output ``tanh(c + b)`` reads stored values,
     inside the kernel (``RCNN_OUTPUT``, the learned bias b its constant).
     """
+
+    cell_family = "rcnn"
 
     def __init__(
         self,
@@ -103,7 +104,7 @@ class RCNNLayer(SlotLayer):
         u = self.inputs(x).view(b, t, self.order, self.dim)
         named = {f"u{j + 1}": u[:, :, j] for j in range(self.order)}
         if self.decay is not None:
-            named["lam"] = gate_in_storage(self.storage, self.decay(x))
+            named["lam"] = self.storage.stored_gate(self.decay(x))
         return torch.stack([named[s] for s in self.recurrence.template.slots], 2), None
 
 

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import abc
 import inspect
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import sympy
 import torch
@@ -62,9 +61,7 @@ __all__ = [
     "SlotLayer",
     "StreamState",
     "chain_template",
-    "gate_in_storage",
     "gate_semiring",
-    "probability_in_storage",
     "rrnn_gated_template",
     "rrnn_template",
 ]
@@ -166,17 +163,15 @@ def rrnn_gated_template(kind: str, semiring: str | Semiring) -> Template:
     """RRNN(``kind``) whose weights are the gates themselves (``kleene.compile.functions``): the kernel reads the raw
     forget pre-activations ``zf`` (``zf1``, ``zf2``) and inputs ``wu`` (``wu1``, ``wu2``), in that slot order (the
     layout of one projection's output), and computes ``f = σ(zf)`` and ``u = (1 − σ(zf)) ⊗ wu`` (``wu`` where ⊕
-    selects) as elements of ``semiring`` -- ``log σ`` where its elements are log-weights (``gate_in_storage``'s
-    map, computed in the kernel).
+    selects) as elements of ``semiring`` (``Semiring.sym_probability``: ``log σ`` where its elements are
+    log-weights, computed in the kernel).
 
     Raises:
         LayerError: an unknown kind, or a semiring gates cannot enter (``gate_semiring``).
     """
     algebra = gate_semiring(semiring)
     base = rrnn_template(kind)
-
-    def element(p: sympy.Expr) -> sympy.Expr:
-        return sympy.log(p) if algebra.log_weights else p
+    element = algebra.sym_probability
 
     orders = 1 if kind.startswith("B") else 2
     suffixes = [""] if orders == 1 else ["1", "2"]
@@ -208,15 +203,16 @@ KERNEL_ACTIVATIONS: dict[str, Callable[[sympy.Expr], sympy.Expr]] = {"tanh": sym
 
 
 def rrnn_output_map(storage: Semiring, activation: str, gate: str | None) -> OutputMap | None:
-    """The output ``act(o ⊗ c)`` (o the gate σ of the raw slot named ``gate``, stored as ``gate_in_storage`` stores
-    it) or ``act(c)`` (``gate`` None) on the stored c = y, as an output map (RRNN's, and QRNN's O ⊗ c); None for an
-    activation outside the kernels' vocabulary (relu)."""
+    """The output ``act(o ⊗ c)`` (o the gate σ of the raw slot named ``gate``, stored as ``Semiring.stored_gate``
+    stores it) or ``act(c)`` (``gate`` None) on the stored c = y, as an output map (RRNN's, and QRNN's O ⊗ c); None
+    for an activation outside the kernels' vocabulary (relu)."""
     if activation not in KERNEL_ACTIVATIONS:
         return None
     value: sympy.Expr = sympy.Symbol(OUTPUT)
     if gate is not None:
         z = sympy.Symbol(gate)
-        value = storage.sym_times(logsigmoid(z) if storage.log_weights else sigmoid(z), value)
+        log_stored = storage.probability_storage == "logarithm"
+        value = storage.sym_times(logsigmoid(z) if log_stored else sigmoid(z), value)
     return OutputMap(KERNEL_ACTIVATIONS[activation](value))
 
 
@@ -235,50 +231,33 @@ def layer_semiring(semiring: str | Semiring) -> Semiring:
 
 
 def gate_semiring(semiring: str | Semiring) -> Semiring:
-    """``semiring`` checked for gated layers (``layer_semiring``): a gate σ(z) in (0, 1) must be one of its
-    elements, stored as the factor itself or, where the storage holds log-weights, as its log
-    (``Semiring.log_weights``).
+    """``semiring`` checked for gated layers (``layer_semiring``): it must carry a gate σ(z) in (0, 1) as an element
+    (``Semiring.probability_storage``: stored as p or as log p).
 
     Raises:
         LayerError: an unknown semiring, or one whose element for a probability is neither (min-plus stores costs
             −log p; boolean has no kernel), naming it and why.
     """
     algebra = layer_semiring(semiring)
-    storage = algebra.storage
-    half = algebra.stored_probability(0.5)
-    expected = math.log(0.5) if storage.log_weights else 0.5
-    if not math.isclose(half, expected, rel_tol=1e-12):
+    if algebra.probability_storage is None:
         raise LayerError(
             f"semiring {algebra.name!r}: a gate's probability p must be stored as p or log p; the {algebra.name} "
-            f"semiring stores p = 0.5 as {half:g}, so its gated layers would not compute the paper's recurrence"
+            f"semiring stores p = 0.5 as {algebra.stored_probability(0.5):g}, so its gated layers would not compute "
+            "the paper's recurrence"
         )
     return algebra
 
 
-def gate_in_storage(storage: Semiring, pre_activation: Tensor) -> Tensor:
-    """The gate σ(z) of pre-activations ``z`` as stored elements of a ``gate_semiring``'s storage: log σ(z) where
-    the storage holds log-weights (computed stably), σ(z) otherwise. 1 − σ(z) is the gate of −z."""
-    if storage.log_weights:
-        return nn.functional.logsigmoid(pre_activation)
-    return torch.sigmoid(pre_activation)
-
-
-def probability_in_storage(storage: Semiring, p: Tensor) -> Tensor:
-    """Probabilities ``p`` (gate values already computed, e.g. after zoneout) as stored elements, as
-    ``gate_in_storage`` stores σ(z): log p where the storage holds log-weights, p otherwise."""
-    return torch.log(p) if storage.log_weights else p
-
-
 class GateConstants(nn.Module):
     """Parametrization: a compiled recurrence's constants are the gate σ(raw) (γ, ρ in (0, 1), eq. 20c), stored as
-    ``gate_in_storage`` stores a gate."""
+    ``Semiring.stored_gate`` stores a gate."""
 
     def __init__(self, storage: Semiring):
         super().__init__()
         self.storage = storage
 
     def forward(self, raw: Tensor) -> Tensor:
-        return gate_in_storage(self.storage, raw)
+        return self.storage.stored_gate(raw)
 
 
 
@@ -330,6 +309,18 @@ class RationalLayer(nn.Module):
     recurrence: CompiledRecurrence
     input_size: int
     output_size: int
+    #: The rational cell the layer runs, named as the zoo names its family (``"rrnn"``, ``"sru"``, ``"qrnn"``,
+    #: ``"rcnn"``, ``"isan"``): what ``kleene.extract`` reads the layer's automata by. None: no exact extraction.
+    cell_family: ClassVar[str | None] = None
+
+    def cell_states(self, x: Tensor, lengths: Tensor) -> Tensor:
+        """The cell states c (B, T, D) in storage form before any output map: the values the automata of
+        ``cell_family`` score (max-times: logarithms).
+
+        Raises:
+            LayerError: the layer has no rational cell (``cell_family`` is None).
+        """
+        raise LayerError(f"{type(self).__name__} has no rational cell states (its cell_family is None)")
 
     def check(self, x: Any, lengths: Any) -> Tensor:
         """The checked lengths (int64, on x's device) of a layer input ``x``.
@@ -388,6 +379,10 @@ class SlotLayer(RationalLayer, abc.ABC):
         """The constants (C, D) of the recurrence's output map (None: it has none)."""
         return None
 
+    def cell_states(self, x: Tensor, lengths: Tensor) -> Tensor:
+        slots, _ = self.slots(x)
+        return self.recurrence(slots, lengths, mapped=False)[0]
+
     def forward(self, x: Tensor, lengths: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         lengths = self.check(x, lengths)
         slots, extra = self.slots(x)
@@ -402,7 +397,7 @@ class SlotLayer(RationalLayer, abc.ABC):
 class RRNNLayer(SlotLayer):
     """RRNN(B), RRNN(C) or RRNN(F) (Appendix D) of ``hidden_size`` units per direction, in any ``gate_semiring``.
 
-    The gates map into the semiring through its storage form (``gate_in_storage``): ``f = σ(W_f v + b_f)`` as an
+    The gates map into the semiring through its storage form (``Semiring.stored_gate``): ``f = σ(W_f v + b_f)`` as an
     element (log σ where elements are log-weights); the input is interpolated, ``u = (1 − f) ⊗ W_u v``, in a summing
     semiring and taken as it is, ``u = W_u v``, in a selecting one (§5.2's max-plus choice, eq. 21b; ``best``);
     the output is ``act(o ⊗ c)`` with the optional output gate ``o = σ(W_o v + b_o)`` mapped the same way, else
@@ -415,6 +410,8 @@ class RRNNLayer(SlotLayer):
     Raises:
         LayerError: an unknown kind or activation, or a semiring gates cannot enter (``gate_semiring``).
     """
+
+    cell_family = "rrnn"
 
     def __init__(
         self,
@@ -479,7 +476,7 @@ class RRNNLayer(SlotLayer):
         act = ACTIVATIONS[self.activation]
         if self.gate is None:
             return act(c)
-        return act(self.storage.times(gate_in_storage(self.storage, self.gate(x)), c))
+        return act(self.storage.times(self.storage.stored_gate(self.gate(x)), c))
 
 
 class RationalStack(nn.Module):

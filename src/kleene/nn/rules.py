@@ -26,8 +26,8 @@ the untrained model predicts what ``RulesPredictor`` (the rules alone) predicts:
 order (the rule set's ``priority``, else its order) with a matching rule; the default label when no rule
 matches**. A rule matches some non-empty span (the default) or, declared ``"match": "sentence"``, the whole
 sentence: those run in a second layer compiled with ``anchored=True`` (FA-RNN-style whole-sentence rules).
-``RegexClassifier.read_back`` turns the trained automata into hard automata and regular expressions (``to_regex``;
-an unchanged rule as written), at the one threshold ``READ_BACK_THRESHOLD``.
+``kleene.extract.read_back`` turns the trained automata into hard automata and regular expressions (``to_regex``;
+an unchanged rule as written), at the one threshold ``kleene.extract.READ_BACK_THRESHOLD``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +44,12 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from kleene.automata.labels import ANY, AnySymbol, Label, NoneOf, OneOf, Sym
-from kleene.automata.ops import trim
-from kleene.automata.regexp import regex, to_regex
+from kleene.automata.labels import Label
+from kleene.automata.regexp import regex
 from kleene.automata.semiring import Semiring
 from kleene.automata.wfsa import WFSA
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
-from kleene.data.checks import check_count, check_lengths, check_real, check_tokens
+from kleene.data.checks import check_lengths, check_real, check_tokens
 from kleene.data.vocab import PAD, UNK, Vocabulary
 from kleene.errors import KleeneError, RuleError
 from kleene.nn.embedding import check_token_batch, word_embedding
@@ -58,12 +57,9 @@ from kleene.nn.registry import register_model
 
 __all__ = [
     "MATCH_MODES",
-    "READ_BACK_THRESHOLD",
     "AutomatonLayer",
-    "HardArc",
     "RegexClassifier",
     "RuleError",
-    "RuleReadback",
     "RuleSet",
     "RulesPredictor",
     "load_rules",
@@ -72,29 +68,16 @@ __all__ = [
 
 Tensor = torch.Tensor
 
-#: The one read-back threshold (``read_back``, ``hard_automata``, ``kleene report``): a trained arc keeps a word whose
-#: weight is at least this fraction of the arc's original weight (as a probability).
-READ_BACK_THRESHOLD = 0.5
-
 #: How a rule matches a sentence: some non-empty span of it ("span", the default) or all of it ("sentence").
 MATCH_MODES = ("span", "sentence")
 
 
-# --------------------------------------------------------------------------------------------
-# The residual factor and the storage form
-# --------------------------------------------------------------------------------------------
-def _factor(storage: Semiring, residual: Tensor) -> Tensor:
-    """The storage element of the multiplicative factor exp(residual) (a log-weight storage holds it as its log)."""
-    return residual if storage.log_weights else torch.exp(residual)
-
-
 def _check_residual_semiring(semiring: Semiring) -> None:
-    storage = semiring.storage
-    one = _factor(storage, torch.zeros((), dtype=torch.float64))
-    if float(one) != float(storage.one) or float(storage.times(torch.tensor(2.0, dtype=torch.float64), one)) != 2.0:
+    """Raises RuleError: a semiring that carries no factor exp(r) (``Semiring.carries_factors``)."""
+    if not semiring.carries_factors:
         raise RuleError(
-            f"semiring {semiring.name!r}: its storage ({storage.name}) has no multiplicative factor exp(r) with "
-            "exp(0) = one, which the learned residual needs (use real, log, max-plus or max-times)"
+            f"semiring {semiring.name!r}: its storage ({semiring.storage.name}) has no multiplicative factor exp(r) "
+            "with exp(0) = one, which the learned residual needs (use real, log, max-plus or max-times)"
         )
 
 
@@ -108,7 +91,7 @@ def _vocab_tokens(vocab: Vocabulary | Sequence[str]) -> list[str]:
     return tokens
 
 
-def _label_mask(label: Label, tokens: Sequence[str]) -> Tensor:
+def label_mask(label: Label, tokens: Sequence[str]) -> Tensor:
     """Which vocabulary ids a label accepts (padding never; ``<unk>`` only through predicates: Σ, [^...])."""
     mask = torch.tensor([label.matches(t) for t in tokens], dtype=torch.bool)
     mask[0] = False
@@ -228,7 +211,7 @@ class AutomatonLayer(nn.Module):
                     arcs.append(_ArcRef(d, i, k))
                     weights.append(w)
                     every = torch.ones(len(self.tokens), dtype=torch.bool)
-                    masks.append(every if random_init else _label_mask(arc.label, self.tokens))
+                    masks.append(every if random_init else label_mask(arc.label, self.tokens))
                     masks[-1][0] = False
                 else:
                     eps_pairs.setdefault((arc.src, arc.dst), len(eps_pairs))
@@ -315,12 +298,13 @@ class AutomatonLayer(nn.Module):
         (with a leak: ``w ⊗ F(u·e(x) + λ)``)."""
         residual = vectors @ self.residual.T.to(vectors.dtype)
         weight = self.arc_weight.to(vectors.dtype)
-        value = self.storage.times(weight, _factor(self.storage, residual))
+        value = self.storage.times(weight, self.storage.stored_factor(residual))
         matched = self.match.T[tokens]  # (B, T, A)
         if self.leak is None:
             outside = torch.full_like(value, float(self.storage.zero))
         else:
-            outside = self.storage.times(weight, _factor(self.storage, residual + self.leak_gate.to(vectors.dtype)))
+            leaked = residual + self.leak_gate.to(vectors.dtype)
+            outside = self.storage.times(weight, self.storage.stored_factor(leaked))
         return torch.where(matched, value, outside)
 
     def slots(self, tokens: Tensor, vectors: Tensor) -> Tensor:
@@ -358,77 +342,6 @@ class AutomatonLayer(nn.Module):
         return output
 
     # -- back to hard automata ----------------------------------------------------------------
-    def hard_automata(
-        self, embedding: Tensor, threshold: float = READ_BACK_THRESHOLD
-    ) -> list[tuple[WFSA, list[HardArc]]]:
-        """Each automaton with the words its trained arcs accept, and per consuming arc the words lost and gained.
-
-        An arc accepts the vocabulary words whose trained weight (``arc_scores``) is at least its original weight
-        ⊗ ``threshold`` (as a probability: ``semiring.from_probability``). A label that neither lost nor gained a
-        word is kept as written; a predicate (``.``, ``[^...]``) becomes ``[^...]`` of what it excludes now; a set
-        or a symbol becomes the set of its words; an arc left without words is dropped. Weights stay the automaton's.
-        Words are gained only with a ``leak`` (otherwise the label is an exact mask); ``<pad>`` and ``<unk>`` are
-        never counted. With ``random_init`` every label reads as ``.``.
-
-        Raises:
-            RuleError: ``threshold`` outside (0, 1], or an embedding table of another shape than (V, E).
-        """
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-            raise RuleError(f"threshold must be a probability in (0, 1], got {threshold!r}")
-        if tuple(embedding.shape) != (len(self.tokens), self.embedding_dim):
-            expected = (len(self.tokens), self.embedding_dim)
-            raise RuleError(f"embedding has shape {tuple(embedding.shape)}, expected {expected}")
-        semiring, storage = self.algebra, self.storage
-        factor = torch.tensor(semiring.stored_probability(float(threshold)))
-        every = torch.arange(len(self.tokens))
-        with torch.no_grad():
-            values = self.arc_scores(every[None], embedding[None].to(self.arc_weight.dtype))[0].T  # (A, V)
-        words = torch.arange(len(self.tokens)) >= 2
-        results: list[tuple[WFSA, list[HardArc]]] = []
-        for d, a in enumerate(self.automata):
-            hard = WFSA(semiring, a.alphabet, name=a.name)
-            for name in a.states:
-                hard.add_state(name)
-            for q, w in a.initial.items():
-                hard.set_initial(q, w)
-            for q, w in a.final.items():
-                hard.set_final(q, w)
-            consuming = {r.index: n for n, r in enumerate(self.arc_refs) if r.automaton == d}
-            changes: list[HardArc] = []
-            for i, arc in enumerate(a.arcs):
-                if i not in consuming:
-                    hard.add_arc(arc.src, arc.dst, arc.label, arc.weight)
-                    continue
-                n = consuming[i]
-                label: Label | None = ANY if self.random_init else arc.label
-                assert label is not None
-                weight = arc.weight if arc.weight is not None else semiring.one
-                original = torch.tensor(float(semiring.to_storage(weight)))
-                accepted = (values[n] >= storage.times(original, factor)) & words
-                before = _label_mask(label, self.tokens) & words
-                lost = sorted(self.tokens[v] for v in torch.nonzero(before & ~accepted).flatten().tolist())
-                gained = sorted(self.tokens[v] for v in torch.nonzero(accepted & ~before).flatten().tolist())
-                changes.append(HardArc(i, lost, gained))
-                if lost or gained:
-                    if isinstance(label, (AnySymbol, NoneOf)):
-                        members = label.members if isinstance(label, NoneOf) else frozenset()
-                        label = NoneOf((set(members) | set(lost)) - set(gained))
-                    else:
-                        kept = [self.tokens[v] for v in torch.nonzero(accepted).flatten().tolist()]
-                        label = (Sym(kept[0]) if len(kept) == 1 else OneOf(kept)) if kept else None
-                if label is not None:
-                    hard.add_arc(arc.src, arc.dst, label, arc.weight)
-            results.append((trim(hard), changes))
-        return results
-
-
-@dataclass(frozen=True)
-class HardArc:
-    """What training changed on one consuming arc (by its index in the automaton): the words lost and gained."""
-
-    arc: int
-    lost: list[str]
-    gained: list[str]
 
 
 # --------------------------------------------------------------------------------------------
@@ -629,7 +542,7 @@ def _compile_rules(ruleset: RuleSet) -> list[WFSA]:
     return automata
 
 
-def _matches(automaton: WFSA, tokens: Sequence[str], whole: bool = False) -> bool:
+def rule_matches(automaton: WFSA, tokens: Sequence[str], whole: bool = False) -> bool:
     """Whether ``automaton`` gives some non-empty span of ``tokens`` (``whole``: all of ``tokens``) a non-zero score
     (an empty automaton: never)."""
     if automaton.num_states == 0:
@@ -656,7 +569,7 @@ class RulesPredictor:
         """Whether each rule (``RuleSet.flat`` order) matches ``tokens``."""
         seen = [t if self.vocab is None or t in self.vocab else UNK for t in tokens]
         whole = self.ruleset.whole_sentence()
-        return [_matches(a, seen, w) for a, w in zip(self.automata, whole, strict=True)]
+        return [rule_matches(a, seen, w) for a, w in zip(self.automata, whole, strict=True)]
 
     def predict(self, tokens: Sequence[str]) -> str:
         fired = {label for (label, _), hit in zip(self.ruleset.flat(), self.matches(tokens), strict=True) if hit}
@@ -666,20 +579,6 @@ class RulesPredictor:
 # --------------------------------------------------------------------------------------------
 # The classifier
 # --------------------------------------------------------------------------------------------
-@dataclass
-class RuleReadback:
-    """One trained rule read back: the hard automaton, its regex, the words its arcs lost and gained (any arc),
-    and its fidelity."""
-
-    label: str
-    original: str
-    regex: str
-    automaton: WFSA
-    lost: list[str] = field(default_factory=list)
-    gained: list[str] = field(default_factory=list)
-    fidelity: float | None = None
-
-
 class RegexClassifier(nn.Module):
     """Embedding -> ``AutomatonLayer`` (one automaton per rule) -> ⊕ per label -> linear layer.
 
@@ -811,60 +710,6 @@ class RegexClassifier(nn.Module):
             labels = ruleset.labels + ([ruleset.default] if ruleset.default not in ruleset.labels else [])
         labels = list(labels)
         return cls(len(tokens), len(labels), ruleset.to_json(), tokens, labels, **kwargs)
-
-    def read_back(
-        self, sentences: Sequence[Sequence[str]] = (), threshold: float = READ_BACK_THRESHOLD, batch_size: int = 256
-    ) -> list[RuleReadback]:
-        """Every rule after training as a hard automaton and a regex (``AutomatonLayer.hard_automata``), with the
-        words its arcs lost and gained and, given ``sentences`` (lists of words), its fidelity: the fraction of them
-        on which the hard rule matches exactly when the soft rule's score is at least ``threshold`` (as a
-        probability). A rule whose arcs neither lost nor gained a word reads back as written (its own word order);
-        a changed one as ``to_regex`` prints its hard automaton (sets sorted).
-
-        Raises:
-            RuleError: a threshold outside (0, 1] or a batch size that is not an integer >= 1.
-        """
-        check_count(batch_size, "batch_size", minimum=1, error=RuleError)
-        table = self.embedding.weight.detach()
-        in_layers = [pair for layer in self.layers for pair in layer.hard_automata(table, threshold)]
-        hard = [in_layers[int(column)] for column in self.rule_order]
-        out = []
-        for (label, text), (automaton, arcs) in zip(self.ruleset.flat(), hard, strict=True):
-            lost = sorted({w for arc in arcs for w in arc.lost})
-            gained = sorted({w for arc in arcs for w in arc.gained})
-            unchanged = not lost and not gained and not self.layers[0].random_init
-            shown = text if unchanged else to_regex(automaton) if automaton.num_states else "[]"
-            out.append(RuleReadback(label, text, shown, automaton, lost, gained))
-        if sentences:
-            agree = self._fidelity(sentences, [r.automaton for r in out], threshold, batch_size)
-            for r, value in zip(out, agree, strict=True):
-                r.fidelity = value
-        return out
-
-    def _fidelity(self, sentences: Sequence[Sequence[str]], hard: list[WFSA], threshold: float,
-                  batch_size: int) -> list[float]:
-        vocabulary = Vocabulary(self.layers[0].tokens)
-        semiring = self.layers[0].algebra
-        whole = self.ruleset.whole_sentence()
-        bar = semiring.stored_probability(float(threshold))
-        agree = torch.zeros(len(hard))
-        was_training = self.training
-        self.eval()
-        with torch.no_grad():
-            for start in range(0, len(sentences), batch_size):
-                chunk = sentences[start : start + batch_size]
-                lengths = torch.tensor([len(s) for s in chunk])
-                encoded = [vocabulary.encode(sentence) for sentence in chunk]
-                ids = torch.zeros(len(chunk), int(lengths.max()) if len(chunk) else 0, dtype=torch.long)
-                for b, sentence_ids in enumerate(encoded):
-                    ids[b, : len(sentence_ids)] = torch.tensor(sentence_ids, dtype=torch.long)
-                soft = self.rule_scores(ids, lengths) >= bar
-                seen = [vocabulary.decode(sentence_ids) for sentence_ids in encoded]  # unknown words as <unk>
-                for r, automaton in enumerate(hard):
-                    hits = torch.tensor([_matches(automaton, s, whole[r]) for s in seen])
-                    agree[r] += (hits == soft[:, r]).sum()
-        self.train(was_training)
-        return (agree / max(len(sentences), 1)).tolist()
 
 
 def _build_regex(vocab_size: int, num_classes: int, **kwargs: Any) -> RegexClassifier:

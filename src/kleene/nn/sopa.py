@@ -164,25 +164,10 @@ def _check_encoder(semiring: Semiring, encoder: str) -> None:
         )
 
 
-def stored_as_logs(semiring: Semiring) -> bool:
-    """Whether the storage holds the elements' logarithms: its values are log-weights, the semiring's are not
-    (max-times, stored in max-plus). Encoders then compute log E directly (log σ, without underflow)."""
-    return semiring.storage.log_weights and not semiring.log_weights
-
-
 def encode_to_storage(scores: Tensor, semiring: str | Semiring, encoder: str) -> Tensor:
-    """``E(scores)`` in the semiring's storage form (stored as logs: log σ)."""
+    """``E(scores)`` in the semiring's storage form (``Semiring.stored_sigmoid``: log σ where it stores logarithms)."""
     algebra = get_semiring(semiring)
-    if encoder == "sigmoid":
-        if stored_as_logs(algebra):
-            return nn.functional.logsigmoid(scores)
-        return algebra.to_storage(torch.sigmoid(scores))
-    return algebra.to_storage(scores)
-
-
-def storage_to_float(scores: Tensor, semiring: str | Semiring) -> Tensor:
-    """Semiring values as the numbers the MLP reads (the semiring's elements; max-times: back from log space)."""
-    return get_semiring(semiring).from_storage(scores)
+    return algebra.stored_sigmoid(scores) if encoder == "sigmoid" else algebra.to_storage(scores)
 
 
 class _EncodedConstants(nn.Module):
@@ -711,6 +696,8 @@ class SoftPatterns(nn.Module):
         shared = SelfLoopShare(1) if shared_self_loops == "global" else None
         self.algebra = algebra
         self.semiring, self.encoder, self.mode = algebra.name, encoder, mode
+        #: the arcs every pattern has (the groups' settings, for descriptions)
+        self.self_loops, self.epsilons, self.epsilon_cap = self_loops, epsilons, epsilon_cap
         self.input_dim = input_dim
         if backend in ("cpp", "auto"):
             self._prebuild(algebra, mode, self_loops, epsilons, epsilon_cap)
@@ -984,7 +971,7 @@ class SoPaClassifier(nn.Module):
         else:
             table, index, padded_lengths = self.distinct_vectors(tokens, lengths)
             scores = self.patterns(table, padded_lengths, transition_dropout, index)
-        return storage_to_float(scores, self.patterns.algebra)
+        return self.patterns.algebra.from_storage(scores)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         scores = self.pattern_scores(tokens, lengths)

@@ -66,6 +66,8 @@ class SRULayer(SlotLayer):
     ``r ⊙ tanh(c)``) or ``none`` (``r ⊙ c``, the ``sru`` package's default).
     """
 
+    cell_family = "sru"
+
     #: Whether the highway runs inside the kernel (``sru_template``); a subclass with another output map sets False,
     #: gets ``(slots (B, T, 2, D), r)`` from ``slots`` and defines ``output``.
     fused_output = True

@@ -231,6 +231,10 @@ class InputFunction:
     meaning: str = ""
 
 
+#: The semiring the papers state their recurrences in (the default of ``Recurrence``): the real numbers.
+PAPER_SEMIRING = "real"
+
+
 @dataclass
 class Recurrence:
     """A recurrence over a semiring: components, inputs, constants, updates, outputs.
@@ -245,7 +249,7 @@ class Recurrence:
     """
 
     name: str
-    semiring: Semiring | str = "real"
+    semiring: Semiring | str = PAPER_SEMIRING
     dims: str | None = None
     alphabet: Sequence[Hashable] | None = None
     doc: str = ""
@@ -258,6 +262,11 @@ class Recurrence:
         self.semiring = get_semiring(self.semiring)
         if self.alphabet is not None:
             self.alphabet = list(self.alphabet)
+
+    @property
+    def in_paper_semiring(self) -> bool:
+        """Whether the recurrence is over ``PAPER_SEMIRING``, the one its paper states it in."""
+        return self.ring == get_semiring(PAPER_SEMIRING)
 
     # -- declarations ---------------------------------------------------------------------
     @property

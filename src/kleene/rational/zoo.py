@@ -13,7 +13,7 @@ from typing import Any
 
 import sympy
 
-from kleene.rational.recurrence import Recurrence, RecurrenceError, sigmoid
+from kleene.rational.recurrence import PAPER_SEMIRING, Recurrence, RecurrenceError, sigmoid
 
 DEFAULT_ALPHABET = ("a", "b", "c")
 
@@ -174,19 +174,21 @@ def rrnn_semiring(kind: str = "F", semiring: str = "log") -> Recurrence:
     return rec
 
 
-def _named_in(base: str, semiring: str) -> tuple[str, str]:
-    """The name of a zoo recurrence stated in ``semiring`` and the words for its docstring: the real forms keep
-    the paper's names (``isan-2``), the others carry their semiring (``isan-2-log``, "in log")."""
-    return (base, "") if semiring == "real" else (f"{base}-{semiring}", f" in {semiring}")
+def _named_in(rec: Recurrence) -> Recurrence:
+    """``rec`` named for its semiring: the paper's forms keep the paper's names (``isan-2``), the others carry their
+    semiring's name (``isan-2-log``, "... in log")."""
+    if not rec.in_paper_semiring:
+        rec.name, rec.doc = f"{rec.name}-{rec.ring.name}", f"{rec.doc} in {rec.ring.name}"
+    return rec
 
 
-def rcnn(order: int = 2, constant_lambda: bool = False, semiring: str = "real") -> Recurrence:
+def rcnn(order: int = 2, constant_lambda: bool = False, semiring: str = PAPER_SEMIRING) -> Recurrence:
     """n-gram RCNN (Lei et al. 2016; §4.2 Eq. 14, Appendix B): n + 1 states. In ``semiring`` (as ``kleene.nn``'s
     ``RCNNLayer(semiring=...)`` runs it): ``c_j = c_j ⊗ λ ⊕ c_{j−1} ⊗ u_j`` with ``c_0 = one``, λ and u_j elements."""
     _size("rcnn", "order", order)
     kind = "constant" if constant_lambda else "input-only"
-    name, where = _named_in(f"rcnn-{order}", semiring)
-    rec = Recurrence(name, semiring, dims="d", doc=f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B){where}")
+    doc = f"{order}-gram RCNN with {kind} λ (Eq. 14, Appendix B)"
+    rec = _named_in(Recurrence(f"rcnn-{order}", semiring, dims="d", doc=doc))
     cs = rec.states(" ".join(f"c{j}" for j in range(1, order + 1)))
     lam = rec.constant("lam") if constant_lambda else rec.input("lam", meaning="σ(W_λ v_t + b_λ)_i as an element")
     us = [rec.input(f"u{j}", meaning=f"(u_t^({j}))_i") for j in range(1, order + 1)]
@@ -208,7 +210,7 @@ def matrix_entry(prefix: str, i: int, j: int, d: int) -> str:
     return f"{prefix}{_indices(d, i, j)}"
 
 
-def isan(d: int = 2, semiring: str = "real") -> Recurrence:
+def isan(d: int = 2, semiring: str = PAPER_SEMIRING) -> Recurrence:
     """ISAN (Foerster et al. 2017; §4.3 Eq. 16-18, Appendix C): c_t = W_{x_t} c_{t−1} + b_{x_t}; in ``semiring``,
     ``c_i = ⊕_j W_ij ⊗ c_j ⊕ b_i`` (as ``kleene.nn``'s ``ISANLayer(semiring=...)`` runs it).
 
@@ -216,8 +218,7 @@ def isan(d: int = 2, semiring: str = "real") -> Recurrence:
         RecurrenceError: ``d`` is not an integer >= 1.
     """
     _size("isan", "d", d)
-    name, where = _named_in(f"isan-{d}", semiring)
-    rec = Recurrence(name, semiring, doc=f"ISAN of hidden size {d}{where} (Eq. 16, Appendix C)")
+    rec = _named_in(Recurrence(f"isan-{d}", semiring, doc=f"ISAN of hidden size {d} (Eq. 16, Appendix C)"))
     cs = rec.states(" ".join(f"c{i}" for i in range(1, d + 1)))
     for i in range(1, d + 1):
         terms = [

@@ -10,7 +10,7 @@ Every picture uses one palette (``PALETTE``) and one font stack, so that a repor
   pattern that matched them, bold green for, italic orange against, with tooltips);
 * training curves (matplotlib, SVG): loss and accuracy per step, train against dev.
 
-Weights are shown as the MLP reads them (``storage_to_float``): probabilities in the max-times and real semirings.
+Weights are shown as the MLP reads them (``Semiring.from_storage``): probabilities in the max-times and real semirings.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.data.vocab import PAD, UNK, Vocabulary
 from kleene.errors import InterpretError
-from kleene.nn.sopa import PatternGroup, SoPaClassifier, storage_to_float
+from kleene.extract.hard import candidate_vectors, pattern_arcs
+from kleene.extract.reader import END_TOKEN, START_TOKEN, PhraseMatch
+from kleene.nn.sopa import SoPaClassifier
 from kleene.viz.explain import Explanation
-from kleene.viz.reader import END_TOKEN, START_TOKEN, PhraseMatch
 
 __all__ = [
     "FONT_STACK",
@@ -100,8 +101,8 @@ def pattern_words(
     """For each pattern in ``patterns``, the ``k`` best words of each arc among ``words`` (default: the vocabulary
     without the padding and unknown tokens) plus the boundary tokens when the model pads documents.
 
-    Weights come from the model's own ``PatternGroup.transitions`` on the word embeddings (and on the START/END
-    vectors), so they follow the model's semiring, encoder, mode and scales.
+    Weights come from ``kleene.extract.hard.pattern_arcs`` (the layer's own transitions) on the word embeddings
+    (and on the START/END vectors), so they follow the model's semiring, encoder, mode and scales.
 
     Raises:
         InterpretError: a model that is not a SoPa classifier, a pattern index outside the bank, ``k`` < 1, or a word
@@ -117,52 +118,31 @@ def pattern_words(
         raise InterpretError(f"words not in the vocabulary: {missing[:5]!r}")
     if not candidates:
         raise InterpretError("no candidate words")
-    located = {p: _locate(model, p) for p in patterns}
+    bank = model.patterns.num_patterns
+    for pattern in patterns:
+        if not 0 <= pattern < bank:
+            raise InterpretError(f"pattern {pattern} is not in the bank (patterns 0..{bank - 1})")
+    labels = list(candidates) + ([START_TOKEN, END_TOKEN] if model.boundary > 0 else [])
+    algebra = model.patterns.algebra
+    result: dict[int, PatternWords] = {}
     with torch.no_grad():
-        vectors = model.embedding.weight[torch.tensor(vocab.encode(candidates), dtype=torch.long)]
-        labels = list(candidates)
-        if model.boundary > 0:
-            vectors = torch.cat([vectors, model.start_vector[None], model.end_vector[None]])
-            labels += [START_TOKEN, END_TOKEN]
-        result: dict[int, PatternWords] = {}
-        for group_index in sorted({g for g, _ in located.values()}):
-            group = model.patterns.groups[group_index]
-            assert isinstance(group, PatternGroup)
-            main, loop = group.transitions(vectors[None])  # (1, V, count, L-1), (1, V, count, L)
-            main = storage_to_float(main[0], group.algebra)
-            loop = None if loop is None else storage_to_float(loop[0], group.algebra)
-            eps = _epsilon_weights(group)
-            for pattern, (g, local) in located.items():
-                if g != group_index:
-                    continue
+        for arcs in pattern_arcs(model, candidate_vectors(model, vocab, labels)):
+            mine = [p for p in patterns if arcs.first <= p < arcs.first + arcs.count]
+            if not mine:
+                continue
+            main = algebra.from_storage(arcs.main)
+            loop = None if arcs.loop is None else algebra.from_storage(arcs.loop)
+            eps = None if arcs.eps is None else algebra.from_storage(arcs.eps)
+            for pattern in mine:
+                local = pattern - arcs.first
                 result[pattern] = PatternWords(
                     pattern=pattern,
-                    length=group.length,
+                    length=arcs.length,
                     main=_best_words(main[:, local], labels, k),
                     self_loops=None if loop is None else _best_words(loop[:, local], labels, k),
-                    epsilons=None if eps is None else tuple(float(v) for v in eps[:, local]),
+                    epsilons=None if eps is None else tuple(float(v) for v in eps[local]),
                 )
     return {p: result[p] for p in patterns}
-
-
-def _locate(model: SoPaClassifier, pattern: int) -> tuple[int, int]:
-    """(group index, index within the group) of bank pattern ``pattern``.
-
-    Raises:
-        InterpretError: ``pattern`` is outside the bank.
-    """
-    first = 0
-    for index, (_, count) in enumerate(model.patterns.spec.items()):
-        if first <= pattern < first + count:
-            return index, pattern - first
-        first += count
-    raise InterpretError(f"pattern {pattern} is not in the bank (patterns 0..{first - 1})")
-
-
-def _epsilon_weights(group: PatternGroup) -> torch.Tensor | None:
-    """The epsilon weights (L-1, count) as numbers, or ``None`` when the group has no epsilon arcs."""
-    eps = group.epsilon_constants()
-    return None if eps is None else storage_to_float(eps, group.algebra)
 
 
 def _best_words(weights: torch.Tensor, labels: Sequence[str], k: int) -> tuple[tuple[tuple[str, float], ...], ...]:

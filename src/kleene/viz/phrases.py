@@ -10,7 +10,7 @@ from torch import nn
 
 from kleene.data.vocab import Vocabulary
 from kleene.errors import InterpretError
-from kleene.viz.reader import (
+from kleene.extract.reader import (
     PhraseMatch,
     Reader,
     batches,

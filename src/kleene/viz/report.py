@@ -33,8 +33,11 @@ from kleene.data.batching import classification_batches
 from kleene.data.datasets import CLASSIFICATION, Example, is_data_path, load_classification
 from kleene.data.vocab import Vocabulary
 from kleene.errors import ReportError
+from kleene.extract.hard import HardFidelity, HardPattern, hard_fidelity, hard_patterns
+from kleene.extract.reader import END_TOKEN, START_TOKEN, PhraseMatch
+from kleene.extract.rules import READ_BACK_THRESHOLD, read_back
 from kleene.nn.checkpoint import Checkpoint
-from kleene.nn.rules import READ_BACK_THRESHOLD, RegexClassifier
+from kleene.nn.rules import RegexClassifier
 from kleene.nn.sopa import SoPaClassifier
 from kleene.viz.draw import (
     FONT_STACK,
@@ -48,9 +51,7 @@ from kleene.viz.draw import (
     training_curves_svg,
 )
 from kleene.viz.explain import explain, leave_one_out
-from kleene.viz.hard import HardFidelity, HardPattern, hard_fidelity, hard_patterns
 from kleene.viz.phrases import top_phrases
-from kleene.viz.reader import END_TOKEN, START_TOKEN, PhraseMatch
 
 __all__ = ["CLASS_NAMES", "HARD_THRESHOLDS", "ReportError", "ReportOptions", "build_report", "write_report"]
 
@@ -191,12 +192,12 @@ def _add_rule_sections(
     page: _Page, checkpoint: Checkpoint, model: RegexClassifier, data_name: str | None, options: ReportOptions
 ) -> None:
     """Every rule before and after training, side by side: the user's regex, the trained automaton read back as a
-    regex (``RegexClassifier.read_back`` at ``READ_BACK_THRESHOLD``), the words it lost and its fidelity."""
+    regex (``kleene.extract.read_back`` at ``READ_BACK_THRESHOLD``), the words it lost and its fidelity."""
     sentences: list[list[str]] = []
     if data_name is not None and (data_name in CLASSIFICATION or is_data_path(data_name)):
         fold = int(checkpoint.config.get("metadata", {}).get("fold") or 0)
         sentences = [list(e.tokens) for e in _nonempty(load_classification(data_name, fold).dev)]
-    rules = model.read_back(sentences, threshold=READ_BACK_THRESHOLD)
+    rules = read_back(model, sentences, threshold=READ_BACK_THRESHOLD)
     rows = []
     for r in rules:
         lost, gained = _word_list(r.lost), _word_list(r.gained)
@@ -210,7 +211,7 @@ def _add_rule_sections(
     intro = (
         f'<p class="note">Each rule as written and as read back after training: an arc accepts the words whose '
         f"trained weight is at least {READ_BACK_THRESHOLD} times its original weight{leak} (the read-back threshold, "
-        "kleene.nn.rules.READ_BACK_THRESHOLD, as RegexClassifier.read_back()); a rule that nothing changed reads back "
+        "kleene.extract.READ_BACK_THRESHOLD, as kleene.extract.read_back()); a rule that nothing changed reads back "
         "as written. Fidelity: the fraction of the dev sentences on which the hard rule matches exactly when the "
         "trained rule's score reaches the same threshold.</p>"
     )
@@ -381,7 +382,6 @@ def _facts_html(checkpoint: Checkpoint, data_name: str | None, source: str | Pat
     rows: list[tuple[str, str]] = [("model", f"{config.get('model')} ({type(model).__name__})")]
     if isinstance(model, SoPaClassifier):
         bank = model.patterns
-        group = bank.groups[0]
         rows += [
             ("semiring", bank.semiring),
             ("mode", bank.mode),
@@ -394,9 +394,9 @@ def _facts_html(checkpoint: Checkpoint, data_name: str | None, source: str | Pat
             (
                 "arcs",
                 "main path"
-                + (", self-loops" if group.self_loops else "")
+                + (", self-loops" if bank.self_loops else "")
                 + (f" (shared with the main path, {bank.shared_self_loops} scale)" if bank.shared_self_loops else "")
-                + (f", epsilons (at most {group.epsilon_cap} in a row)" if group.epsilons else ""),
+                + (f", epsilons (at most {bank.epsilon_cap} in a row)" if bank.epsilons else ""),
             ),
             (
                 "MLP",

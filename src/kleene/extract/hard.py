@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -13,10 +12,27 @@ from kleene.automata.labels import ANY, EPSILON, Label, OneOf
 from kleene.automata.wfsa import WFSA
 from kleene.data.vocab import Vocabulary
 from kleene.errors import InterpretError
+from kleene.extract.reader import (
+    END_TOKEN,
+    START_TOKEN,
+    Batch,
+    Reader,
+    batches,
+    check_documents,
+    inference,
+    progress_bar,
+)
 from kleene.nn.sopa import PatternGroup, SoPaClassifier
-from kleene.viz.reader import END_TOKEN, START_TOKEN, Batch, Reader, batches, check_documents, inference, progress_bar
 
-__all__ = ["HardFidelity", "HardPattern", "hard_fidelity", "hard_patterns"]
+__all__ = [
+    "HardFidelity",
+    "HardPattern",
+    "PatternArcs",
+    "candidate_vectors",
+    "hard_fidelity",
+    "hard_patterns",
+    "pattern_arcs",
+]
 
 #: How many best words per arc a HardPattern keeps for display.
 RANKED_WORDS = 10
@@ -197,8 +213,8 @@ def hard_patterns(
         raise InterpretError("no candidate words")
     ids = lexicon.ids(names, "candidate words")
     storage = reader.storage
-    if relative:  # value >= best ⊗ ratio, the ratio as a factor of the storage (a log for log-weights)
-        ratio = float(np.log(threshold)) if storage.log_weights else threshold
+    if relative:  # value >= best ⊗ ratio, the ratio stored as a probability (Semiring.stored_probabilities)
+        ratio = float(reader.algebra.stored_probabilities(threshold))
 
         def passing(values: Tensor, best: Tensor) -> Tensor:
             return values >= storage.times(best, ratio)
@@ -211,7 +227,7 @@ def hard_patterns(
 
     hard: list[HardPattern] = []
     with inference(sopa):
-        for arcs in _group_weights(reader, lexicon.vectors(sopa, ids)):
+        for arcs in pattern_arcs(sopa, lexicon.vectors(sopa, ids)):
             main = arcs.main  # (N, C, L-1)
             best_main = storage.sum(main, axis=0)  # (C, L-1)
             main_sets = _word_sets(passing(main, best_main), names, wildcard_fraction)
@@ -382,9 +398,10 @@ def _hard_scores(group: PatternGroup, table: _HardTable, vectors: Tensor, ids: T
 
 
 @dataclass(frozen=True)
-class _GroupWeights:
-    """One pattern group's arc weights in storage form over one sequence of candidate words: ``main`` (N, C, L-1),
-    ``loop`` (N, C, L) or None, ``eps`` (C, L-1) or None; ``first`` is the group's first pattern in the bank."""
+class PatternArcs:
+    """One pattern group's arc weights in storage form over a sequence of N candidate words: ``main`` (N, C, L-1),
+    ``loop`` (N, C, L) or None (no self-loops), ``eps`` (C, L-1) or None (no epsilons); ``first`` is the group's
+    first pattern in the bank, ``length`` its patterns' number of states L."""
 
     first: int
     length: int
@@ -397,15 +414,31 @@ class _GroupWeights:
         return int(self.main.shape[1])
 
 
-def _group_weights(reader: Reader, vectors: Tensor) -> list[_GroupWeights]:
-    """Every group's weights (from ``PatternGroup.transitions`` and its epsilon constants) over vectors (1, N, E)."""
+def pattern_arcs(model: SoPaClassifier, vectors: Tensor) -> list[PatternArcs]:
+    """Every pattern group's arc weights over word vectors (1, N, E), from the layer's own ``transitions`` and
+    epsilon constants (so they follow its semiring, encoder, mode and scales), in bank order.
+
+    Caution:
+        ``model`` is a SoPa classifier already checked (``reader.check_model``); run it under ``inference`` (or
+        ``torch.no_grad``) unless gradients of the weights are wanted.
+    """
     found = []
     first = 0
-    for group in reader.model.patterns.groups:
+    for group in model.patterns.groups:
         assert isinstance(group, PatternGroup)
         main, loop = group.transitions(vectors)
         eps = group.epsilon_constants()
         loop = None if loop is None else loop[0]
-        found.append(_GroupWeights(first, group.length, main[0], loop, None if eps is None else eps.T))
+        found.append(PatternArcs(first, group.length, main[0], loop, None if eps is None else eps.T))
         first += group.count
     return found
+
+
+def candidate_vectors(model: SoPaClassifier, vocab: Vocabulary, words: Sequence[str]) -> Tensor:
+    """The vectors (1, N, E) the model reads for candidate ``words`` (vocabulary tokens, START_TOKEN, END_TOKEN).
+
+    Raises:
+        InterpretError: a word outside the vocabulary.
+    """
+    lexicon = _Lexicon(vocab)
+    return lexicon.vectors(model, lexicon.ids(words, "candidate words"))
