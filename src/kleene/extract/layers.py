@@ -289,5 +289,9 @@ def from_kleene_layer(layer: Any, embedding: Any, words: Sequence[Hashable] | No
 
 def kleene_layer_states(layer: Any, vectors: Any, lengths: Any) -> Any:
     """The cell states c ``[B, T, d]`` a kleene rational layer computes, as elements of its semiring (what its
-    automata's prefix scores equal; the layer computes stored values, e.g. logarithms in max-times)."""
+    automata's prefix scores equal; the layer computes stored values, e.g. logarithms in max-times).
+
+    Raises:
+        ExtractionError: ``layer`` is not one of the layers with an exact extraction (the message lists them).
+    """
     return layer.algebra.from_storage(_adapter(layer).states(layer, vectors, lengths))
