@@ -79,10 +79,13 @@ def kind(value: object) -> str:
 
 
 def describe_value(value: object) -> str:
-    """A value's entry: its repr when it is a plain literal, else its type."""
+    """A value's entry: its repr when it is a plain literal, else its type (and, for kleene's own types, the first
+    line of the type's docstring)."""
     if isinstance(value, (str, int, float, bool)) and len(repr(value)) <= 60:
         return f"`{value!r}`"
-    return f"a `{type(value).__name__}`"
+    kind_of = type(value)
+    summary = own_docstring(kind_of).split("\n")[0] if kind_of.__module__.startswith("kleene") else ""
+    return f"a `{kind_of.__name__}`" + (f": {summary.rstrip('.')}" if summary else "")
 
 
 def _fence_free(text: str) -> str:
