@@ -21,6 +21,7 @@ pytestmark = pytest.mark.cpp
 
 
 @pytest.mark.parametrize(("semiring", "output"), [("log", "steps"), ("max-plus", "sum")])
+@pytest.mark.slow
 def test_opcheck(semiring: str, output: str) -> None:
     gen = torch.Generator().manual_seed(21)
     module = compile(

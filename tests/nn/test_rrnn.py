@@ -137,6 +137,7 @@ def test_unknown_kind() -> None:
 
 
 @pytest.mark.parametrize("kind", ["B", "B-maxplus", "C", "F"])
+@pytest.mark.slow
 def test_classifier_trains_on_real_sst2(kind: str) -> None:
     from kleene.data import Vocabulary, classification_batches, glove_matrix, load
 
