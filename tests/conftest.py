@@ -3,6 +3,10 @@
 Hypothesis runs derandomized by default, so that the suite's examples are the same on every machine and in CI
 (a run is reproducible); `pytest --hypothesis-profile=explore` draws fresh random examples (and keeps a database)
 for hunting new counterexamples.
+
+OpenMP's threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set): on a machine whose cores other jobs share,
+torch's spinning workers otherwise hold a core while the thread with the next op's work waits for one, and a test
+that trains for a second takes a minute (BENCHMARKS.md's history, "SoPa training against the BiLSTM baseline").
 """
 
 import json
@@ -13,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before anything imports torch
 
 settings.register_profile("deterministic", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)

@@ -43,6 +43,7 @@ def test_opcheck(semiring: str, output: str) -> None:
         torch.library.opcheck(forward, args)
 
 
+@pytest.mark.slow
 def test_module_under_torch_compile() -> None:
     gen = torch.Generator().manual_seed(22)
     module = compile(Template.from_wfsa(paper_automaton_f()), "real", 4, "cpp")

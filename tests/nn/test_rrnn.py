@@ -163,6 +163,7 @@ def test_classifier_trains_on_real_sst2(kind: str) -> None:
     assert total_loss() < 0.85 * before
 
 
+@pytest.mark.slow
 def test_language_model_trains_on_tiny_shakespeare() -> None:
     from kleene.data import Vocabulary, load
 
