@@ -6,7 +6,7 @@ for hunting new counterexamples.
 
 OpenMP's threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set): on a machine whose cores other jobs share,
 torch's spinning workers otherwise hold a core while the thread with the next op's work waits for one, and a test
-that trains for a second takes a minute (BENCHMARKS.md's history, "SoPa training against the BiLSTM baseline").
+that trains for a second takes a minute (docs/history/benchmarks.md, "SoPa training against the BiLSTM baseline").
 """
 
 import json
