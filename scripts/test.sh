@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), then run ruff, mypy and the test suite; exit non-zero if any of them fails.
-# Arguments go to pytest: `bash scripts/test.sh tests/test_draw.py -x`.
+# Arguments go to pytest: `bash scripts/test.sh tests/test_draw.py -x`; `bash scripts/test.sh -m "not slow"` runs the
+# fast subset (about 2 minutes, every package). Every run ends with pytest's list of the 15 slowest tests.
 # KLEENE_SKIP_SETUP=1 skips the setup step; KLEENE_SKIP_LINT=1 skips ruff and mypy.
 set -uo pipefail
 
@@ -22,7 +23,7 @@ if [ "${KLEENE_SKIP_LINT:-0}" != 1 ]; then
 fi
 
 echo "[test] pytest $*"
-"$PY" -m pytest -q -p no:cacheprovider "$@"
+"$PY" -m pytest -q -p no:cacheprovider --durations=15 "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
     echo "[test] pytest collected no tests: that is a failure, not a pass" >&2

@@ -38,6 +38,7 @@ def test_rows_show_the_dram_floor_and_the_backward() -> None:
     assert bench.format_row(layer).split()[5:8] == ["-", "-", "-"]
 
 
+@pytest.mark.slow
 def test_every_layer_row_runs_against_its_own_projection(capsys: pytest.CaptureFixture[str]) -> None:
     """Each registry layer's row at a tiny shape (torch backend: no compiler needed): the layer and the projection
     closure run on the layer's own weights, forward and forward+backward, and the row shows layer/GEMM."""

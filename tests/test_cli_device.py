@@ -63,6 +63,7 @@ def test_cuda_without_a_gpu_is_a_one_line_error(
     assert err.startswith(f"kleene {command}: error: --device cuda: no CUDA GPU is available here")
 
 
+@pytest.mark.slow
 def test_train_and_evaluate_on_the_named_device(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "cnn"
     args = ["train", "cnn", "--data", "sst2", "--out", str(out), "--max-steps", "2", "--set", "channels=4"]

@@ -38,6 +38,7 @@ def tour(tmp_path_factory: pytest.TempPathFactory) -> tuple[TourContext, str]:
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_writes_the_three_drawings(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     assert [p.name for p in context.files][:3] == ["B.svg", "C.svg", "F.svg"]
@@ -50,6 +51,7 @@ def test_tour_writes_the_three_drawings(tour: tuple[TourContext, str]) -> None:
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_proves_and_compiles_f(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     proofs = context.results["proofs"]
@@ -60,6 +62,7 @@ def test_tour_proves_and_compiles_f(tour: tuple[TourContext, str]) -> None:
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_prints_its_sections_in_order(tour: tuple[TourContext, str]) -> None:
     _, output = tour
     positions = [output.index(f"{number}. {title}") for number, (title, _) in enumerate(SECTIONS, start=1)]
@@ -69,6 +72,7 @@ def test_tour_prints_its_sections_in_order(tour: tuple[TourContext, str]) -> Non
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_symbolic_score_is_equation_4(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     assert context.results["symbolic"]["B_matches_equation_4"] is True
@@ -77,6 +81,7 @@ def test_tour_symbolic_score_is_equation_4(tour: tuple[TourContext, str]) -> Non
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_scores_agree_with_the_recurrences(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     for name, (forward, paper) in context.results["numeric"].items():
@@ -87,6 +92,7 @@ def test_tour_scores_agree_with_the_recurrences(tour: tuple[TourContext, str]) -
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_viterbi_path_is_the_best_path_of_c(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     env, words = context.results["env"], context.sentence
@@ -177,6 +183,7 @@ def test_every_subcommand_module_registers_itself() -> None:
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_trains_and_extracts(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     trained = context.results["trained"]
@@ -185,6 +192,7 @@ def test_tour_trains_and_extracts(tour: tuple[TourContext, str]) -> None:
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_flattens_a_stack(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     assert context.results["flatten"] == {"holds": True, "gated_refused": True}
@@ -192,6 +200,7 @@ def test_tour_flattens_a_stack(tour: tuple[TourContext, str]) -> None:
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_trains_sopa_and_writes_its_report(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     sopa = context.results["sopa"]
@@ -206,6 +215,7 @@ def test_tour_trains_sopa_and_writes_its_report(tour: tuple[TourContext, str]) -
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_trains_a_language_model_and_generates(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     result = context.results["language_model"]
@@ -218,6 +228,7 @@ def test_tour_trains_a_language_model_and_generates(tour: tuple[TourContext, str
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_shows_the_algebra(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     algebra = context.results["algebra"]
@@ -237,6 +248,7 @@ def test_tour_shows_the_algebra(tour: tuple[TourContext, str]) -> None:
 
 
 @needs_dot
+@pytest.mark.slow
 def test_tour_extracts_a_layer_trained_in_the_log_semiring(tour: tuple[TourContext, str]) -> None:
     context, _ = tour
     extraction = context.results["semiring_layer"]["extraction"]
@@ -244,6 +256,7 @@ def test_tour_extracts_a_layer_trained_in_the_log_semiring(tour: tuple[TourConte
     assert extraction["max_abs_error"] < 1e-5  # float32 layer vs float64 automata, log-values of order 10
 
 
+@pytest.mark.slow
 def test_tour_exports_the_trained_model_and_onnxruntime_agrees(tour: tuple[TourContext, str]) -> None:
     context, output = tour
     deploy = context.results["deploy"]

@@ -23,6 +23,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_train_then_evaluate(tmp_path, capsys):
     out = tmp_path / "cnn-sst2"
     code = main(
@@ -61,6 +62,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes(tmp_path):
     out = tmp_path / "ddp"
     command = [

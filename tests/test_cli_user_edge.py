@@ -252,6 +252,7 @@ def test_building_the_parser_imports_neither_torch_nor_the_automata() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_builds_no_optimizer(checkpoint: Path) -> None:
     code = (
         "import sys; from kleene.cli import main; "

@@ -39,6 +39,7 @@ def documents_with_python() -> list[Path]:
 
 
 @pytest.mark.parametrize("path", documents_with_python(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.slow
 def test_python_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # the examples write files
     monkeypatch.setenv("MPLBACKEND", "Agg")

@@ -17,6 +17,7 @@ from kleene.nn import registered_models
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_the_check_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path: Path) -> None:
     if torch.cuda.is_available():  # pragma: no cover - the GPU run is the check itself, minutes long
         return

@@ -57,3 +57,10 @@ def test_test_sh_fails_when_no_test_runs(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = run_test_sh(tmp_path, str(tmp_path / "empty"))
     assert result.returncode != 0 and "collected no tests" in result.stderr
+
+
+def test_test_sh_prints_the_slowest_tests(tmp_path: Path) -> None:
+    (tmp_path / "test_two.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    result = run_test_sh(tmp_path, str(tmp_path), "--durations-min=0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "slowest 15 durations" in result.stdout

@@ -25,6 +25,7 @@ def _run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_wheel_installs_and_runs_from_another_directory(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     source = tmp_path / "source"  # a copy: building in place would leave build/ and *.egg-info in the tree

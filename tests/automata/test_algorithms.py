@@ -42,6 +42,7 @@ def epsilon_acyclic(a: WFSA) -> bool:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_capped_forward_equals_path_enumeration(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring))
     x = data.draw(strings)
@@ -52,6 +53,7 @@ def test_capped_forward_equals_path_enumeration(semiring: str, data: st.DataObje
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_exact_forward_equals_enumeration_when_epsilons_are_acyclic(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring))
     assume(epsilon_acyclic(a))
@@ -62,6 +64,7 @@ def test_exact_forward_equals_enumeration_when_epsilons_are_acyclic(semiring: st
 @pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "min-plus", "max-times", "boolean"])
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_exact_closure_is_the_limit_of_capped_closures(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, max_arcs=10))
     x = data.draw(strings)
@@ -77,6 +80,7 @@ def test_exact_closure_is_the_limit_of_capped_closures(semiring: str, data: st.D
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_viterbi_finds_the_best_enumerated_path(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, signed=False, max_arcs=6))
     x = data.draw(strings)
@@ -100,6 +104,7 @@ def test_viterbi_finds_the_best_enumerated_path(semiring: str, data: st.DataObje
 @pytest.mark.parametrize("semiring", ["max-plus", "max-times", "min-plus", "log"])
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_exact_viterbi_matches_enumeration_with_epsilon_cycles(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring))
     x = data.draw(strings)
@@ -111,6 +116,7 @@ def test_exact_viterbi_matches_enumeration_with_epsilon_cycles(semiring: str, da
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_all_spans_sums_every_substring(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring))
     x = data.draw(strings)
@@ -131,6 +137,7 @@ def test_all_spans_sums_every_substring(semiring: str, data: st.DataObject) -> N
 @pytest.mark.parametrize("semiring", ["max-plus", "min-plus", "max-times", "boolean"])
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_pathsum_of_idempotent_semirings_is_the_best_short_string(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, max_states=3, epsilons=False))
     try:
@@ -147,6 +154,7 @@ def test_pathsum_of_idempotent_semirings_is_the_best_short_string(semiring: str,
 
 @settings(max_examples=15, deadline=None)
 @given(a=wfsas("real", max_states=3, epsilons=False))
+@pytest.mark.slow
 def test_real_pathsum_is_the_limit_of_truncated_sums(a: WFSA) -> None:
     radius = np.max(np.abs(np.linalg.eigvals(np.abs(sum(a.transition_matrix(x) for x in ALPHABET)))))
     shrink = min(1.0, 0.2 / radius) if radius > 0 else 1.0

@@ -92,6 +92,7 @@ def _same_or_both_diverge(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("semiring", ["min-plus", "log", "max-plus", "max-times", "boolean"])
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_array_trim_push_and_determinism_equal_the_object_versions(semiring: str, data: st.DataObject) -> None:
     a = data.draw(symbol_wfsas(semiring))
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -109,6 +110,7 @@ def test_array_trim_push_and_determinism_equal_the_object_versions(semiring: str
 @pytest.mark.parametrize("semiring", ["min-plus", "log", "max-plus", "boolean"])
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_array_minimize_equals_the_object_version(semiring: str, data: st.DataObject) -> None:
     a = data.draw(symbol_wfsas(semiring, deterministic=data.draw(st.booleans())))
     if semiring != "boolean":  # round weights to a coarse grid, so that equal sums are equal and states merge
@@ -124,6 +126,7 @@ def test_array_minimize_equals_the_object_version(semiring: str, data: st.DataOb
 @pytest.mark.parametrize("semiring", ["min-plus", "log", "max-times"])
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_array_shortest_paths_equal_the_object_version(semiring: str, data: st.DataObject) -> None:
     a = data.draw(symbol_wfsas(semiring))
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -135,6 +138,7 @@ def test_array_shortest_paths_equal_the_object_version(semiring: str, data: st.D
         objects, key=lambda p: (round(float(p[1]), 9), p[0])) or len({round(float(w), 9) for _, w in arrays}) < 4
 
 
+@pytest.mark.slow
 def test_array_minimize_of_a_large_trie_equals_the_object_version(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 3000-word trie (tropical final costs): minimization merges its common suffixes; determinize leaves it."""
     rng = np.random.default_rng(0)
@@ -162,6 +166,7 @@ def test_array_minimize_of_a_large_trie_equals_the_object_version(monkeypatch: p
 @pytest.mark.parametrize("semiring", ["min-plus", "log", "max-plus", "max-times", "boolean"])
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_array_determinize_equals_the_subset_construction(semiring: str, data: st.DataObject) -> None:
     a = data.draw(symbol_wfsas(semiring))
     with pytest.MonkeyPatch.context() as monkeypatch:

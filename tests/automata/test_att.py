@@ -424,6 +424,7 @@ def test_values_without_an_openfst_form_name_the_arc() -> None:
 @pytest.mark.parametrize("with_table", [True, False])
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_write_then_read_keeps_every_score(semiring: str, with_table: bool, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring))
     table = SymbolTable(ALPHABET) if with_table else None

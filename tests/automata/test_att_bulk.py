@@ -56,6 +56,7 @@ needs_compiler = pytest.mark.skipif(native.library() is None, reason="no C++ com
 @needs_compiler
 @pytest.mark.parametrize("semiring, arc_type", [("min-plus", None), ("log", "log"), ("real", "log"),
                                                 ("max-plus", "tropical"), ("max-times", "tropical")])
+@pytest.mark.slow
 def test_compiled_reader_equals_general_reader(semiring: str, arc_type: str | None) -> None:
     rng = np.random.default_rng(1)
     weights = [w for w in WEIGHT_TEXTS if "inf" not in w.lower() and w != "1e400"]
@@ -91,6 +92,7 @@ def test_compiled_reader_sparse_ids_spaces_crlf_and_a_table() -> None:
     _same(read_att(text, "min-plus", symbols=table), _general(text, "min-plus", symbols=table))
 
 
+@pytest.mark.slow
 def test_bulk_readers_fall_back_to_the_general_readers_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     good = _text(rng, 3000, 6000, ["1.5", "2"]).splitlines()

@@ -61,6 +61,7 @@ def outcome(text: str, semiring: str) -> Any:
     ending=st.sampled_from(["\n", "\r\n"]),
     semiring=st.sampled_from(["min-plus", "log", "max-times"]),
 )
+@pytest.mark.slow
 def test_bulk_and_general_readers_accept_the_same_language(
     monkeypatch: pytest.MonkeyPatch, native_off: str, lines: list[tuple[list[str], str]], ending: str, semiring: str
 ) -> None:
@@ -71,6 +72,7 @@ def test_bulk_and_general_readers_accept_the_same_language(
 
 @pytest.mark.parametrize("native_off", ["", "1"], ids=["compiled", "numpy"])
 @pytest.mark.parametrize("weight", ["1_000", "١", "１", "٣.٥", "1_0.5"])
+@pytest.mark.slow
 def test_bulk_reader_refuses_what_the_general_reader_refuses(
     monkeypatch: pytest.MonkeyPatch, native_off: str, weight: str
 ) -> None:

@@ -61,6 +61,7 @@ def test_padding_never_changes_a_result(semiring: str, data: st.DataObject) -> N
 
 @pytest.mark.parametrize("semiring", FLOAT_SEMIRINGS)
 @pytest.mark.parametrize("cap", [None, 1])
+@pytest.mark.slow
 def test_gradcheck_every_weight(semiring: str, cap: int | None) -> None:
     torch.manual_seed(0)
     q, batch, steps = 3, 2, 4

@@ -19,6 +19,7 @@ from kleene.errors import ArgumentError, BudgetExceededError, FormatError, Kleen
 
 
 @pytest.mark.parametrize("text", ["(a*){1000}", "(a*){100000}", "(bad*){3000}", "a{100001}", "(a|b){0,}{99999999}"])
+@pytest.mark.slow
 def test_regex_repetition_has_an_arc_budget(text: str) -> None:
     with pytest.raises(BudgetExceededError, match="max_arcs=100000"):
         regex(text)

@@ -44,6 +44,7 @@ COUNT = int(os.environ.get("KLEENE_OPENFST_FUZZ", "200"))
 
 
 @pytest.mark.parametrize("operation", sorted(openfst_ops.CHECKS))
+@pytest.mark.slow
 def test_agrees_with_openfst_on_random_automata(operation: str) -> None:
     checked, skipped = openfst_ops.run(operation, COUNT, seed=0)
     # skipped: no twins property (kleene's budget is exceeded, so OpenFst would not terminate either)
@@ -85,6 +86,7 @@ def hankel_rank(a: WFSA) -> int:
 
 
 @pytest.mark.parametrize("seed", range(30))
+@pytest.mark.slow
 def test_reduce_returns_an_equivalent_automaton_of_hankel_rank(seed: int) -> None:
     rng = random.Random(seed)
     semiring = "real" if seed % 2 else "log"
@@ -221,6 +223,7 @@ def test_shortest_paths_ranks_log_and_real_weights_by_viterbi() -> None:
 
 
 @pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.slow
 def test_random_paths_follow_the_exact_probabilities(semiring: str) -> None:
     """Bins: every string up to length 4 expected at least 20 times, and all other strings together. Each bin's
     count is within 5 binomial standard deviations of N p (a union bound over the bins keeps a false alarm

@@ -114,6 +114,7 @@ def perturbed(a: WFSA, arc_index: int, factor: float) -> WFSA:
 @pytest.mark.parametrize("name", ["real", "log"])
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_rebuilt_automata_are_equivalent(name: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(name, max_states=3, max_arcs=6))
     b = data.draw(wfsas(name, max_states=3, max_arcs=6))
@@ -136,6 +137,7 @@ def test_rebuilt_automata_are_equivalent(name: str, data: st.DataObject) -> None
 @pytest.mark.parametrize("name", ["real", "log"])
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_random_pairs_agree_with_exhaustive_search(name: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(name, max_states=3, max_arcs=5))
     b = data.draw(wfsas(name, max_states=2, max_arcs=4))
@@ -146,6 +148,7 @@ def test_random_pairs_agree_with_exhaustive_search(name: str, data: st.DataObjec
 @pytest.mark.parametrize("name", ["real", "log"])
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_perturbed_automata_are_told_apart(name: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(name, max_states=3, max_arcs=6))
     assume(a.arcs)

@@ -108,6 +108,7 @@ def test_round_trip_of_a_small_automaton() -> None:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_round_trip_keeps_everything(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring))
     b = from_json(to_json(a, indent=data.draw(st.sampled_from([None, 2]))))
@@ -170,6 +171,7 @@ def same_expression(x: object, y: object) -> bool:
 
 @settings(max_examples=60, deadline=None)
 @given(a=symbolic_wfsas())
+@pytest.mark.slow
 def test_round_trip_of_symbolic_weights(a: WFSA) -> None:
     b = from_json(to_json(a))  # equal expressions: beta, gamma and E kept their declared meaning
     assert b.states == a.states and b.alphabet == a.alphabet

@@ -146,6 +146,7 @@ def _scale(a: WFSA, log_of: Any) -> float:
 @pytest.mark.parametrize("semiring", ["log", "real"])
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_scores_over_the_whole_float_range_match_log_space_brute_force(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wide_wfsas(semiring))
     log_of = _log_of(semiring)
@@ -168,6 +169,7 @@ def test_scores_over_the_whole_float_range_match_log_space_brute_force(semiring:
 @pytest.mark.parametrize("semiring", ["max-plus", "min-plus"])
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_tropical_scores_with_weights_up_to_1e4_match_brute_force(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wide_wfsas("log"))  # max-plus: the log automaton's best paths; min-plus: their costs
     b = WFSA(semiring, alphabet="ab")
@@ -357,6 +359,7 @@ def test_pathsum_epsilon_cap_counts_epsilons_in_a_row() -> None:
 @pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "min-plus", "max-times", "boolean"])
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_capped_pathsum_is_the_pathsum_of_the_capped_epsilon_removal(semiring: str, data: st.DataObject) -> None:
     """``remove_epsilon(a, cap=k)`` scores every string as ``score(..., epsilon_cap=k)``: equal pathsums."""
     a = data.draw(wfsas(semiring, max_states=3, max_arcs=5))
@@ -417,6 +420,7 @@ def test_batched_forward_log_with_an_epsilon_cycle_past_exps_range() -> None:
 
 
 @pytest.mark.parametrize("semiring", [LOG, REAL])
+@pytest.mark.slow
 def test_exact_closure_traces_under_torch_compile(semiring: Any) -> None:
     """No data-dependent branch: the closure compiles as one graph and agrees with eager mode, gradients too."""
     base = torch.tensor([[-800.0, -0.7, -2.0], [-1.5, -1e4, -0.3], [-0.9, -710.0, -1.2]], dtype=torch.float64)

@@ -67,6 +67,7 @@ def test_round_trip_of_the_sample() -> None:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_round_trip_keeps_everything(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring))
     assert_same(a, from_networkx(to_networkx(a)))

@@ -43,6 +43,7 @@ def total(semiring: str, values: list[Any]) -> Any:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+@pytest.mark.slow
 def test_operators_compute_the_rational_operations(semiring: str, data: st.DataObject) -> None:
     """``a | b`` is ⊕, ``a + b`` the Cauchy product and ``a & b`` the pointwise ⊗, checked path by path."""
     s = get_semiring(semiring)
@@ -133,6 +134,7 @@ def test_str_shows_predicates_and_expressions_without_expanding() -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(x=trees("min-plus", EIGHTHS, max_leaves=4), y=trees("min-plus", EIGHTHS, max_leaves=4))
+@pytest.mark.slow
 def test_tropical_operators_match_pynini(x: Node, y: Node) -> None:
     pynini = pytest.importorskip("pynini", reason="pynini (real OpenFst) is the oracle")
     a, b = regex(show(x), "min-plus", SIGMA, unit="char"), regex(show(y), "min-plus", SIGMA, unit="char")

@@ -88,6 +88,7 @@ def snapshot(wfsa: WFSA) -> tuple[Any, ...]:
 @pytest.mark.parametrize("name", SEMIRING_NAMES)
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_union_scores_the_sum(name: str, data: st.DataObject) -> None:
     a, b = data.draw(wfsas(name)), data.draw(wfsas(name))
     before = snapshot(a), snapshot(b)
@@ -167,6 +168,7 @@ def splits(x: Sequence[Hashable]) -> Iterator[tuple[list[Hashable], list[Hashabl
 @pytest.mark.parametrize("name", SEMIRING_NAMES)
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_concat_scores_the_sum_over_splits(name: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(name, epsilons=False))
     b = data.draw(wfsas(name, epsilons=False))
@@ -222,6 +224,7 @@ def near_divergence(semiring: Semiring, value: Any) -> bool:
 @pytest.mark.parametrize("name", SEMIRING_NAMES)
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_kleene_plus_and_star_score_the_sum_over_factorizations(name: str, data: st.DataObject) -> None:
     """With e = a(ε): plus(x) = ⊕ over cuts of x into m non-empty pieces of (e*)^(m+1) ⊗ Π a(piece),
     plus(ε) = e ⊗ e*, star(ε) = e*, star(x) = plus(x) otherwise."""
@@ -284,6 +287,7 @@ def test_kleene_star_of_a_divergent_empty_string_weight_names_a_cycle() -> None:
 @pytest.mark.parametrize("name", SEMIRING_NAMES)
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_intersect_scores_the_product(name: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(name, epsilons=False))
     b = data.draw(wfsas(name, epsilons=False))
@@ -301,6 +305,7 @@ def test_intersect_scores_the_product(name: str, data: st.DataObject) -> None:
 @pytest.mark.parametrize("name", IDEMPOTENT_NAMES)
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_intersect_with_epsilons_counts_each_pair_of_paths_once_idempotent(name: str, data: st.DataObject) -> None:
     """In these semirings every epsilon cycle weighs at most one (see strategies), so best paths need
     simple epsilon runs only: fewer than n in an operand, and in the product (a's run, then b's)
@@ -317,6 +322,7 @@ def test_intersect_with_epsilons_counts_each_pair_of_paths_once_idempotent(name:
 @pytest.mark.parametrize("name", ["real", "log"])
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_intersect_with_epsilon_cycles_counts_each_pair_of_paths_once(name: str, data: st.DataObject) -> None:
     """A filter that let both operands' epsilons interleave freely would count a pair of epsilon
     runs once per interleaving, and the real/log products would come out too large."""
@@ -432,6 +438,7 @@ def test_intersect_multiplies_symbolic_weights() -> None:
 @pytest.mark.parametrize("name", SEMIRING_NAMES)
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_reverse_scores_the_reversed_string(name: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(name))
     before = snapshot(a)
@@ -453,6 +460,7 @@ def test_reverse_scores_the_reversed_string(name: str, data: st.DataObject) -> N
 @pytest.mark.parametrize("cap", [0, 1, 2])
 @FEW
 @given(data=st.data())
+@pytest.mark.slow
 def test_remove_epsilon_with_a_cap_matches_capped_paths(name: str, cap: int, data: st.DataObject) -> None:
     a = data.draw(wfsas(name, max_arcs=8 if cap < 2 else 5))
     before = snapshot(a)
@@ -647,6 +655,7 @@ OPENFST_OPS = {
 @pytest.mark.parametrize("semiring", [MIN_PLUS, LOG])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
+@pytest.mark.slow
 def test_operations_agree_with_openfst(op: str, semiring: Semiring, data: st.DataObject) -> None:
     """Positive costs (min-plus) and probabilities below 0.45 (log) keep every closure convergent.
     OpenFst keeps weights in float32, hence the 1e-5 relative tolerance."""

@@ -156,6 +156,7 @@ def att_texts(draw: st.DrawFn, semiring: str, names: bool) -> str:
 @pytest.mark.parametrize("names", [False, True], ids=["ids", "names"])
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_att_text_means_the_same_in_kleene_and_openfst(
     semiring: str, names: bool, data: st.DataObject, openfst_symbols: Any
 ) -> None:
@@ -241,6 +242,7 @@ def pynini_symbols() -> Any:
 )
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_kleene_reads_what_openfst_prints(
     semiring: str, printing: dict[str, bool], infer: bool, data: st.DataObject
 ) -> None:

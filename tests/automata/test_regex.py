@@ -162,6 +162,7 @@ WORDS = [w for n in range(4) for w in product(SIGMA, repeat=n)] + [("a", "b", "a
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+@pytest.mark.slow
 def test_series_equals_the_definition_of_the_expression(semiring: str, data: st.DataObject) -> None:
     tree = data.draw(trees(semiring))
     unit = data.draw(st.sampled_from(["word", "char"]))
@@ -235,6 +236,7 @@ def test_printed_trees_parse_back_to_the_same_tree() -> None:
 @pytest.mark.parametrize("semiring", ["real", "log"])
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+@pytest.mark.slow
 def test_to_regex_round_trips_in_the_field_semirings(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, max_states=4, max_arcs=7))
     unit = data.draw(st.sampled_from(["word", "char"]))
@@ -246,6 +248,7 @@ def test_to_regex_round_trips_in_the_field_semirings(semiring: str, data: st.Dat
 @pytest.mark.parametrize("semiring", ["max-plus", "min-plus", "max-times", "boolean"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+@pytest.mark.slow
 def test_to_regex_round_trips_in_the_other_semirings(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, max_states=4, max_arcs=7, epsilons=False))
     text = to_regex(a)

@@ -29,6 +29,7 @@ def close(a: object, b: object) -> bool:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_score_batch_equals_brute_force(semiring: str, data: st.DataObject) -> None:
     wfsa = data.draw(wfsas(semiring, epsilons=False))
     batch = data.draw(st.lists(st.lists(st.sampled_from(("a", "b", "c")), max_size=4), max_size=5))
@@ -41,6 +42,7 @@ def test_score_batch_equals_brute_force(semiring: str, data: st.DataObject) -> N
 @pytest.mark.parametrize("semiring", ["real", "log", "min-plus", "max-plus"])
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_score_batch_with_epsilons_equals_score(semiring: str, data: st.DataObject) -> None:
     wfsa = data.draw(wfsas(semiring, epsilons=True))
     batch = data.draw(st.lists(st.lists(st.sampled_from(("a", "b", "c")), max_size=4), max_size=4))

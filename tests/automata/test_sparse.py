@@ -41,6 +41,7 @@ def dense(fn: Any, *args: Any, **kwargs: Any) -> Any:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_sparse_forward_equals_dense_and_enumeration(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, max_states=5, max_arcs=10))
     word = data.draw(st.lists(st.sampled_from(ALPHABET), max_size=4))
@@ -58,6 +59,7 @@ def test_sparse_forward_equals_dense_and_enumeration(semiring: str, data: st.Dat
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_sparse_pathsum_equals_dense(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, max_states=5, max_arcs=10))
     expected = dense(algorithms.pathsum, a)
@@ -234,6 +236,7 @@ def test_shortest_distance_equals_openfst(semiring: str, scale: float) -> None:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
+@pytest.mark.slow
 def test_sparse_viterbi_equals_dense(semiring: str, data: st.DataObject) -> None:
     a = data.draw(wfsas(semiring, max_states=5, max_arcs=10, signed=False))
     word = data.draw(st.lists(st.sampled_from(ALPHABET), max_size=4))
@@ -409,6 +412,7 @@ def agree(x: Any, y: Any, semiring: str, scale: float) -> bool:
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.slow
 def test_sparse_epsilon_closure_equals_closure_matrix(semiring: str) -> None:
     """On many random epsilon graphs (1-40 states, up to 3 epsilon arcs per state: components of every size, a
     divergent loop in one case of five), the sparse closure is the dense ``closure_matrix`` star, or both raise."""
@@ -430,6 +434,7 @@ def test_sparse_epsilon_closure_equals_closure_matrix(semiring: str) -> None:
 
 
 @pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "boolean"])
+@pytest.mark.slow
 def test_sparse_epsilon_closure_of_a_component_larger_than_a_dense_block(semiring: str) -> None:
     """A 270-state epsilon cycle with chords (one component above ``DENSE_BLOCK``: per-row solves)."""
     s = get_semiring(semiring)
@@ -468,6 +473,7 @@ def dense_transcription(a: WFSA) -> tuple[dict[tuple[int, int, Any], Any], dict[
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("closure", ["sparse", "dense"])
+@pytest.mark.slow
 def test_remove_epsilon_equals_the_dense_transcription_and_keeps_scores(
     semiring: str, closure: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -140,6 +140,7 @@ def bulk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 
 
 @pytest.mark.parametrize("semiring, arc_type", [("min-plus", None), ("log", "log"), ("real", "log")])
+@pytest.mark.slow
 def test_bulk_readers_hold_final_weights_in_a_vector(bulk: str, semiring: str, arc_type: str | None) -> None:
     text = _lexicon_text(np.random.default_rng(5))
     fast, general = read_att(text, semiring, arc_type=arc_type), _general(text, semiring, arc_type=arc_type)

@@ -198,6 +198,7 @@ def test_chunked_weight_functions(semiring: str) -> None:
 
 
 @pytest.mark.skipif(not HAVE_CPP, reason="no C++ compiler")
+@pytest.mark.slow
 def test_chunked_under_torch_compile() -> None:
     """``scan="chunked"`` traces into one graph (the kernels' custom ops and the torch scan), same loss and gradient;
     ``scan="auto"`` traces too (the sequential path: no thread count is read while tracing)."""

@@ -71,6 +71,7 @@ def ptx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.slow
 def test_nvcc_compiles_every_kernel_for_sm80(ptx: dict[str, str], variant: str) -> None:
     text = ptx[variant]
     assert ".target sm_80" in text
@@ -168,6 +169,7 @@ def _masked(y: torch.Tensor) -> torch.Tensor:
 @pytest.mark.usefixtures("host_compiler")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.slow
 def test_cuda_kernels_run_on_the_cpu_agree_with_reference(variant: str, dtype: torch.dtype) -> None:
     plan = _plan(variant)
     semiring = plan.semiring.name
@@ -208,6 +210,7 @@ def test_cuda_kernels_run_on_the_cpu_agree_with_reference(variant: str, dtype: t
 # ---------------------------------------------------------------------------------------------------------------
 # The cuda backend's build: nvcc straight to a shared library (no torch extension), loaded with ctypes
 # ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_nvcc_builds_a_launcher_library_that_loads_without_a_gpu() -> None:
     """The library the cuda backend builds (``build_cuda_library``, here for sm_80) loads with ctypes; a launch of
     no work returns, and a launch that needs the GPU this machine lacks is a CompileError naming the CUDA error."""

@@ -103,6 +103,7 @@ def _layers(semiring: str, d: int, seed: int) -> tuple[ISANLayer, ISANLayer]:
 
 @pytest.mark.parametrize("with_h0", [True, False])
 @pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.slow
 def test_isan_layer_kernel_matches_the_torch_loop(semiring: str, with_h0: bool) -> None:
     """Outputs, final states and every gradient (input, weights, h0) of the layer on both backends; without h0 the
     units start at the semiring's zero (-inf in the log-domain semirings: its products and their gradients too)."""
@@ -158,6 +159,7 @@ def test_select_sends_a_tie_to_the_first_term() -> None:
 
 
 @pytest.mark.parametrize("semiring", ["log", "max-plus"])
+@pytest.mark.slow
 def test_opcheck(semiring: str) -> None:
     storage = get_semiring(semiring).storage
     forward, _ = dense_ops(storage)
@@ -202,6 +204,7 @@ def interpreter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.slow
 def test_triton_interpreter_matches_the_cpp_kernel(interpreter: None, semiring: str) -> None:
     storage = get_semiring(semiring).storage
     w, off, c0 = _inputs(semiring, 3, 4, 5, seed=8)  # d = 5: a padded block of 8
@@ -221,6 +224,7 @@ def test_triton_interpreter_matches_the_cpp_kernel(interpreter: None, semiring: 
         torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-11)
 
 
+@pytest.mark.slow
 def test_nvcc_compiles_the_dense_kernels_for_sm80(tmp_path: Path) -> None:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -311,6 +315,7 @@ extern "C" void emulate_backward(const double* W, const double* off, const int64
 
 
 @pytest.mark.parametrize("semiring", ["real", "log", "max-plus", "min-plus"])
+@pytest.mark.slow
 def test_cuda_kernels_run_on_the_cpu_agree_with_the_cpp_kernel(semiring: str, tmp_path: Path) -> None:
     """3 threads a block over d = 5 (rows and columns strided), forward and backward, against the CPU kernel."""
     import ctypes

@@ -114,6 +114,7 @@ def _within_precision(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype,
 
 @pytest.mark.parametrize("mode", ["bfloat16", "float16", "autocast"])
 @pytest.mark.parametrize("name", MODELS)
+@pytest.mark.slow
 def test_registry_models_train_in_half_precision(name: str, mode: str) -> None:
     torch.manual_seed(3)
     tokens, lengths = torch.randint(2, VOCAB, (4, 6)), torch.tensor([6, 3, 1, 0])

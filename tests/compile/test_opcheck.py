@@ -21,6 +21,7 @@ pytestmark = pytest.mark.cpp
 
 
 @pytest.mark.parametrize(("semiring", "output"), [("log", "steps"), ("max-plus", "sum")])
+@pytest.mark.slow
 def test_opcheck(semiring: str, output: str) -> None:
     gen = torch.Generator().manual_seed(21)
     module = compile(
@@ -42,6 +43,7 @@ def test_opcheck(semiring: str, output: str) -> None:
         torch.library.opcheck(forward, args)
 
 
+@pytest.mark.slow
 def test_module_under_torch_compile() -> None:
     gen = torch.Generator().manual_seed(22)
     module = compile(Template.from_wfsa(paper_automaton_f()), "real", 4, "cpp")

@@ -116,19 +116,20 @@ def test_gradcheck(kind: str) -> None:
 
 
 def test_empty_batch_and_empty_sequences() -> None:
-    template = with_output_map(Template.from_wfsa(paper_automaton_f("log")), "bias")
-    module = compile(template, "log", 3, "cpp").double()
-    constants = torch.randn(1, 3, dtype=torch.float64)
-    h, final = module(torch.zeros(0, 4, len(template.slots), 3, dtype=torch.float64), None, output_constants=constants)
-    assert h.shape == (0, 4, 3) and final.shape == (0, 4, 3)
-    slots = torch.zeros(2, 0, len(template.slots), 3, dtype=torch.float64, requires_grad=True)
+    # the kernel of test_gradcheck[bias] (the same template and options: a cold cache builds it once)
+    template = with_output_map(Template.from_wfsa(paper_automaton_f("real")), "bias")
+    module = compile(template, "real", 4, "cpp", bidirectional=True).double()
+    constants = torch.randn(1, 4, dtype=torch.float64)
+    h, final = module(torch.zeros(0, 4, len(template.slots), 4, dtype=torch.float64), None, output_constants=constants)
+    assert h.shape == (0, 4, 4) and final.shape == (0, 4, 4)
+    slots = torch.zeros(2, 0, len(template.slots), 4, dtype=torch.float64, requires_grad=True)
     h, _ = module(slots, torch.tensor([0, 0]), output_constants=constants)
-    assert h.shape == (2, 0, 3)
+    assert h.shape == (2, 0, 4)
 
 
 def test_opcheck() -> None:
     template = with_output_map(Template.from_wfsa(paper_automaton_f("real")), "gated")
-    module = compile(template, "real", 3, "cpp").double()
+    module = compile(template, "real", 3, "cpp", bidirectional=True).double()  # test_gradcheck[gated]'s kernel
     set_constants(module, torch.Generator().manual_seed(6))
     forward, _ = custom_ops(module.plan)
     slots, constants = _inputs("real", template, 2, 5, 3, seed=9)

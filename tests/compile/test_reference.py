@@ -120,6 +120,7 @@ def test_padding_never_changes_results() -> None:
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("output", ["steps", "sum"])
+@pytest.mark.slow
 def test_gradcheck(semiring: str, output: str) -> None:
     """float64 gradcheck through slots, h0 and the constants (epsilon closure included)."""
     gen = torch.Generator().manual_seed(6)

@@ -84,6 +84,7 @@ def _agree(kernel, ref, slots: torch.Tensor, lengths: torch.Tensor, h0: torch.Te
 @pytest.mark.usefixtures("interpreter")
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("seed", range(3))
+@pytest.mark.slow
 def test_random_templates_agree_with_reference(semiring: str, seed: int) -> None:
     """Random topologies with epsilon arcs (cycles allowed), every output mode, both directions, h0."""
     rng = random.Random(400 + seed)
@@ -184,6 +185,7 @@ def test_float32_blocks_and_bidirectional_split(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.usefixtures("interpreter")
 @pytest.mark.parametrize("semiring", ["real", "log"])
+@pytest.mark.slow
 def test_gradcheck(semiring: str) -> None:
     """float64 gradcheck (fast mode: random projections) of the generated backward (F: epsilon, two finals,
     restart, bidirectional, h0)."""

@@ -102,6 +102,7 @@ TEXTS = st.text(alphabet="ab C\t\r,\"'é…", max_size=8)
 @pytest.mark.filterwarnings("ignore::kleene.data.DataWarning")  # tiny files: few examples per class
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(LABELS, TEXTS), max_size=25), suffix=st.sampled_from([".tsv", ".txt"]))
+@pytest.mark.slow
 def test_fuzz_labelled_files(rows: list[tuple[str, str]], suffix: str, tmp_path: Path) -> None:
     path = write(tmp_path / f"fuzz{suffix}", "\n".join(f"{label}\t{text}" for label, text in rows))
     # the oracle reads each written line directly: split at the first tab, skip blank lines
@@ -148,6 +149,7 @@ def test_fuzz_arbitrary_bytes_give_data_or_a_kleene_error(raw: bytes, suffix: st
 VENDORED_TREC = Path(__file__).resolve().parents[2] / "src" / "kleene" / "data" / "vendor" / "trec"
 
 
+@pytest.mark.slow
 def test_sopa_trains_on_trec_through_data_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A user's folder of TREC's original files (the vendored copy, unpacked as the source distributes it)."""
     torch.set_num_threads(1)

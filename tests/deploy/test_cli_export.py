@@ -27,6 +27,7 @@ def checkpoint(directory: Path, name: str = "qrnn", labels: list[str] | None = N
     return model
 
 
+@pytest.mark.slow
 def test_export_onnx_writes_the_model_and_its_sidecar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = checkpoint(tmp_path / "ckpt", labels=["neg", "neutral", "pos"])
     out = tmp_path / "model.onnx"
@@ -45,6 +46,7 @@ def test_export_onnx_writes_the_model_and_its_sidecar(tmp_path: Path, capsys: py
         assert_close(torch.from_numpy(np.asarray(logits)), model(tokens, lengths), 1e-5)
 
 
+@pytest.mark.slow
 def test_export_torch_program_and_labels_option(tmp_path: Path) -> None:
     model = checkpoint(tmp_path / "ckpt", "cnn")
     out = tmp_path / "model.pt2"
@@ -86,6 +88,7 @@ def test_checkpoint_labels_come_from_the_model_the_metadata_or_the_data_set() ->
     assert checkpoint_labels({}) == []
 
 
+@pytest.mark.slow
 def test_export_never_replaces_files_without_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     checkpoint(tmp_path / "ckpt", "cnn")
     out = tmp_path / "model.onnx"

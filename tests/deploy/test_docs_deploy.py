@@ -20,6 +20,7 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
 
 
+@pytest.mark.slow
 def test_deploy_doc_runs_and_its_onnxruntime_example_equals_eager(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,7 @@ from tests.deploy.zoo import UNSEEN, WORDS, assert_close, batch, model_names, sm
 ort = pytest.importorskip("onnxruntime")
 
 @pytest.mark.parametrize("name", model_names())
+@pytest.mark.slow
 def test_torch_export_matches_eager_on_unseen_shapes(name: str) -> None:
     model = small_model(name)
     program = export_program(model).module()
@@ -38,6 +39,7 @@ def check_compiled(name: str, backend: str) -> None:
 
 
 @pytest.mark.parametrize("name", model_names())
+@pytest.mark.slow
 def test_torch_compile_traces_every_model_in_one_graph(name: str) -> None:
     """Dynamo and AOT autograd (the kernels' fake implementations), without inductor's code generation."""
     check_compiled(name, "aot_eager")
@@ -51,6 +53,7 @@ def test_torch_compile_inductor(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", model_names())
+@pytest.mark.slow
 def test_onnx_matches_eager_on_unseen_shapes(name: str, tmp_path: Path) -> None:
     model = small_model(name)
     path = export_onnx(model, tmp_path / f"{name}.onnx")

@@ -61,6 +61,7 @@ def vectors(words: list[str], features: np.ndarray, sentence: list[str], dtype: 
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.slow
 def test_linear_rnn_matches_torch_rnn(sst2: Any, dtype: torch.dtype) -> None:
     sentences, words, features = sst2
     features = np.abs(features)  # nonnegative inputs and weights: ReLU(z) = z along every run
@@ -153,6 +154,7 @@ def test_qrnn_window_one(sst2: Any, dtype: torch.dtype) -> None:
         assert np.max(np.abs(gate * scores[b, : len(s)] - hidden[b].detach().numpy())) < TOLERANCE[dtype]
 
 
+@pytest.mark.slow
 def test_qrnn_window_two_tracks_the_previous_word(sst2: Any) -> None:
     sentences, words, features = sst2
     few = sentences[:4]
@@ -276,6 +278,7 @@ LAYERS = {
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", sorted(LAYERS))
+@pytest.mark.slow
 def test_kleene_layers(sst2: Any, name: str, dtype: torch.dtype) -> None:
 
     sentences, words, features = sst2
@@ -316,6 +319,7 @@ def test_maxplus_export_scores_in_openfst(sst2: Any, tmp_path: Any) -> None:
             assert math.isclose(-cost, scores[b, len(s) - 1, unit], rel_tol=1e-5, abs_tol=1e-5)  # float32 in OpenFst
 
 
+@pytest.mark.slow
 def test_cli_extract(tmp_path: Any, capsys: Any) -> None:
 
     torch.set_num_threads(1)

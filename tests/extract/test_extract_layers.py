@@ -240,6 +240,7 @@ SOPA_CASES = [
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("options", SOPA_CASES, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.slow
 def test_sopa_document_scores(sst2: Any, options: dict[str, Any], dtype: torch.dtype) -> None:
     sentences, words, features = small_vocabulary(sst2, 12)
     model = sopa_model(words, features, dtype, **options)
@@ -266,6 +267,7 @@ def test_sopa_reference_zero_floors_the_score(sst2: Any) -> None:
     assert from_sopa(model, words).verify_documents(documents, scores) < 1e-10
 
 
+@pytest.mark.slow
 def test_sopa_symbolic_and_constant_automata_agree(sst2: Any) -> None:
     sentences, words, features = sst2
     model = sopa_model(words, features, torch.float64, mode="paper", semiring="max-times")
@@ -301,6 +303,7 @@ def openfst_score(fst: Any, text: str, arc_type: str, table: dict[str, int], sen
 
 
 @pytest.mark.parametrize(("semiring", "arc_type"), [("max-times", "standard"), ("real", "log")])
+@pytest.mark.slow
 def test_sopa_exports_in_openfst(sst2: Any, tmp_path: Any, semiring: str, arc_type: str) -> None:
     """Max-times patterns are tropical automata (cost = −log-score); real ones log automata (cost = −log count)."""
     pytest.importorskip("pynini", reason="pynini (real OpenFst) is the oracle of AT&T exports")
@@ -372,6 +375,7 @@ def test_layer_json_round_trip_and_dot(sst2: Any, tmp_path: Any, kind: str) -> N
 # -- the command --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_extract_sopa_trained(tmp_path: Any, capsys: Any) -> None:
     torch.set_num_threads(1)
     checkpoint = tmp_path / "sopa"

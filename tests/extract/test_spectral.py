@@ -90,6 +90,7 @@ def test_singular_value_plot(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("grammar", [1, 2, 4, 7])
+@pytest.mark.slow
 def test_tomita_lstm_extraction(grammar: int) -> None:
     """≥95% agreement with the trained LSTM on held-out strings of length ≤ 20, compared with the grammar."""
     torch.set_num_threads(1)

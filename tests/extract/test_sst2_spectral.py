@@ -218,6 +218,7 @@ def test_polarity_classes_are_ordered_by_the_single_word_logit() -> None:
     assert negative and positive and max(negative) <= min(positive)
 
 
+@pytest.mark.slow
 def test_quick_example_runs_and_reuses_its_checkpoint(tmp_path: Path) -> None:
     torch.set_num_threads(1)
     example = load_example()

@@ -38,6 +38,7 @@ def test_every_parameter_of_every_model_is_trainable() -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="gloo over torchrun is tested on Linux")
+@pytest.mark.slow
 def test_torchrun_trains_every_registered_model_with_identical_parameters() -> None:
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCRIPT)]

@@ -360,6 +360,7 @@ def test_delayed_loss_mask():
 # -- the sequence-reversal example ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_reversal_example_runs_and_reports_the_analytic_bound(tmp_path):
     import json
     import subprocess

@@ -43,6 +43,7 @@ def test_hidden_size_for_budget_refuses_an_unreachable_budget(scripts: tuple[Mod
         table5.hidden_size_for_budget(lambda h: h, 1000, largest=64)
 
 
+@pytest.mark.slow
 def test_default_budgets_are_matched_within_one_percent(scripts: tuple[ModuleType, ModuleType]) -> None:
     table5, lm = scripts
     shared = {"embedding_dropout": 0.2, "vertical_dropout": 0.2, "recurrent_dropout": 0.2}
@@ -61,6 +62,7 @@ def test_default_budgets_are_matched_within_one_percent(scripts: tuple[ModuleTyp
         assert abs(parameters - 250_000) / 250_000 < 0.01, (model, parameters)
 
 
+@pytest.mark.slow
 def test_table5_quick_run_writes_every_model(scripts: tuple[ModuleType, ModuleType], tmp_path: Path) -> None:
     table5, _ = scripts
     assert table5.main(["--quick", "--no-progress", "--out", str(tmp_path)]) == 0
@@ -80,6 +82,7 @@ def test_table5_quick_run_writes_every_model(scripts: tuple[ModuleType, ModuleTy
     assert (tmp_path / "rrnn_table5.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_lm_quick_run_writes_every_model(scripts: tuple[ModuleType, ModuleType], tmp_path: Path) -> None:
     _, lm = scripts
     assert lm.main(["--quick", "--no-progress", "--out", str(tmp_path)]) == 0

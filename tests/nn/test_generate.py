@@ -97,6 +97,7 @@ def test_sampling_is_seeded_and_top1_is_greedy(model: torch.nn.Module) -> None:
     assert generate(model, [1, 2], 10, strategy="sample", top_k=1, seed=3).tokens == generate(model, [1, 2], 10).tokens
 
 
+@pytest.mark.slow
 def test_sampling_follows_the_tempered_softmax(model: torch.nn.Module) -> None:
     temperature, draws = 0.7, 3000
     with torch.no_grad():

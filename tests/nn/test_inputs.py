@@ -167,6 +167,7 @@ def documents(draw: st.DrawFn) -> list[list[int]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(MODELS), documents())
+@pytest.mark.slow
 def test_fuzz_a_batch_equals_its_documents_alone(name: str, docs: list[list[int]]) -> None:
     model = tiny(name)
     steps = max((len(d) for d in docs), default=0)

@@ -41,6 +41,7 @@ def test_cell(name: str, semiring: str) -> None:
     assert GENERATOR.cell(name, semiring) == DOCUMENTED[(name, semiring)]
 
 
+@pytest.mark.slow
 def test_table_is_the_generated_one() -> None:
     assert len(DOCUMENTED) == len(GENERATOR.LAYERS) * len(GENERATOR.SEMIRINGS)
     assert GENERATOR.table() == (ROOT / "docs" / "layer-semirings.md").read_text(encoding="utf-8")

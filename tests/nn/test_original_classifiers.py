@@ -239,6 +239,7 @@ def test_convert_needs_the_word_list(tmp_path: Path, capsys: Any) -> None:
     assert "pass --vocab FILE" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_convert_refusals_are_one_line(tmp_path: Path, capsys: Any) -> None:
     _, state = sru_model(1, 2, use_tanh=True)
     state["encoder.rnn_lst.0.weight_c"] = torch.full_like(state["encoder.rnn_lst.0.weight_c"], 0.3)  # SRU v2

@@ -123,6 +123,7 @@ def test_encoder_decoder_attention_ignores_source_padding_and_uses_the_source() 
         assert not torch.allclose(model(changed, lengths, target, target_lengths)[0], base[0])
 
 
+@pytest.mark.slow
 def test_encoder_decoder_learns_to_copy() -> None:
     torch.manual_seed(0)
     model = QRNNEncoderDecoder(8, 8, hidden_size=32, num_layers=1, window=1)
@@ -153,5 +154,6 @@ def test_gradcheck_and_errors() -> None:
         QRNNLayer(3, 2, pooling="fx")
 
 
+@pytest.mark.slow
 def test_classifier_trains_on_real_sst2() -> None:
     assert sst2_loss_ratio(lambda v, c: QRNNClassifier(v, c, hidden_size=32)) < 0.85

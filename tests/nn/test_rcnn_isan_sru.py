@@ -154,5 +154,6 @@ def test_rcnn_order_error() -> None:
     ],
     ids=["sru", "rcnn", "isan"],
 )
+@pytest.mark.slow
 def test_classifiers_train_on_real_sst2(build, epochs: int, size: int) -> None:  # type: ignore[no-untyped-def]
     assert sst2_loss_ratio(build, epochs=epochs, size=size) < 0.85

@@ -137,6 +137,7 @@ def test_unknown_kind() -> None:
 
 
 @pytest.mark.parametrize("kind", ["B", "B-maxplus", "C", "F"])
+@pytest.mark.slow
 def test_classifier_trains_on_real_sst2(kind: str) -> None:
     from kleene.data import Vocabulary, classification_batches, glove_matrix, load
 
@@ -162,6 +163,7 @@ def test_classifier_trains_on_real_sst2(kind: str) -> None:
     assert total_loss() < 0.85 * before
 
 
+@pytest.mark.slow
 def test_language_model_trains_on_tiny_shakespeare() -> None:
     from kleene.data import Vocabulary, load
 

@@ -194,6 +194,7 @@ def test_layer_norm_normalises_every_layer_and_keeps_padding_zero() -> None:
         RationalStack(3, 1, lambda size, index: RRNNLayer(size, 2, backend="torch"), layer_norm="yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_cli_trains_rrnn_f_in_max_plus_with_layer_norm(tmp_path: Any) -> None:
     from kleene.cli import main
 

@@ -89,6 +89,7 @@ def test_one_kernel_for_many_rules() -> None:
 
 
 @pytest.mark.parametrize("leak", [None, 1e-3])
+@pytest.mark.slow
 def test_untrained_classifier_predicts_the_rules_on_trec(leak: float | None) -> None:
     data = load_classification("trec")
     vocab = Vocabulary.build([[t for e in data.train for t in e.tokens]])
@@ -109,6 +110,7 @@ def test_untrained_classifier_predicts_the_rules_on_trec(leak: float | None) -> 
 
 @pytest.mark.parametrize("leak", [None, 1e-3])
 @pytest.mark.parametrize("backend", ["torch", "cpp"])
+@pytest.mark.slow
 def test_gradcheck_through_the_rule_initialised_layer(backend: str, leak: float | None) -> None:
     automata = [regex("what . of | who", "log"), regex("[how who] [^the]* big", "log"), *user_automata("log")]
     layer = AutomatonLayer(automata, WORDS, 3, backend=backend, leak=leak).double()
@@ -224,6 +226,7 @@ def test_bad_layer_inputs() -> None:
         AutomatonLayer([regex("()", "real")], WORDS, 4)
 
 
+@pytest.mark.slow
 def test_cli_trains_from_a_rules_file_and_reports_the_rules(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -261,6 +264,7 @@ def test_a_leak_keeps_the_rules_predictions_and_lets_words_in() -> None:
         RegexClassifier.from_rules(rules, WORDS, leak=0.7)
 
 
+@pytest.mark.slow
 def test_tour_section_round_trip(tmp_path: Path) -> None:
     from rich.console import Console
 
@@ -294,6 +298,7 @@ def test_the_layer_checks_its_inputs() -> None:
         AutomatonLayer([regex("who", "max-times")], WORDS, 4, leak=True)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_the_experiment_at_its_smallest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(TREC_RULES.parents[1]))
     import rules_trec  # type: ignore[import-not-found]

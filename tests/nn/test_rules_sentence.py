@@ -71,6 +71,7 @@ def batch(rows: list[list[str]], vocab: Vocabulary) -> tuple[torch.Tensor, torch
     return ids, lengths
 
 
+@pytest.mark.slow
 def test_sentence_rules_and_priorities_compile_to_exactly_the_rules_predictions() -> None:
     rows = sentences()
     vocab = Vocabulary(WORDS)

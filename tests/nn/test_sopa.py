@@ -317,6 +317,7 @@ def test_every_parameter_gets_a_gradient(mode: str, shared: str | None) -> None:
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
 
 
+@pytest.mark.slow
 def test_sopa_trains_on_real_sst2() -> None:
     from kleene.data import Vocabulary, classification_batches, glove_matrix, load
 

@@ -109,6 +109,7 @@ def test_gradcheck_tiny() -> None:
     assert torch.autograd.gradcheck(run, (slots, params, h0))
 
 
+@pytest.mark.slow
 def test_opcheck() -> None:
     torch.manual_seed(7)
     bank = SoftPatterns(2, {2: 1, 4: 3}, semiring="log", backend="cpp").double()

@@ -122,6 +122,7 @@ def test_stream_batches_read_contiguous_rows() -> None:
     assert [b.lengths.tolist() for b in batches] == [[4, 4, 4], [4, 4, 4], [1, 1, 1]]
 
 
+@pytest.mark.slow
 def test_the_trainer_carries_states_through_the_stream() -> None:
     """With carry_state, the windowed evaluation equals the loss of each contiguous row run whole."""
     from kleene.errors import TrainingError

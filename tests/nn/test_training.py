@@ -120,6 +120,7 @@ def test_checkpoint_rejects_everything_else(tmp_path):
 # -- training ---------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cnn_loss_falls_on_sst2(tmp_path):
     config = TrainConfig(epochs=1, max_steps=60, batch_size=64, eval_every=30, progress=False, seed=0)
     model, data, vocab, kwargs = prepare("cnn", "sst2", model_kwargs={"channels": 50}, seed=0)
@@ -217,6 +218,7 @@ def _ddp_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
     torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_distributed_ranks_keep_identical_parameters(tmp_path):
     mp.start_processes(_ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True, start_method="spawn")
     ranks = [load_file(tmp_path / f"rank{rank}.safetensors") for rank in (0, 1)]

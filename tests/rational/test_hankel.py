@@ -61,6 +61,7 @@ def test_rational_ranks_do_not_depend_on_precision_but_nonrational_ones_grow() -
     assert high["gru"] > low["gru"] > 3
 
 
+@pytest.mark.slow
 def test_lstm_ranks_keep_growing() -> None:
     evidence = hankel_evidence(zoo.lstm(), ["a", "b"], max_length=5)
     assert not evidence.stabilised and evidence.ranks[-1] > evidence.ranks[-2] > evidence.ranks[-3]

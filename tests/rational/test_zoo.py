@@ -111,6 +111,7 @@ def test_rrnn_f_recurrence_matches_the_forward_equations_of_5_1() -> None:
         assert rec.run(list(xs), env)[-1]["c"] == pytest.approx(env["p1"] * z1 + env["p2"] * z2)
 
 
+@pytest.mark.slow
 def test_docs_prover_code_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Python blocks of docs/prover.md run in sequence (so the document cannot rot)."""
     text = (Path(__file__).parents[2] / "docs" / "prover.md").read_text()

@@ -196,6 +196,7 @@ def check_match(model: SoPaClassifier, tokens: list[str], match: PhraseMatch) ->
 # Exactness
 # ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("mode", "semiring"), CONFIGS)
+@pytest.mark.slow
 def test_the_enumeration_oracle_reproduces_the_models_scores(mode: str, semiring: str) -> None:
     model = sopa(mode, semiring)
     for tokens in corpus(5):
@@ -205,6 +206,7 @@ def test_the_enumeration_oracle_reproduces_the_models_scores(mode: str, semiring
 
 
 @pytest.mark.parametrize(("mode", "semiring"), CONFIGS)
+@pytest.mark.slow
 def test_each_patterns_best_match_is_the_best_span(mode: str, semiring: str) -> None:
     model = sopa(mode, semiring)
     for tokens in corpus(6, seed=1):
@@ -224,6 +226,7 @@ def test_each_patterns_best_match_is_the_best_span(mode: str, semiring: str) -> 
 
 
 @pytest.mark.parametrize(("mode", "semiring"), CONFIGS)
+@pytest.mark.slow
 def test_top_phrases_are_the_corpus_best_distinct_spans(mode: str, semiring: str) -> None:
     model = sopa(mode, semiring, seed=2)
     documents = corpus(8, seed=3)

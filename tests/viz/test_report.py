@@ -108,6 +108,7 @@ def check_elements(text: str) -> None:
     assert len(page.with_class("chosen")) == 1  # the threshold of the hard patterns shown
 
 
+@pytest.mark.slow
 def test_report_is_self_contained_and_complete(report: Report) -> None:
     text = report.text
     page = Elements(text)
@@ -123,6 +124,7 @@ def test_report_is_self_contained_and_complete(report: Report) -> None:
     assert "sst2" in text and "dev accuracy" in text
 
 
+@pytest.mark.slow
 def test_report_pattern_sections_follow_the_model(report: Report) -> None:
     text = report.text
     checkpoint = load_checkpoint(report.checkpoint)
@@ -137,6 +139,7 @@ def test_report_pattern_sections_follow_the_model(report: Report) -> None:
     assert [h.count("<th>") - 1 for h in phrase_tables] == [n - 1 for n in lengths]  # a column per main-path arc
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(report: Report, tmp_path: Path) -> None:
     chromium = shutil.which("chromium")
     if chromium is None:
@@ -171,6 +174,7 @@ def test_report_renders_in_headless_chromium(report: Report, tmp_path: Path) -> 
     check_elements(dom.stdout)
 
 
+@pytest.mark.slow
 def test_report_of_a_model_without_patterns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     checkpoint = train(tmp_path / "cnn", "cnn", "channels=4")
     page = tmp_path / "cnn.html"
@@ -182,6 +186,7 @@ def test_report_of_a_model_without_patterns(tmp_path: Path, capsys: pytest.Captu
     assert 'id="curves"' in text and text.count("<svg") == 1 and 'class="pattern"' not in text
 
 
+@pytest.mark.slow
 def test_report_errors(report: Report, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     checkpoint = str(report.checkpoint)
     assert main(["report", checkpoint, "--data", "ptb", "-o", str(tmp_path / "x.html"), "--no-progress"]) == 1
@@ -202,6 +207,7 @@ def test_report_errors(report: Report, tmp_path: Path, capsys: pytest.CaptureFix
     ("semiring", "mode", "shared"),
     [("max-plus", "reference", None), ("real", "paper", None), ("max-times", "reference", "global")],
 )
+@pytest.mark.slow
 def test_report_in_other_semirings_and_modes(semiring: str, mode: str, shared: str | None) -> None:
     """An untrained model held in memory: the sections adapt to the semiring (real: the best path's share of each
     span; identity encoder: hard thresholds relative to each arc's best word)."""

@@ -403,6 +403,10 @@ def all_spans(
 
     In the real semiring this is the expected count of matches; in max semirings
     the best match. ``ends[j-1]`` sums the spans ending at ``j``.
+
+    Raises:
+        ArgumentError: ``epsilon_cap`` is neither None nor an integer >= 0.
+        AlphabetError: a symbol outside the declared alphabet (named, with its position).
     """
     check_epsilon_cap(epsilon_cap, "all_spans")
     stepper = _stepper(wfsa, env, epsilon_cap)
@@ -740,6 +744,11 @@ def score_symbolic(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | N
     ``mu(x)``); pass sympy symbols (``x1, x2, ...``) to get the papers' general
     formulas. Constants stay numbers. The result uses the semiring's symbolic
     operations (``Add``/``Mul`` for real, ``Max``/``Add`` for max-plus, ...).
+
+    Caution:
+        Neither ``symbols`` nor ``epsilon_cap`` is checked: a symbol outside the alphabet is read like any other
+        (``ANY`` arcs take it), and an epsilon cycle's closure is the semiring's symbolic star, whether or not its
+        series converges for the values later substituted.
     """
     s = wfsa.semiring
     closure = _sym_closure(wfsa, epsilon_cap)

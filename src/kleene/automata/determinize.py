@@ -354,7 +354,11 @@ def _check_budget(max_states: int, delta: float, operation: str) -> None:
 
 def is_deterministic(a: WFSA) -> bool:
     """Whether ``a`` has at most one initial state, no epsilon arc, and out of every state labels accepting
-    pairwise disjoint sets of symbols (over ``a``'s alphabet)."""
+    pairwise disjoint sets of symbols (over ``a``'s alphabet).
+
+    Caution:
+        ``a`` must be a ``WFSA``; weights play no part (a zero-weight arc still counts).
+    """
     from .sparse import array_store, is_deterministic_store
 
     store = array_store(a)

@@ -155,7 +155,12 @@ def to_document(wfsa: WFSA) -> dict[str, Any]:
 
 
 def to_json(wfsa: WFSA, indent: int | None = 2) -> str:
-    """``wfsa`` as JSON text (``from_json`` reads it back to an equal automaton)."""
+    """``wfsa`` as JSON text (``from_json`` reads it back to an equal automaton).
+
+    Raises:
+        FormatError: a label, or a name in a symbolic weight, that has no JSON form (the message names it).
+        AlphabetError: a symbol that is neither a string nor an integer.
+    """
     return json.dumps(to_document(wfsa), indent=indent, ensure_ascii=False, allow_nan=False)
 
 

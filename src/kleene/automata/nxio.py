@@ -20,7 +20,12 @@ from kleene.errors import AlphabetError, FormatError, UnknownStateError, WeightE
 
 
 def to_networkx(wfsa: WFSA) -> nx.MultiDiGraph:
-    """The automaton as a ``networkx.MultiDiGraph`` (see the module docstring)."""
+    """The automaton as a ``networkx.MultiDiGraph`` (see the module docstring).
+
+    Caution:
+        The graph shares the arcs' label and weight objects with ``wfsa`` (sympy weights are immutable; nothing is
+        copied).
+    """
     graph = nx.MultiDiGraph(semiring=wfsa.semiring.name, alphabet=wfsa.alphabet, name=wfsa.name)
     for q, name in enumerate(wfsa.states):
         graph.add_node(

@@ -279,7 +279,7 @@ def kleene_plus(a: WFSA) -> WFSA:
     Built on ``a``'s own states by epsilon arcs from each final state back to each
     initial state (weight ``rho ⊗ lambda``).
 
-    Note:
+    Caution:
         When ``a`` accepts the empty string the sum over factorizations is
         infinite: scoring with exact epsilon closure then needs ``a(ε)*`` to
         converge, and raises ``DivergenceError`` otherwise.
@@ -295,7 +295,7 @@ def kleene_plus(a: WFSA) -> WFSA:
 def kleene_star(a: WFSA) -> WFSA:
     """``ε ⊕ kleene_plus(a)``: adds one state ``star`` that is initial and final with weight one.
 
-    Note:
+    Caution:
         See ``kleene_plus`` on automata that accept the empty string.
     """
     out = kleene_plus(a)
@@ -309,7 +309,7 @@ def kleene_star(a: WFSA) -> WFSA:
 def reverse(a: WFSA) -> WFSA:
     """The automaton scoring ``x`` as ``a`` scores ``x`` reversed: arcs flipped, initial and final swapped.
 
-    Note:
+    Caution:
         Needs a commutative semiring (all of kleene's are). Every epsilon run
         stays one run, so scores agree with any ``epsilon_cap`` too.
     """
@@ -352,8 +352,8 @@ def trim(a: WFSA) -> WFSA:
     weight and reaches a state with non-zero final weight, through useful arcs.
     Surviving states keep their names and relative order.
 
-    Note:
-        Symbolic weights are never taken for zero.
+    Caution:
+        Symbolic weights are never taken for zero, so their arcs and states are kept.
     """
     from .sparse import array_store, trim_store
 

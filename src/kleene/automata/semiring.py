@@ -1272,7 +1272,12 @@ for _s in SEMIRINGS:
 
 
 def get_semiring(semiring: str | Semiring) -> Semiring:
-    """Look a semiring up by name ("real", "log", "max-plus", "min-plus"/"tropical", ...)."""
+    """Look a semiring up by name ("real", "log", "max-plus", "min-plus"/"tropical", ...); a ``Semiring`` is
+    returned as it is.
+
+    Raises:
+        SemiringError: no semiring of that name is registered (the message lists the known ones).
+    """
     if isinstance(semiring, Semiring):
         return semiring
     key = str(semiring).strip().lower()

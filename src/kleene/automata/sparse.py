@@ -45,7 +45,7 @@ from scipy.sparse import csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 from scipy.sparse.linalg import MatrixRankWarning, gmres, splu
 
-from .errors import AlphabetError, DivergenceError, SemiringError, WeightError
+from ..errors import AlphabetError, DivergenceError, SemiringError, WeightError
 from .labels import EPSILON, Label, Sym
 from .semiring import Semiring
 from .weights import is_symbolic

@@ -87,7 +87,11 @@ class logsigmoid(sympy.Function):  # type: ignore[misc]  # sympy is untyped
 
 
 def weight_functions(*names: str) -> tuple[sympy.Expr, ...]:
-    """``mu, phi = weight_functions("mu", "phi")`` gives ``mu(ALPHA), phi(ALPHA)``."""
+    """``mu, phi = weight_functions("mu", "phi")`` gives ``mu(ALPHA), phi(ALPHA)``.
+
+    Caution:
+        Each name must be a string; it becomes a sympy function name as given (not checked to be an identifier).
+    """
     return tuple(sympy.Function(n)(ALPHA) for n in names)
 
 

@@ -126,7 +126,9 @@ def load_recurrence(target: str, args: argparse.Namespace) -> Any:
     if rec is None and callable(namespace.get("build")):
         rec = namespace["build"]()
     if not isinstance(rec, Recurrence):
-        raise _UsageError(f"{target} must define `recurrence` (a kleene.compile.Recurrence) or `build()` returning one")
+        raise _UsageError(
+            f"{target} must define `recurrence` (a kleene.rational.Recurrence) or `build()` returning one"
+        )
     if args.alphabet:
         rec.alphabet = args.alphabet.split(",")
     return rec

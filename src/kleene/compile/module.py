@@ -56,13 +56,23 @@ AUTO_ORDER: list[str] = ["cpp", "torch"]
 
 
 def register_backend(name: str, factory: Callable[[Plan], Runner], auto_priority: int | None = None) -> None:
-    """Make ``backend=name`` available; ``auto_priority`` (0 = first) also lets "auto" try it."""
+    """Make ``backend=name`` available; ``auto_priority`` (0 = first) also lets "auto" try it.
+
+    Caution:
+        A name already registered is replaced. ``factory`` is called with each ``Plan`` and must return a runner
+        with the signature of the built-in ones (``kleene.compile.runtime``).
+    """
     _BACKENDS[name] = factory
     if auto_priority is not None and name not in AUTO_ORDER:
         AUTO_ORDER.insert(auto_priority, name)
 
 
 def backends() -> list[str]:
+    """The names ``compile(..., backend=name)`` accepts, sorted.
+
+    Caution:
+        The GPU backends are listed once ``kleene.compile`` is imported, whether or not this machine can run them.
+    """
     return sorted(_BACKENDS)
 
 

@@ -100,6 +100,8 @@ class OutputMap:
 
 @dataclass(frozen=True)
 class TemplateArc:
+    """One move of a template: from state ``src`` to state ``dst`` (indices), weighted by the product ``weight``."""
+
     src: int
     dst: int
     weight: Factor
@@ -390,12 +392,21 @@ def sopa_pattern(length: int, self_loops: bool = True, epsilons: bool = True, se
 
 
 def sopa_bank(lengths: Sequence[int] = (2, 3, 4, 5, 6, 7), **kwargs: object) -> tuple[Template, ...]:
-    """One SoPa pattern template per length (each compiled for its own share of dimensions)."""
+    """One SoPa pattern template per length (each compiled for its own share of dimensions); ``kwargs`` go to
+    ``sopa_pattern``.
+
+    Raises:
+        CompileError: as ``sopa_pattern`` for a length or option it refuses.
+    """
     return tuple(sopa_pattern(n, **kwargs) for n in lengths)  # type: ignore[arg-type]
 
 
 def dense_template(num_states: int, name: str = "isan") -> Template:
-    """Every state to every state, each move its own slot (an ISAN-style input-switched recurrence)."""
+    """Every state to every state, each move its own slot (an ISAN-style input-switched recurrence).
+
+    Raises:
+        CompileError: ``num_states`` < 1 (``Template`` refuses an initial weight on a state it does not have).
+    """
     moves = []
     slots = []
     for i in range(num_states):

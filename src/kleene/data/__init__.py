@@ -20,7 +20,7 @@ from kleene.data.datasets import (
     read_classification_file,
 )
 from kleene.data.embeddings import GLOVE_DIM, glove_matrix, load_glove
-from kleene.data.sources import VENDOR_DIR, DatasetNotFoundError, data_roots, find_file, read_lines, read_text
+from kleene.data.sources import VENDOR_DIR, DatasetNotFoundError, data_roots, find_file
 from kleene.data.vocab import PAD, UNK, Vocabulary
 from kleene.errors import DataError
 
@@ -55,6 +55,4 @@ __all__ = [
     "load_text",
     "pad_sequences",
     "read_classification_file",
-    "read_lines",
-    "read_text",
 ]

@@ -39,7 +39,11 @@ class Batch:
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, max length) padded ids and the (B,) lengths. An empty sequence becomes one padding token of length 1, so
-    that every sequence has a first and a last position."""
+    that every sequence has a first and a last position.
+
+    Caution:
+        Ids must be integers; an empty batch gives a (0, 0) tensor and empty lengths.
+    """
     lengths = torch.tensor([max(len(sequence), 1) for sequence in sequences], dtype=torch.long)
     tokens = torch.full((len(sequences), int(lengths.max()) if len(sequences) else 0), pad_id, dtype=torch.long)
     for row, sequence in enumerate(sequences):

@@ -126,7 +126,11 @@ def read_classification_file(path: Path, encoding: str, *, keep_empty: bool = Fa
 
 
 def cross_validation_folds(count: int, folds: int = 10, seed: int = FOLD_SEED) -> list[list[int]]:
-    """Indices ``0..count-1`` shuffled with ``seed`` and cut into ``folds`` folds whose sizes differ by at most one."""
+    """Indices ``0..count-1`` shuffled with ``seed`` and cut into ``folds`` folds whose sizes differ by at most one.
+
+    Caution:
+        ``count >= 0`` and ``folds >= 1`` are not checked (``folds = 0`` raises Python's ``ValueError``).
+    """
     indices = list(range(count))
     random.Random(seed).shuffle(indices)
     return [indices[fold::folds] for fold in range(folds)]
@@ -569,7 +573,11 @@ def load_text(path: str | Path) -> LanguageModelData:
 
 
 def is_data_path(name: str) -> bool:
-    """Whether ``name`` (not a built-in data set name) names an existing file or folder (of labelled or plain text)."""
+    """Whether ``name`` (not a built-in data set name) names an existing file or folder (of labelled or plain text).
+
+    Caution:
+        Only existence is checked; reading the path may still raise ``DataError``.
+    """
     return name not in CLASSIFICATION and name not in LANGUAGE_MODELLING and Path(name).expanduser().exists()
 
 

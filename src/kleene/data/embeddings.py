@@ -40,6 +40,9 @@ def glove_matrix(vocab: Vocabulary, *, normalize: bool = True, seed: int = 0) ->
 
     Known words get their vector (scaled to unit length when ``normalize``, as in SoPa and Rational Recurrences);
     unknown words, including ``<unk>``, get a random vector of the same scale; ``<pad>`` is zero.
+
+    Raises:
+        DatasetNotFoundError, FormatError: as ``load_glove``, when the GloVe file is missing or malformed.
     """
     vectors = load_glove(set(vocab.tokens))
     generator = torch.Generator().manual_seed(seed)

@@ -21,7 +21,11 @@ _REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def data_roots() -> list[Path]:
-    """The data roots searched for non-vendored datasets, in order."""
+    """The data roots searched for non-vendored datasets, in order.
+
+    Caution:
+        ``$KLEENE_DATA``, when set, is the only root; the roots are not checked to exist.
+    """
     configured = os.environ.get("KLEENE_DATA")
     if configured:
         return [Path(configured).expanduser()]

@@ -44,29 +44,21 @@ from kleene.extract.core import (
     ExtractionError,
     Structure,
     Unit,
-    arc_type_usable,
-    openfst_arc_type,
     proved_automata,
 )
 from kleene.extract.foreign import from_linear_rnn, from_qrnn_weights, from_sru_cell, from_torch_rnn, qrnn_output_gate
 from kleene.extract.layers import (
-    KLEENE_LAYERS,
-    check_layer,
     from_kleene_layer,
-    history_window,
     kleene_layer_states,
     qrnn_layer_output_gate,
 )
 from kleene.extract.rules import READ_BACK_THRESHOLD, HardArc, RuleReadback, hard_automata, read_back
-from kleene.extract.sopa import REFERENCE_ZERO, SOPA_END, SOPA_START, from_sopa, from_sopa_patterns, sopa_document
+from kleene.extract.sopa import REFERENCE_ZERO, from_sopa, from_sopa_patterns, sopa_document
 
 __all__ = [
     "ACTIVATIONS",
-    "KLEENE_LAYERS",
     "READ_BACK_THRESHOLD",
     "REFERENCE_ZERO",
-    "SOPA_END",
-    "SOPA_START",
     "AffineInput",
     "Extraction",
     "ExtractionError",
@@ -74,8 +66,6 @@ __all__ = [
     "RuleReadback",
     "Structure",
     "Unit",
-    "arc_type_usable",
-    "check_layer",
     "from_kleene_layer",
     "from_linear_rnn",
     "from_qrnn_weights",
@@ -84,9 +74,7 @@ __all__ = [
     "from_sru_cell",
     "from_torch_rnn",
     "hard_automata",
-    "history_window",
     "kleene_layer_states",
-    "openfst_arc_type",
     "proved_automata",
     "qrnn_layer_output_gate",
     "qrnn_output_gate",

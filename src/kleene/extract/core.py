@@ -449,8 +449,8 @@ class Extraction:
     def export(self, directory: str | Path, fmt: str = "att", words: Sequence[Hashable] | None = None) -> list[Path]:
         """Write every unit's constant automaton (AT&T text + symbol table, JSON, or dot) into ``directory``.
 
-        AT&T files use the semiring's own numbers (``write_att``); see ``openfst_arc_type`` for
-        the OpenFst arc type that gives the same string scores.
+        AT&T files use the semiring's own numbers (``write_att``); the semiring's ``openfst_arc_type`` is the
+        OpenFst arc type that gives the same string scores.
         """
         from kleene.automata.att import write_att, write_symbols
         from kleene.automata.draw import to_dot
@@ -462,7 +462,7 @@ class Extraction:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths: list[Path] = []
         table = SymbolTable(self.words if words is None else words)
-        arc_type = openfst_arc_type(self.semiring)
+        arc_type = self.semiring.openfst_arc_type
         if fmt == "att":
             paths.append(out_dir / "words.syms")
             paths[-1].write_text(write_symbols(table))
@@ -499,14 +499,6 @@ def _max_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
     same = a == b
     with np.errstate(invalid="ignore"):  # inf − inf where both hold the same infinity: masked by ``same``
         return float(np.max(np.where(same, 0.0, np.abs(a - b)))) if np.size(a) else 0.0
-
-
-def openfst_arc_type(semiring: Semiring) -> str | None:
-    """The OpenFst arc type that represents ``semiring``'s values (None: no homomorphic image).
-
-    real -> log (``−log p``, needs nonnegative weights), log -> log, max-plus/min-plus/max-times -> tropical.
-    """
-    return semiring.openfst_arc_type
 
 
 def arc_type_usable(wfsa: WFSA) -> bool:

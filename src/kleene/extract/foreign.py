@@ -35,6 +35,10 @@ def from_linear_rnn(
 
     All d units share one run (states q0 = bias, q1..qd = h); unit i reads state qi. ``embedding``
     is a ``[V, n]`` matrix (or a module with ``.weight``) whose rows are the words' vectors.
+
+    Raises:
+        ExtractionError: the weights' shapes disagree, the embedding is not a matrix, or ``words`` does not name
+            one word per embedding row.
     """
     w_ih, w_hh, b = to_numpy(weight_ih), to_numpy(weight_hh), to_numpy(bias)
     d = w_hh.shape[0]
@@ -102,6 +106,10 @@ def from_qrnn_weights(
 
     With a window of 2 the automaton tracks the previous word in its states (Appendix A), so it
     is built over ``words`` only: keep that list small (tens of words).
+
+    Raises:
+        ExtractionError: a window other than 1 or 2, weights that are not ``[k·d, window·n]`` or do not split into
+            the gates, or an embedding that does not match ``words``.
     """
     w, b = to_numpy(weight), to_numpy(bias)
     names, table = vocabulary_rows(embedding, words)
@@ -122,7 +130,12 @@ def from_qrnn_weights(
 
 
 def qrnn_output_gate(weight: Any, bias: Any, vectors: np.ndarray, window: int = 1) -> np.ndarray:
-    """pytorch-qrnn's output gate ``σ(O)`` for a sentence's vectors ``[T, n]`` (for reading h = o ⊙ c)."""
+    """pytorch-qrnn's output gate ``σ(O)`` for a sentence's vectors ``[T, n]`` (for reading h = o ⊙ c).
+
+    Caution:
+        ``weight`` and ``bias`` must be those of a layer with an output gate (three gates, as ``from_qrnn_weights``
+        with ``output_gate=True`` checks); they are not checked here.
+    """
     w, b = to_numpy(weight), to_numpy(bias)
     d = w.shape[0] // 3
     oldest_first = newest_first_to_oldest_first(w[2 * d :], window)

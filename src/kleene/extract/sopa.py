@@ -257,5 +257,9 @@ def from_sopa(model: Any, words: Sequence[Hashable] | None = None) -> Extraction
 
 
 def sopa_document(tokens: Sequence[Hashable], boundary: int) -> list[Hashable]:
-    """A document as the classifier pads it: ``boundary`` START tokens, the tokens, ``boundary`` END tokens."""
+    """A document as the classifier pads it: ``boundary`` START tokens, the tokens, ``boundary`` END tokens.
+
+    Caution:
+        ``boundary`` must be the classifier's own (``SoPaClassifier.boundary``); a negative one pads nothing.
+    """
     return [SOPA_START] * boundary + list(tokens) + [SOPA_END] * boundary

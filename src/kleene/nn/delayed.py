@@ -53,6 +53,9 @@ def delayed_loss_mask(lengths: Tensor | Sequence[int], max_length: int, delay: i
     real input, i.e. ``delay <= t < delay + lengths[b]``. Shape ``(batch, max_length + delay)``, bool.
 
     Use it when the raw (unsliced) outputs are kept; ``Delayed`` already returns outputs aligned with the inputs.
+
+    Caution:
+        ``lengths`` must be at most ``max_length`` and ``delay >= 0``; neither is checked.
     """
     lengths_tensor = torch.as_tensor(lengths, dtype=torch.long)
     steps = torch.arange(max_length + delay, device=lengths_tensor.device)

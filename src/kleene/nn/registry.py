@@ -54,6 +54,11 @@ def register_model(name: str, builder: ModelBuilder, *, replace: bool = False) -
 
 
 def registered_models() -> list[str]:
+    """The names ``build_model`` accepts, sorted (the built-in models and any ``register_model`` added).
+
+    Caution:
+        The first call imports every built-in model's module.
+    """
     _import_builtin_models()
     return sorted(_REGISTRY)
 

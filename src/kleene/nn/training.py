@@ -67,7 +67,12 @@ __all__ = [
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python's, NumPy's and torch's generators."""
+    """Seed Python's, NumPy's and torch's generators.
+
+    Caution:
+        Seeds this process's global generators only (not CUDA's per-device state beyond ``torch.manual_seed``, not
+        other processes).
+    """
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -150,6 +155,9 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
+    """What ``train`` returns: the final ``metrics``, the learning ``curve`` (one mapping per evaluation) and the
+    ``checkpoint`` directory (None when nothing was saved)."""
+
     metrics: dict[str, Any]
     curve: list[dict[str, Any]] = field(default_factory=list)
     checkpoint: Path | None = None
@@ -594,9 +602,14 @@ def train(
     ``device`` (default: the CPU).
 
     Note:
-        With ``overwrite=False`` an existing checkpoint in ``out_dir`` is refused before any work
-        (``CheckpointError``). A data path is recorded in the checkpoint as an absolute path, so that ``kleene
-        evaluate`` and ``kleene report`` find it again from any directory, with the chosen columns and the class names.
+        A data path is recorded in the checkpoint as an absolute path, so that ``kleene evaluate`` and ``kleene
+        report`` find it again from any directory, with the chosen columns and the class names.
+
+    Raises:
+        TrainingError: ``config`` is not a ``TrainConfig``.
+        CheckpointError: with ``overwrite=False``, ``out_dir`` already holds a checkpoint (refused before any work).
+        KleeneError: the errors of ``prepare`` (an unknown model or data set, settings the model refuses, data it
+            cannot load).
     """
     config = config or TrainConfig()
     if not isinstance(config, TrainConfig):

@@ -280,7 +280,11 @@ def svg_fragment(svg: str) -> str:
 
 def pattern_svg(words: PatternWords, title: str | None = None, precision: int = 2) -> str:
     """``pattern_dot`` rendered by graphviz's ``dot`` as an inline SVG element, sized one CSS pixel per graphviz
-    point so that every diagram of a page has the same scale (a 12 pt label reads as 12 px text)."""
+    point so that every diagram of a page has the same scale (a 12 pt label reads as 12 px text).
+
+    Raises:
+        graphviz.ExecutableNotFound: graphviz's ``dot`` program is not installed.
+    """
     svg = svg_fragment(pattern_dot(words, title, precision).pipe(format="svg", encoding="utf-8"))
     start_tag, rest = svg.split(">", 1)
     return re.sub(r'\b(width|height)="([\d.]+)pt"', r'\1="\2px"', start_tag) + ">" + rest
@@ -315,6 +319,9 @@ def phrase_table_html(matches: Sequence[PhraseMatch], length: int, semiring: str
     phrase's score; in a summing semiring (real), the span's total over its paths and the best path's share of it.
 
     Self-loop words carry a ``SL`` subscript and epsilon-skipped states an ``ε``; every step's weight is its tooltip.
+
+    Raises:
+        SemiringError: ``semiring`` names no registered semiring (checked when there are matches to show).
     """
     if not matches:
         return '<p class="empty">no phrase matched this pattern</p>'
@@ -370,6 +377,9 @@ def explanation_html(
     against it are shown: their spans are bold green (for) or italic orange (against), with an opacity that grows
     with the contribution; each highlighted word's tooltip names the pattern and its contribution. A table lists those
     patterns with their margins and spans.
+
+    Caution:
+        ``toward`` must be a class index of the explanation and ``class_names`` name every class; neither is checked.
     """
     classes = len(explanation.probabilities)
     toward = (1 if classes == 2 else explanation.predicted) if toward is None else toward
@@ -465,7 +475,7 @@ def training_curves_svg(curve: Sequence[Mapping[str, Any]], best_step: int | Non
     """Loss and accuracy against the optimizer step, train (blue) and dev (orange), as an inline SVG element; a
     dotted line marks ``best_step``. ``None`` when the curve is empty or records neither loss nor accuracy.
 
-    Note:
+    Caution:
         ``curve`` is ``Checkpoint.curve``: one mapping per evaluation with ``step`` and ``train_*`` / ``dev_*`` keys.
     """
     from matplotlib.figure import Figure

@@ -63,6 +63,9 @@ def leave_one_out(model: SoPaClassifier, tokens: Tensor, lengths: Tensor) -> tup
     ``delta[b, p, c]`` is document b's class-c logit with all pattern scores minus the logit with pattern p's score
     replaced by ``removed_value(model)`` (SoPa §7). ``model`` is a ``SoPaClassifier`` in inference mode; ``tokens``
     and ``lengths`` as the classifier takes them.
+
+    Caution:
+        Call it under ``torch.no_grad()`` with the model in eval mode; dropout would make the deltas random.
     """
     scores = model.pattern_scores(tokens, lengths)  # (B, P) as the MLP reads them
     logits = model.mlp(scores)

@@ -182,7 +182,11 @@ def build_report(
 
 
 def write_report(path: str | Path, checkpoint: Checkpoint, **kwargs: Any) -> Path:
-    """``build_report(checkpoint, **kwargs)`` written to ``path`` (UTF-8); returns the path."""
+    """``build_report(checkpoint, **kwargs)`` written to ``path`` (UTF-8); returns the path.
+
+    Raises:
+        ReportError: as ``build_report``; nothing is written then.
+    """
     path = Path(path)
     path.write_text(build_report(checkpoint, **kwargs), encoding="utf-8")
     return path
