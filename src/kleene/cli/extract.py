@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kleene.cli._shared import add_column_options
 from kleene.cli.device import add_device_option, device_from
 
 
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--data", help="classification data set of the verification sentences (default: the training one)"
     )
+    add_column_options(parser)
     parser.add_argument("--sentences", type=int, default=200, help="verification sentences (dev split)")
     parser.add_argument("--max-words", type=int, default=1000, help="export over the first N vocabulary words")
     parser.add_argument(
@@ -76,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         max_words=args.max_words,
         history_words=args.history_words,
         device=device_from(args),
+        text_column=args.text_column,
+        label_column=args.label_column,
         progress=Console(stderr=True).status,  # a spinner on the terminal, silent when stderr is not one
     )
     extraction, sentences, data_name = result.extraction, result.sentences, result.data
