@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 from kleene.cli import main
 from kleene.data import DataWarning
 from kleene.extract.checkpoint import extract_checkpoint
+from kleene.extract.readable import WORDS_PER_ARC
 
 BLURB = ["good", "bad", "film", "plot", "great", "dull", "fine", "boring"]
 HEADLINE = ["zebra", "quartz", "violin"]  # words of the headline column only
@@ -88,3 +90,21 @@ def test_columns_given_anew_win_over_the_recorded_ones(trained: tuple[Path, Path
     assert {word for sentence in result.sentences for word in sentence} == {"<unk>"}
     code, _, err = run(["evaluate", str(checkpoint), "--data", str(other), "--label-column", "headline"], capsys)
     assert code == 1 and "never saw" in err and "zebra" in err, err
+
+
+def test_extract_passes_words_per_arc_to_the_exporter(trained: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
+    """``--words-per-arc`` reaches ``Extraction.export`` (tests/extract/test_export_drawings.py checks the drawing):
+    2 words per arc, the exporter's default without the option, every word with 0."""
+    checkpoint, other = trained
+    base = ["extract", str(checkpoint), "--data", str(other), "--sentences", "3", "--format", "dot"]
+    captions = {}
+    for name, flags in {"two": ["--words-per-arc", "2"], "default": [], "every": ["--words-per-arc", "0"]}.items():
+        code, _, err = run([*base, "--out", str(tmp_path / name), *flags], capsys)
+        assert code == 0, err
+        captions[name] = re.findall(r"the best \d+ of \d+ words per arc", (tmp_path / name / "unit000.dot").read_text())
+    vocabulary = len(BLURB) + 2  # every blurb word (60 rows of 5 draws) and the start and end of a document
+    assert captions == {
+        "two": [f"the best 2 of {vocabulary} words per arc"],
+        "default": [f"the best {WORDS_PER_ARC} of {vocabulary} words per arc"],
+        "every": [],
+    }
