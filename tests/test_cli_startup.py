@@ -111,3 +111,21 @@ def test_an_unknown_model_lists_every_registered_model() -> None:
 
     with pytest.raises(UnknownModelError, match=r"unknown model 'rrnn-z'.*rrnn-b, rrnn-b-maxplus, rrnn-c, rrnn-f"):
         build_model("rrnn-z", vocab_size=3)
+
+
+def test_a_builtin_name_is_taken_before_its_module_is_imported() -> None:
+    """Registering a built-in model's name needs ``replace=True`` even while its module is not imported, and a
+    replacement stays when another model's module (which imports the replaced one's) loads later."""
+    found = fresh(
+        "import json; from kleene.nn.registry import build_model, register_model\n"
+        "def mine(**kwargs): return 'mine'\n"
+        "try:\n"
+        "    register_model('rrnn-b', mine)\n"
+        "    refused = False\n"
+        "except ValueError:\n"
+        "    refused = True\n"
+        "register_model('rrnn-b', mine, replace=True)\n"
+        "build_model('cnn', vocab_size=5, num_classes=2)  # kleene.nn.baselines imports kleene.nn.rrnn\n"
+        "print(json.dumps({'refused': refused, 'built': build_model('rrnn-b', vocab_size=5)}))"
+    )
+    assert found == {"refused": True, "built": "mine"}
