@@ -4,7 +4,9 @@
 The targets on a quiet 2-core machine: ``kleene --help`` <= 0.5 s, ``kleene evaluate`` of a small model <= 2 s.
 Each command runs ``--repeat`` times (after one untimed warm-up, which fills the OS file cache); the table shows
 the median wall-clock seconds and the median CPU seconds of the child process (user + system: on a machine shared
-with other work, CPU time is the steadier number), plus the imports that cost most (``python -X importtime``).
+with other work, CPU time is the steadier number), plus the imports that cost most (``python -X importtime``). Two
+reference rows time ``import torch`` and ``import torch, sympy`` alone: the floor of evaluation while the layers'
+templates are sympy expressions.
 
     python benchmarks/cli_startup.py             # trains the small model once into a temporary folder
     python benchmarks/cli_startup.py --repeat 9
@@ -27,11 +29,16 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "a", "the", "fine", "boring"]
 
 
+def command_line(argv: list[str]) -> list[str]:
+    """``python -m kleene.cli argv``, or ``python -c CODE`` for ``argv == ["-c", CODE]`` (the reference rows)."""
+    return [sys.executable, *argv] if argv[:1] == ["-c"] else [sys.executable, "-m", "kleene.cli", *argv]
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one ``python -m kleene.cli argv`` process."""
+    """(wall seconds, CPU seconds) of one ``command_line(argv)`` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kleene.cli", *argv], env=env, check=True, capture_output=True)
+    subprocess.run(command_line(argv), env=env, check=True, capture_output=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -40,7 +47,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 def heaviest_imports(argv: list[str], env: dict[str, str], count: int = 5) -> list[tuple[str, float]]:
     """The ``count`` top-level imports with the largest cumulative time (seconds) in ``python -X importtime``."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "kleene.cli", *argv], env=env, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", *command_line(argv)[1:]], env=env, capture_output=True, text=True
     )
     rows = []
     for line in done.stderr.splitlines():
@@ -79,6 +86,8 @@ def main() -> None:
             "kleene --help": ["--help"],
             "kleene train --help": ["train", "--help"],
             "kleene evaluate (small model)": ["evaluate", str(checkpoint)],
+            "(reference) import torch": ["-c", "import torch"],
+            "(reference) import torch, sympy": ["-c", "import torch, sympy"],
         }
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
         print(f"{'command':32} {'wall s':>8} {'CPU s':>8}   heaviest imports (cumulative s)")

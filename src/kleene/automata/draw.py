@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import graphviz
 import sympy
 from sympy.printing.pretty.pretty_symbology import pretty_symbol
 from sympy.printing.str import StrPrinter
@@ -21,6 +20,9 @@ from sympy.printing.str import StrPrinter
 from kleene.automata.labels import AnySymbol, Sym
 from kleene.automata.weights import ALPHA, Env, Weight, is_symbolic, sigmoid
 from kleene.automata.wfsa import WFSA, Arc
+
+if TYPE_CHECKING:  # pragma: no cover  (graphviz is imported by to_dot: kleene.automata loads without it)
+    import graphviz
 
 #: Stands for the consumed symbol while a weight is printed, so that symbol text is never rewritten.
 _ALPHA_MARK = "\x00"
@@ -136,6 +138,8 @@ def to_dot(
     Raises:
         WeightError: ``env`` is given and lacks a value that a weight needs.
     """
+    import graphviz
+
     font = {"fontname": fontname}
     dot = graphviz.Digraph(name=wfsa.name or "wfsa")
     dot.attr(rankdir=rankdir, nodesep="0.5", ranksep="0.6", pad="0.2", **font)

@@ -9,14 +9,15 @@ carry ``label`` (a ``Label``), ``weight``, ``kind`` ("main", "self-loop", "epsil
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from kleene.automata.labels import SymbolTable
 from kleene.automata.semiring import Semiring
 from kleene.automata.wfsa import WFSA
 from kleene.errors import AlphabetError, FormatError, UnknownStateError, WeightError
+
+if TYPE_CHECKING:  # pragma: no cover  (networkx is imported where it is used: kleene.automata loads without it)
+    import networkx as nx
 
 
 def to_networkx(wfsa: WFSA) -> nx.MultiDiGraph:
@@ -26,6 +27,8 @@ def to_networkx(wfsa: WFSA) -> nx.MultiDiGraph:
         The graph shares the arcs' label and weight objects with ``wfsa`` (sympy weights are immutable; nothing is
         copied).
     """
+    import networkx as nx
+
     graph = nx.MultiDiGraph(semiring=wfsa.semiring.name, alphabet=wfsa.alphabet, name=wfsa.name)
     for q, name in enumerate(wfsa.states):
         graph.add_node(

@@ -38,18 +38,18 @@ from __future__ import annotations
 import warnings
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.sparse import csr_matrix, identity
-from scipy.sparse.csgraph import breadth_first_order, connected_components
-from scipy.sparse.linalg import MatrixRankWarning, gmres, splu
 
 from ..errors import AlphabetError, DivergenceError, SemiringError, WeightError
 from .labels import EPSILON, Label, Sym
 from .semiring import Semiring
 from .weights import is_symbolic
 from .wfsa import WFSA, Arc
+
+if TYPE_CHECKING:  # pragma: no cover  (scipy is imported where it is used: kleene.automata loads without it)
+    import scipy.sparse
 
 #: Label id of epsilon arcs and of predicate arcs (symbols have ids >= 0).
 EPSILON_ID = -1
@@ -248,6 +248,9 @@ def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarra
     super_src = np.full(int(start.sum()), n)
     rows = np.concatenate([src, super_src])
     cols = np.concatenate([dst, np.flatnonzero(start)])
+    from scipy.sparse import csr_matrix  # scipy loads when a sparse algorithm runs, not with kleene.automata
+    from scipy.sparse.csgraph import breadth_first_order
+
     graph = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
     order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
     seen = np.zeros(n + 1, dtype=bool)
@@ -468,6 +471,9 @@ class _Graph:
         order, self.indptr = _csr_index(self.src, n)
         self.src, self.dst, self.positions = self.src[order], self.dst[order], self.positions[order]
         self.weight = store.weight[self.positions]
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         graph = csr_matrix((np.ones(len(self.src), dtype=np.int8), (self.src, self.dst)), shape=(n, n))
         count, comp = connected_components(graph, directed=True, connection="strong")
         self.comp = comp
@@ -568,6 +574,9 @@ class _Component:
     def _cycle(self) -> str:
         """A cycle of this component, by state names (a shortest cycle through its first state)."""
         k = self.size
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import breadth_first_order
+
         graph = csr_matrix((np.ones(len(self.src), dtype=np.int8), (self.src, self.dst)), shape=(k, k))
         _, pred = breadth_first_order(graph, 0, directed=True, return_predecessors=True)
         back = self.src[self.dst == 0]
@@ -598,6 +607,8 @@ class _Component:
         self.nonnegative = bool(np.all(scaled >= 0))
         self._radius_checked = False
         k = self.size
+        from scipy.sparse import csr_matrix, identity
+
         self.scaled = csr_matrix((scaled, (self.src, self.dst)), shape=(k, k))  # duplicates add, as plus does
         # x (I - A) = b  <=>  (I - A)^T x^T = b^T
         self.system = (identity(k, format="csr") - self.scaled.T).tocsc()
@@ -609,6 +620,8 @@ class _Component:
 
     def _factorize(self) -> None:
         """One sparse LU factorisation serves every later solve (epsilon closures of many frontiers)."""
+        from scipy.sparse.linalg import MatrixRankWarning, splu
+
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", MatrixRankWarning)
@@ -620,6 +633,8 @@ class _Component:
         """``(I - A)^T x = rhs``: LU for small components; restarted GMRES for large ones (random graphs fill an
         LU in), falling back to LU when it does not converge."""
         if self._lu is None:
+            from scipy.sparse.linalg import gmres
+
             x, info = gmres(self.system, rhs, rtol=1e-13, atol=0.0, restart=50, maxiter=1000)
             if info == 0:
                 return np.asarray(x, dtype=float)
@@ -972,7 +987,7 @@ def remove_epsilon_store(wfsa: WFSA, store: ArcStore, closure: ClosureRows) -> W
     return store_backed(s, _copy_table(wfsa.alphabet), wfsa.name, wfsa._names, out, initial, final)
 
 
-def _spectral_radius(matrix: csr_matrix) -> float:
+def _spectral_radius(matrix: scipy.sparse.csr_matrix) -> float:
     k = matrix.shape[0]
     if k <= 2000:
         return float(np.max(np.abs(np.linalg.eigvals(matrix.toarray()))))

@@ -10,7 +10,6 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from kleene.errors import ArgumentError
 
@@ -86,25 +85,11 @@ def check_output_dir(path: Path | None, flag: str) -> Path | None:
     return path
 
 
-def checkpoint_data(
-    checkpoint: Any, data_name: str, fold: int, text_column: str | None = None, label_column: str | None = None
-) -> Any:
-    """The data set ``data_name`` read as ``checkpoint`` (a ``kleene.nn.Checkpoint``) was trained: for its model's
-    task (plain text for a language model), with the columns recorded at training (unless chosen anew) and the
-    classes numbered as the model numbers them (labels it never saw are refused by name)."""
-    from kleene.data import load
-
-    metadata = checkpoint.config.get("metadata") or {}
-    task = getattr(checkpoint.model, "task", None)
-    labels = metadata.get("labels") if task == "classification" else None
-    return load(
-        data_name,
-        fold,
-        task=task if isinstance(task, str) else None,
-        text_column=text_column or metadata.get("text_column"),
-        label_column=label_column or metadata.get("label_column"),
-        labels=labels if isinstance(labels, list) and labels else None,
-    )
+def add_column_options(parser: argparse.ArgumentParser) -> None:
+    """``--text-column`` / ``--label-column`` of a command that reads data for a checkpoint (``Checkpoint.read_data``:
+    when not given, the columns recorded at training are read)."""
+    parser.add_argument("--text-column", help="own data: the text column (default: the training one, else detected)")
+    parser.add_argument("--label-column", help="own data: the label column (default: the training one, else detected)")
 
 
 def require_dot(flag: str) -> None:

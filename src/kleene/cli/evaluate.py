@@ -9,6 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
+from kleene.cli._shared import add_column_options
 from kleene.cli.device import add_device_option, device_from
 
 
@@ -21,8 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("checkpoint", type=Path, help="checkpoint directory")
     parser.add_argument("--data", help="data set or path (default: the one it was trained on)")
-    parser.add_argument("--text-column", help="own data: the text column (default: the training one, else detected)")
-    parser.add_argument("--label-column", help="own data: the label column (default: the training one, else detected)")
+    add_column_options(parser)
     parser.add_argument(
         "--split", default="dev", choices=["train", "dev", "valid", "test"], help="split to evaluate (default: dev)"
     )
@@ -34,7 +34,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from kleene.cli._shared import checkpoint_data
     from kleene.cli.report import warn_if_chance
     from kleene.nn.checkpoint import CheckpointError, load_checkpoint
     from kleene.nn.training import TrainConfig, Trainer
@@ -44,14 +43,13 @@ def run(args: argparse.Namespace) -> int:
     data_name = args.data or metadata.get("data")
     if not isinstance(data_name, str) or not data_name:
         raise CheckpointError(f"{args.checkpoint}: no data set name recorded (got {data_name!r}); pass --data")
-    fold = args.fold if args.fold is not None else metadata.get("fold") or 0
     if checkpoint.vocab is None:
         raise CheckpointError(f"{args.checkpoint}: the checkpoint holds no vocabulary")
     training = metadata.get("training") or {}
     window = training.get("window", 64)
     carry_state = bool(training.get("carry_state", False))
     config = TrainConfig(batch_size=args.batch_size, window=window, carry_state=carry_state, progress=False)
-    data = checkpoint_data(checkpoint, data_name, fold, args.text_column, args.label_column)
+    data = checkpoint.read_data(data_name, args.fold, text_column=args.text_column, label_column=args.label_column)
     trainer = Trainer(
         checkpoint.model,
         data,

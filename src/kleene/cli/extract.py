@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
+from kleene.cli._shared import add_column_options
 from kleene.cli.device import add_device_option, device_from
 
 
@@ -36,13 +36,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--words-per-arc",
         type=int,
-        default=5,
-        help="--format dot: words drawn per arc, the best in the semiring's order (default 5; 0: every word, the "
-        "whole automaton)",
+        help="--format dot: words drawn per arc, the best in the semiring's order (default: the exporter's, "
+        "kleene.extract.readable.WORDS_PER_ARC = 5; 0: every word, the whole automaton)",
     )
     parser.add_argument(
         "--data", help="classification data set of the verification sentences (default: the training one)"
     )
+    add_column_options(parser)
     parser.add_argument("--sentences", type=int, default=200, help="verification sentences (dev split)")
     parser.add_argument("--max-words", type=int, default=1000, help="export over the first N vocabulary words")
     parser.add_argument(
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     from kleene.errors import ArgumentError
 
     check_output_dir(args.out, "--out")  # before the model is read
-    check_count(args.words_per_arc, "--words-per-arc", minimum=0, error=ArgumentError)
+    if args.words_per_arc is not None:
+        check_count(args.words_per_arc, "--words-per-arc", minimum=0, error=ArgumentError)
 
     from rich.console import Console
 
@@ -76,16 +77,16 @@ def run(args: argparse.Namespace) -> int:
         max_words=args.max_words,
         history_words=args.history_words,
         device=device_from(args),
+        text_column=args.text_column,
+        label_column=args.label_column,
         progress=Console(stderr=True).status,  # a spinner on the terminal, silent when stderr is not one
     )
     extraction, sentences, data_name = result.extraction, result.sentences, result.data
     paths = []
     if args.out:
         with Console(stderr=True).status(f"writing {args.format} files over {len(result.export_words)} words"):
-            if args.format == "dot" and args.words_per_arc:
-                paths = _readable_drawings(extraction, args.out, result.export_words, args.words_per_arc)
-            else:
-                paths = extraction.export(args.out, args.format, result.export_words)
+            per_arc = {} if args.words_per_arc is None else {"words_per_arc": args.words_per_arc or None}
+            paths = extraction.export(args.out, args.format, result.export_words, **per_arc)
     summary = {**extraction.summary(), "data": data_name, "sentences": len(sentences), "files": [str(p) for p in paths]}
     if args.json:
         print(json.dumps(summary))
@@ -98,16 +99,3 @@ def run(args: argparse.Namespace) -> int:
         if paths:
             print(f"wrote {len(paths)} files to {args.out}")
     return 0
-
-
-def _readable_drawings(extraction: Any, out: Path, words: list[Any], words_per_arc: int) -> list[Path]:
-    """``unitNNN.dot`` per unit: its automaton over ``words`` with the best ``words_per_arc`` words per arc."""
-    from kleene.viz.draw import readable_dot
-
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for index in range(len(extraction.units)):
-        path = out / f"unit{index:03d}.dot"
-        path.write_text(readable_dot(extraction.wfsa(index, words), words_per_arc).source)
-        paths.append(path)
-    return paths

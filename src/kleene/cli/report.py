@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kleene.cli._shared import add_column_options
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -27,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("checkpoint", type=Path, help="checkpoint directory")
     parser.add_argument("--data", help="classification data set (default: the one recorded in the checkpoint)")
+    add_column_options(parser)
     parser.add_argument("-o", "--output", type=Path, default=Path("report.html"), help="HTML file to write")
     parser.add_argument("--patterns", type=int, default=20, help="patterns to show, most important first")
     parser.add_argument("--documents", type=int, default=6, help="dev documents to explain")
@@ -93,13 +96,10 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(checkpoint.model, (SoPaClassifier, RegexClassifier)):
         name = type(checkpoint.model).__name__
         print(f"kleene report: note: {name} has no patterns; the report holds its facts and curves", file=sys.stderr)
-    path = write_report(args.output, checkpoint, data=args.data, options=options, source=args.checkpoint)
+    columns = {"text_column": args.text_column, "label_column": args.label_column}
+    path = write_report(args.output, checkpoint, data=args.data, options=options, source=args.checkpoint, **columns)
     metadata = checkpoint.config.get("metadata") or {}
-    data_name = args.data or metadata.get("data")
-    if isinstance(data_name, str) and checkpoint.metrics.get("dev_accuracy") is not None:
-        from kleene.cli._shared import checkpoint_data
-
-        data = checkpoint_data(checkpoint, data_name, metadata.get("fold") or 0)
-        warn_if_chance(checkpoint.metrics["dev_accuracy"], data, "dev")
+    if isinstance(args.data or metadata.get("data"), str) and checkpoint.metrics.get("dev_accuracy") is not None:
+        warn_if_chance(checkpoint.metrics["dev_accuracy"], checkpoint.read_data(args.data, **columns), "dev")
     print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)")
     return 0

@@ -41,9 +41,9 @@ class CheckpointExtraction:
     export_words: list[Hashable]
 
 
-def _sentences(data_name: str, count: int, vocab: Any) -> list[list[str]]:
+def _sentences(data_name: str, count: int, vocab: Any, columns: dict[str, Any]) -> list[list[str]]:
     try:
-        examples = load_classification(data_name).split("dev")[:count]
+        examples = load_classification(data_name, **columns).split("dev")[:count]
     except UnknownDatasetError as exc:
         raise UnknownDatasetError(
             f"{exc}; extraction verifies on sentences of a classification data set: pass data= (--data), e.g. "
@@ -104,9 +104,12 @@ def extract_checkpoint(
     history_words: int = HISTORY_WORDS,
     progress: Progress | None = None,
     device: str | torch.device = "cpu",
+    text_column: str | None = None,
+    label_column: str | None = None,
 ) -> CheckpointExtraction:
     """Extract the automata of the checkpoint at ``path`` and verify them on ``sentences`` dev sentences of ``data``
-    (default: the data set the model was trained on).
+    (default: the data set the model was trained on; a user's file is read in the columns recorded at training
+    unless ``text_column`` / ``label_column`` are given, ``Checkpoint.data_columns``).
 
     ``progress(message)`` is a context manager shown around each long step (e.g. a rich spinner). The automata are
     built on the CPU; the model's own numbers they are verified against are computed on ``device``.
@@ -137,7 +140,7 @@ def extract_checkpoint(
         check_layer(layer)  # before reading any data
     metadata = checkpoint.config.get("metadata", {})
     data_name = data or (metadata.get("data", "sst2") if isinstance(metadata, dict) else "sst2")
-    chosen = _sentences(data_name, sentences, vocab)
+    chosen = _sentences(data_name, sentences, vocab, checkpoint.data_columns(text_column, label_column))
     words: list[Hashable] = list(vocab.tokens)
     export_words = words[:max_words]
     if layer is None:

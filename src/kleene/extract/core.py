@@ -18,6 +18,7 @@ from kleene.automata.semiring import Semiring
 from kleene.automata.weights import ALPHA, sigmoid
 from kleene.automata.wfsa import WFSA
 from kleene.errors import ExtractionError, WeightError
+from kleene.extract.readable import WORDS_PER_ARC, readable_dot
 from kleene.rational.certificate import AutomatonProof, Certificate
 from kleene.rational.prover import prove
 from kleene.rational.recurrence import BOS, Recurrence, input_symbol, symbol_atom
@@ -446,11 +447,23 @@ class Extraction:
         return self.max_abs_error
 
     # -- export -----------------------------------------------------------------------------------
-    def export(self, directory: str | Path, fmt: str = "att", words: Sequence[Hashable] | None = None) -> list[Path]:
-        """Write every unit's constant automaton (AT&T text + symbol table, JSON, or dot) into ``directory``.
+    def export(
+        self,
+        directory: str | Path,
+        fmt: str = "att",
+        words: Sequence[Hashable] | None = None,
+        words_per_arc: int | None = WORDS_PER_ARC,
+    ) -> list[Path]:
+        """Write every unit's constant automaton over ``words`` (default: all its words) into ``directory``: AT&T
+        text + symbol table, JSON, or a dot drawing.
 
         AT&T files use the semiring's own numbers (``write_att``); the semiring's ``openfst_arc_type`` is the
-        OpenFst arc type that gives the same string scores.
+        OpenFst arc type that gives the same string scores. A drawing shows the best ``words_per_arc`` words of
+        each arc and never the padding or unknown token (``readable_dot``), or every word with ``None``: the
+        automaton as it computes, which is unreadable over a vocabulary.
+
+        Raises:
+            ExtractionError: an unknown ``fmt``, or ``words_per_arc`` that is neither None nor an integer >= 1.
         """
         from kleene.automata.att import write_att, write_symbols
         from kleene.automata.draw import to_dot
@@ -458,6 +471,10 @@ class Extraction:
 
         if fmt not in ("att", "json", "dot"):
             raise ExtractionError(f"unknown export format {fmt!r} (expected att, json or dot)")
+        if words_per_arc is not None and (
+            isinstance(words_per_arc, bool) or not isinstance(words_per_arc, int) or words_per_arc < 1
+        ):
+            raise ExtractionError(f"words_per_arc must be None (every word) or an integer >= 1, got {words_per_arc!r}")
         out_dir = Path(directory)
         out_dir.mkdir(parents=True, exist_ok=True)
         paths: list[Path] = []
@@ -477,7 +494,8 @@ class Extraction:
                 path.write_text(to_json(automaton))
             else:
                 path = stem.with_suffix(".dot")
-                path.write_text(to_dot(automaton).source)
+                drawing = to_dot(automaton) if words_per_arc is None else readable_dot(automaton, words_per_arc)
+                path.write_text(drawing.source)
             paths.append(path)
         return paths
 

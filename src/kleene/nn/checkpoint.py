@@ -19,8 +19,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from kleene.data.datasets import ClassificationData, LanguageModelData, load
 from kleene.data.vocab import Vocabulary
-from kleene.errors import CheckpointError
+from kleene.errors import CheckpointError, shown
 from kleene.nn.registry import build_model
 
 __all__ = [
@@ -54,6 +55,46 @@ class Checkpoint:
     @property
     def curve(self) -> list[dict[str, Any]]:
         return list(self.config.get("curve", []))
+
+    def data_columns(self, text_column: str | None = None, label_column: str | None = None) -> dict[str, Any]:
+        """The columns to read in a user's file for this model (keyword arguments of ``kleene.data.load``): those
+        given, else those recorded at training (``None``: detected from the file)."""
+        metadata = self.config.get("metadata") or {}
+        return {
+            "text_column": text_column or metadata.get("text_column"),
+            "label_column": label_column or metadata.get("label_column"),
+        }
+
+    def read_data(
+        self,
+        name: str | None = None,
+        fold: int | None = None,
+        *,
+        text_column: str | None = None,
+        label_column: str | None = None,
+    ) -> ClassificationData | LanguageModelData:
+        """The data set ``name`` (default: the one recorded at training) read as this model was trained: for its task
+        (plain text for a language model), fold ``fold`` (default: the training one), the columns of
+        ``data_columns(text_column, label_column)``, and the classes numbered as the model numbers them.
+
+        Raises:
+            CheckpointError: no ``name`` given and none recorded.
+            DataError (and its kinds, from ``kleene.data.load``): a data set that cannot be read so, e.g. one with
+                labels the model never saw (named).
+        """
+        metadata = self.config.get("metadata") or {}
+        name = name or metadata.get("data")
+        if not isinstance(name, str) or not name:
+            raise CheckpointError(f"the checkpoint records no data set (got {shown(name)}); pass one (--data)")
+        task = getattr(self.model, "task", None)
+        labels = metadata.get("labels") if task == "classification" else None
+        return load(
+            name,
+            fold if fold is not None else int(metadata.get("fold") or 0),
+            task=task if isinstance(task, str) else None,
+            labels=labels if isinstance(labels, list) and labels else None,
+            **self.data_columns(text_column, label_column),
+        )
 
 
 def _json_safe(value: Any) -> Any:

@@ -30,7 +30,7 @@ import torch
 from kleene import __version__
 from kleene.automata.draw import format_number
 from kleene.data.batching import classification_batches
-from kleene.data.datasets import CLASSIFICATION, Example, is_data_path, load_classification
+from kleene.data.datasets import CLASSIFICATION, ClassificationData, Example, is_data_path
 from kleene.data.vocab import Vocabulary
 from kleene.errors import ReportError
 from kleene.extract.hard import HardFidelity, HardPattern, hard_fidelity, hard_patterns
@@ -138,9 +138,13 @@ def build_report(
     data: str | None = None,
     options: ReportOptions | None = None,
     source: str | Path | None = None,
+    text_column: str | None = None,
+    label_column: str | None = None,
 ) -> str:
     """The report page of ``checkpoint`` as HTML text; ``data`` overrides the checkpoint's data set and ``source``
     is the checkpoint's path (shown in the facts). A model other than a SoPa classifier gets its facts and curves.
+    The data set is read as the model was trained (``Checkpoint.read_data``: its fold, its columns unless
+    ``text_column`` / ``label_column`` are given, its classes).
 
     Raises:
         ReportError: a SoPa checkpoint without a vocabulary, a data set that is not a classification data set, or one
@@ -156,10 +160,11 @@ def build_report(
     )
     page.add("model", "Model", _facts_html(checkpoint, data_name, source))
     model = checkpoint.model
+    columns = {"text_column": text_column, "label_column": label_column}
     if isinstance(model, SoPaClassifier):
-        _add_pattern_sections(page, checkpoint, model, data_name, options)
+        _add_pattern_sections(page, checkpoint, model, data_name, options, columns)
     elif isinstance(model, RegexClassifier):
-        _add_rule_sections(page, checkpoint, model, data_name, options)
+        _add_rule_sections(page, checkpoint, model, data_name, options, columns)
     else:
         page.add(
             "patterns",
@@ -193,14 +198,18 @@ def write_report(path: str | Path, checkpoint: Checkpoint, **kwargs: Any) -> Pat
 
 
 def _add_rule_sections(
-    page: _Page, checkpoint: Checkpoint, model: RegexClassifier, data_name: str | None, options: ReportOptions
+    page: _Page,
+    checkpoint: Checkpoint,
+    model: RegexClassifier,
+    data_name: str | None,
+    options: ReportOptions,
+    columns: dict[str, str | None],
 ) -> None:
     """Every rule before and after training, side by side: the user's regex, the trained automaton read back as a
     regex (``kleene.extract.read_back`` at ``READ_BACK_THRESHOLD``), the words it lost and its fidelity."""
     sentences: list[list[str]] = []
     if data_name is not None and (data_name in CLASSIFICATION or is_data_path(data_name)):
-        fold = int(checkpoint.config.get("metadata", {}).get("fold") or 0)
-        sentences = [list(e.tokens) for e in _nonempty(load_classification(data_name, fold).dev)]
+        sentences = [list(e.tokens) for e in _nonempty(_classification(checkpoint, data_name, columns).dev)]
     rules = read_back(model, sentences, threshold=READ_BACK_THRESHOLD)
     rows = []
     for r in rules:
@@ -231,8 +240,21 @@ def _word_list(words: Sequence[str], shown: int = 12) -> str:
     return ", ".join(words[:shown]) + (f" … (+{len(words) - shown})" if len(words) > shown else "")
 
 
+def _classification(checkpoint: Checkpoint, data_name: str, columns: dict[str, str | None]) -> ClassificationData:
+    """``data_name`` read as ``checkpoint``'s classifier was trained (``Checkpoint.read_data``)."""
+    dataset = checkpoint.read_data(data_name, text_column=columns["text_column"], label_column=columns["label_column"])
+    if not isinstance(dataset, ClassificationData):
+        raise ReportError(f"{data_name!r} is not a classification data set")
+    return dataset
+
+
 def _add_pattern_sections(
-    page: _Page, checkpoint: Checkpoint, model: SoPaClassifier, data_name: str | None, options: ReportOptions
+    page: _Page,
+    checkpoint: Checkpoint,
+    model: SoPaClassifier,
+    data_name: str | None,
+    options: ReportOptions,
+    columns: dict[str, str | None],
 ) -> None:
     vocab = checkpoint.vocab
     if vocab is None:
@@ -244,8 +266,7 @@ def _add_pattern_sections(
             f"a SoPa report needs a classification data set ({', '.join(CLASSIFICATION)}, or the path of labelled "
             f"text), not {data_name!r}"
         )
-    fold = int(checkpoint.config.get("metadata", {}).get("fold") or 0)
-    dataset = load_classification(data_name, fold)
+    dataset = _classification(checkpoint, data_name, columns)
     classes = model.mlp.layers[-1].out_features  # type: ignore[union-attr]
     if dataset.num_classes != classes:
         raise ReportError(f"data set {data_name!r} has {dataset.num_classes} classes but the model predicts {classes}")
