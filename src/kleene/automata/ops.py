@@ -30,7 +30,6 @@ from kleene.automata.sparse import (
     ArcStore,
     ClosureRows,
     arc_store,
-    array_store,
     epsilon_closure,
     make_store,
     remove_epsilon_store,
@@ -251,10 +250,8 @@ def _plain_store(wfsa: WFSA) -> ArcStore | None:
 
 
 def _array_operands(*operands: WFSA) -> list[ArcStore] | None:
-    """The operands' arc stores when the array versions run: one operand is large or held in its store only
-    (``sparse.array_store``) and every operand has constant weights and symbol labels; else None."""
-    if all(array_store(w) is None for w in operands):
-        return None
+    """The operands' arc stores when the array versions run (every operand has constant weights and symbol labels
+    only); else None."""
     stores = [_plain_store(w) for w in operands]
     return None if any(st is None for st in stores) else [st for st in stores if st is not None]
 
