@@ -367,22 +367,47 @@ def _relabelled(store: ArcStore, lookup: np.ndarray) -> np.ndarray:
     return np.where(label >= 0, lookup[np.maximum(label, 0)], label)
 
 
+def _sorted_store(s: Semiring, n: int, parts: list[ArcStore], offsets: list[int], labels: list[np.ndarray],
+                  extra: _ArcArrays, symbols: list[Hashable], initial: np.ndarray, final: np.ndarray) -> ArcStore:
+    """One store holding the arcs of the stores ``parts`` (states shifted by ``offsets``, labels ``labels``), one
+    after another in arc order, and the epsilon arcs ``extra`` (after them in arc order), without a sort: the
+    parts' arcs are sorted by source already and the extra ones are inserted after their source's arcs."""
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    src, dst, arc_id, at, before = [], [], [], 0, 0
+    for part, offset in zip(parts, offsets):
+        indptr[offset + 1 : offset + part.num_states + 1] = part.indptr[1:] + at
+        src.append(part.src + offset)
+        dst.append(part.dst + offset)
+        arc_id.append(_arc_rank(part) + before)
+        at += part.num_arcs
+        before += part.num_arcs
+    covered = offsets[-1] + parts[-1].num_states
+    indptr[covered + 1 :] = at
+    out = [np.concatenate(src), np.concatenate(dst), np.concatenate(labels), np.concatenate([p.weight for p in parts]),
+           np.concatenate(arc_id)]
+    e_src, e_dst, e_weight = extra
+    if len(e_src):
+        order = np.argsort(e_src, kind="stable")
+        e_src, e_dst, e_weight = e_src[order], e_dst[order], e_weight[order]
+        where = indptr[e_src + 1]  # after the arcs their source has
+        new = [e_src, e_dst, np.full(len(e_src), EPSILON_ID, dtype=np.int64), e_weight,
+               at + order]
+        out = [np.insert(column, where, values) for column, values in zip(out, new)]
+        indptr += np.searchsorted(e_src, np.arange(-1, n), side="right")
+    no_predicates = np.broadcast_to(np.int64(-1), (len(out[0]),))  # a read-only view: no memory per arc
+    ids = {x: k for k, x in enumerate(symbols)}
+    return ArcStore(s, n, indptr, out[0], out[1], out[2], out[3], out[4], symbols, ids, [], no_predicates, initial,
+                    final, [])
+
+
 def _side_by_side(a: WFSA, b: WFSA, sa: ArcStore, sb: ArcStore, alphabet: SymbolTable | None, name: str | None,
                   extra: _ArcArrays, initial: np.ndarray, final: np.ndarray) -> WFSA:
     """``a``'s and ``b``'s arcs in one store (``b``'s states after ``a``'s, names ``a.*`` and ``b.*``) plus the epsilon
     arcs ``extra`` = (src, dst, weight) over the joint numbering; the joint initial and final vectors."""
     s = a.semiring
     symbols, lookup = _symbol_map(sa, sb)
-    na, ma, mb = sa.num_states, sa.num_arcs, sb.num_arcs
-    src, dst, weight = extra
-    store = make_store(
-        s, na + sb.num_states,
-        np.concatenate([sa.src, sb.src + na, src]), np.concatenate([sa.dst, sb.dst + na, dst]),
-        np.concatenate([sa.label, _relabelled(sb, lookup), np.full(len(src), EPSILON_ID, dtype=np.int64)]),
-        np.concatenate([sa.weight, sb.weight, weight]),
-        np.concatenate([_arc_rank(sa), _arc_rank(sb) + ma, ma + mb + np.arange(len(src), dtype=np.int64)]),
-        symbols, [], np.full(ma + mb + len(src), -1, dtype=np.int64), initial, final, [],
-    )
+    store = _sorted_store(s, sa.num_states + sb.num_states, [sa, sb], [0, sa.num_states],
+                          [sa.label, _relabelled(sb, lookup)], extra, symbols, initial, final)
     names = _JoinedNames([("a.", a._names), ("b.", b._names)])
     return store_backed(s, alphabet, name, names, store, _weights(s, initial), _weights(s, final))
 
@@ -415,18 +440,12 @@ def _concat_store(a: WFSA, b: WFSA, sa: ArcStore, sb: ArcStore, alphabet: Symbol
 def _plus_store(a: WFSA, sa: ArcStore, star: bool) -> WFSA:
     """``kleene_plus`` (``star``: ``kleene_star``, with the extra state last) on the arc store."""
     s = a.semiring
-    src, dst, weight = _joins(s, sa.final, sa.initial, 0)
-    m, n = sa.num_arcs, sa.num_states + star
+    joins = _joins(s, sa.final, sa.initial, 0)
     initial, final = sa.initial, sa.final
     if star:
         initial = np.concatenate([initial, np.full(1, s.one, dtype=s.numpy_dtype)])
         final = np.concatenate([final, np.full(1, s.one, dtype=s.numpy_dtype)])
-    store = make_store(
-        s, n, np.concatenate([sa.src, src]), np.concatenate([sa.dst, dst]),
-        np.concatenate([sa.label, np.full(len(src), EPSILON_ID, dtype=np.int64)]), np.concatenate([sa.weight, weight]),
-        np.concatenate([_arc_rank(sa), m + np.arange(len(src), dtype=np.int64)]), list(sa.symbols), [],
-        np.full(m + len(src), -1, dtype=np.int64), initial, final, [],
-    )
+    store = _sorted_store(s, sa.num_states + star, [sa], [0], [sa.label], joins, list(sa.symbols), initial, final)
     names: Sequence[str] = a._names
     if star:
         names = _JoinedNames([("", a._names), ("", [_fresh_name("star", _StateNames(a))])])
