@@ -13,11 +13,18 @@ from typing import Any
 import pytest
 
 from kleene.automata import EPSILON, WFSA, get_semiring, ops, trim
+from kleene.errors import SemiringError
 
 from .openfst_ops import ALPHABET, to_openfst
 from .openfst_ops import _openfst_score as openfst_score
 
 pynini = pytest.importorskip("pynini", reason="pynini (OpenFst) is the oracle of this module")
+
+@pytest.fixture(autouse=True)
+def intersect_on_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The array version of intersect even for small operands (test_ops.py checks the Arc-object one)."""
+    monkeypatch.setattr(ops, "ARRAY_INTERSECT_MIN_ARCS", 0)
+
 
 SEMIRINGS = ("min-plus", "max-plus", "max-times", "boolean", "log", "real")
 STRINGS = [w for k in range(4) for w in itertools.product(ALPHABET, repeat=k)]
@@ -214,3 +221,28 @@ def test_intersect_primes_pair_names_that_would_be_equal() -> None:
     b.set_initial("y,z")
     names = ops.intersect(a, b).states
     assert len(set(names)) == 4 and "(x,y,z)" in names and "(x,y,z)'" in names
+
+
+def test_union_of_many_is_the_fold_of_unions() -> None:
+    """``union(a, b, c, ...)`` in one pass: the states, names, arcs (in order), weights, alphabet and name of
+    ``union(union(a, b), c)...``."""
+    for i in range(30):
+        rng = random.Random(f"many:{i}")
+        semiring = SEMIRINGS[i % len(SEMIRINGS)]
+        operands = [random_automaton(rng, semiring, names=f"s{k}.{{}}") for k in range(rng.randint(3, 5))]
+        for k, w in enumerate(operands):
+            w.name = f"w{k}" if i % 3 else None
+        together = ops.union(*operands)
+        folded = operands[0]
+        for w in operands[1:]:
+            folded = ops.union(folded, w)
+        assert together.states == folded.states and together.name == folded.name
+        assert in_order(together) == in_order(folded)
+        assert dict(together.initial) == dict(folded.initial) and dict(together.final) == dict(folded.final)
+        assert list(together.alphabet or []) == list(folded.alphabet or [])
+
+
+def test_union_of_many_refuses_mixed_semirings() -> None:
+    a, b, c = WFSA("log", ALPHABET), WFSA("log", ALPHABET), WFSA("min-plus", ALPHABET)
+    with pytest.raises(SemiringError, match="log and min-plus"):
+        ops.union(a, b, c)

@@ -110,17 +110,20 @@ def _mentioned_symbols(wfsa: WFSA) -> list[Hashable]:
     return list(found)
 
 
-def merged_alphabet(a: WFSA, b: WFSA, operation: str) -> SymbolTable | None:
-    """The union of the operands' alphabets (``a``'s ids first), or None when neither has one.
+def merged_alphabet(a: WFSA, b: WFSA, operation: str, *more: WFSA) -> SymbolTable | None:
+    """The union of the operands' alphabets (``a``'s ids first, then ``b``'s, then ``more``'s), or None when none
+    has one.
 
     Raises:
-        AlphabetError: a symbol of one operand is the epsilon marker of the other's table.
+        AlphabetError: a symbol of one operand is the epsilon marker of another's table.
     """
-    tables = [t for t in (a.alphabet, b.alphabet) if t is not None]
+    operands = [a, b, *more]
+    tables = [w.alphabet for w in operands if w.alphabet is not None]
     if not tables:
         return None
     merged = SymbolTable(epsilon=tables[0].epsilon)
-    for side, operand in (("first", a), ("second", b)):
+    for k, operand in enumerate(operands):
+        side = {0: "first", 1: "second"}.get(k, f"operand {k + 1}")
         for symbol in _mentioned_symbols(operand):
             try:
                 merged.add(symbol)
@@ -254,6 +257,17 @@ def _array_operands(*operands: WFSA) -> list[ArcStore] | None:
     only); else None."""
     stores = [_plain_store(w) for w in operands]
     return None if any(st is None for st in stores) else [st for st in stores if st is not None]
+
+
+#: ``intersect`` runs on the arc store when the operands have this many arcs together (or one holds its arcs in its
+#: store only); below, the Arc-object version is faster (measured: operands of 10 states and 20 arcs, 0.45 ms
+#: against 2 ms per intersection).
+ARRAY_INTERSECT_MIN_ARCS = 256
+
+
+def _large(a: WFSA, b: WFSA, threshold: int) -> bool:
+    """Whether ``a`` and ``b`` have ``threshold`` arcs together or one holds its arcs in its arc store only."""
+    return a.num_arcs + b.num_arcs >= threshold or a._arcs is None or b._arcs is None
 
 
 def _arc_rank(store: ArcStore) -> np.ndarray:
@@ -422,11 +436,32 @@ def _joins(s: Semiring, final: np.ndarray, initial: np.ndarray, offset: int) -> 
     return src[live], dst[live] + offset, weight[live]
 
 
-def _union_store(a: WFSA, b: WFSA, sa: ArcStore, sb: ArcStore, alphabet: SymbolTable | None) -> WFSA:
-    s = a.semiring
+def _union_store(operands: list[WFSA], stores: list[ArcStore], alphabet: SymbolTable | None) -> WFSA:
+    """``union`` of two or more automata on their arc stores: their states one after another, named as the fold
+    ``union(union(a, b), c)`` names them (``a.a.q0``, ``a.b.q0``, ``b.q0``)."""
+    s = operands[0].semiring
+    symbols, ids = list(stores[0].symbols), dict(stores[0].symbol_ids)
+    labels = [stores[0].label]
+    for store in stores[1:]:
+        lookup = np.empty(len(store.symbols), dtype=np.int64)
+        for k, x in enumerate(store.symbols):
+            if x not in ids:
+                ids[x] = len(symbols)
+                symbols.append(x)
+            lookup[k] = ids[x]
+        labels.append(_relabelled(store, lookup))
+    offsets = np.concatenate([[0], np.cumsum([st.num_states for st in stores])]).tolist()
     none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), s.zeros((0,)))
-    return _side_by_side(a, b, sa, sb, alphabet, _combined_name("({} ∪ {})", a, b), none,
-                         np.concatenate([sa.initial, sb.initial]), np.concatenate([sa.final, sb.final]))
+    initial = np.concatenate([st.initial for st in stores])
+    final = np.concatenate([st.final for st in stores])
+    store = _sorted_store(s, offsets[-1], stores, offsets[:-1], labels, none, symbols, initial, final)
+    k = len(operands)
+    prefixes = ["a." * (k - 1)] + ["a." * (k - 1 - i) + "b." for i in range(1, k)]
+    names = _JoinedNames([(prefix, w._names) for prefix, w in zip(prefixes, operands)])
+    name = operands[0].name
+    for w in operands[1:]:
+        name = None if name is None or w.name is None else f"({name} ∪ {w.name})"
+    return store_backed(s, alphabet, name, names, store, _weights(s, initial), _weights(s, final))
 
 
 def _concat_store(a: WFSA, b: WFSA, sa: ArcStore, sb: ArcStore, alphabet: SymbolTable | None) -> WFSA:
@@ -626,18 +661,23 @@ def _intersect_store(a: WFSA, b: WFSA, sa: ArcStore, sb: ArcStore, alphabet: Sym
 # The operations
 
 
-def union(a: WFSA, b: WFSA) -> WFSA:
-    """The automaton scoring every string ``a(x) ⊕ b(x)`` (states ``a.*`` and ``b.*``).
+def union(a: WFSA, b: WFSA, *more: WFSA) -> WFSA:
+    """The automaton scoring every string ``a(x) ⊕ b(x)`` (states ``a.*`` and ``b.*``); with ``more`` operands,
+    the fold ``union(union(a, b), c)...`` made in one pass (as pynini's ``union(*fsts)``).
 
     Raises:
-        SemiringError: ``a`` and ``b`` are over different semirings.
+        SemiringError: the operands are over different semirings.
         AlphabetError: their alphabets cannot be merged.
     """
-    semiring = _same_semiring(a, b, "union")
-    alphabet = merged_alphabet(a, b, "union")
-    stores = _array_operands(a, b)
+    operands = [a, b, *more]
+    for other in operands[1:]:
+        semiring = _same_semiring(a, other, "union")
+    alphabet = merged_alphabet(a, b, "union", *more)
+    stores = _array_operands(*operands)
     if stores is not None:
-        return _union_store(a, b, stores[0], stores[1], alphabet)
+        return _union_store(operands, stores, alphabet)
+    if more:
+        return union(union(a, b), *more)
     out = WFSA(semiring, alphabet, _combined_name("({} ∪ {})", a, b))
     for prefix, operand in (("a.", a), ("b.", b)):
         offset = _embed(operand, out, prefix)
@@ -932,7 +972,7 @@ def intersect(a: WFSA, b: WFSA) -> WFSA:
     """
     s = _same_semiring(a, b, "intersect")
     alphabet = _common_alphabet(a, b)
-    stores = _array_operands(a, b)
+    stores = _array_operands(a, b) if _large(a, b, ARRAY_INTERSECT_MIN_ARCS) else None
     if stores is not None:
         return _intersect_store(a, b, stores[0], stores[1], alphabet)
     out = WFSA(s, alphabet, _combined_name("({} ∩ {})", a, b))
