@@ -246,3 +246,20 @@ def test_union_of_many_refuses_mixed_semirings() -> None:
     a, b, c = WFSA("log", ALPHABET), WFSA("log", ALPHABET), WFSA("min-plus", ALPHABET)
     with pytest.raises(SemiringError, match="log and min-plus"):
         ops.union(a, b, c)
+
+
+def test_best_strings_of_an_automaton_held_in_its_store_are_those_of_its_arcs() -> None:
+    """``shortest_paths`` reads a store-held automaton's arcs state by state (the subsets it visits, no Arc list;
+    log and max-times automata reach it store-held, as their Viterbi image): the same weights as on the same
+    automaton with its Arc list."""
+    from kleene.automata import shortest_paths
+
+    for i in range(30):
+        rng = random.Random(f"best:{i}")
+        semiring = ("min-plus", "log", "max-times")[i % 3]
+        held = ops.union(random_automaton(rng, semiring), random_automaton(rng, semiring))
+        ours = shortest_paths(held, 4)
+        listed = held.copy()  # reads the arcs: an Arc list
+        assert listed._arcs is not None
+        theirs = shortest_paths(listed, 4)
+        assert [w for _, w in ours] == pytest.approx([w for _, w in theirs], rel=1e-12)
