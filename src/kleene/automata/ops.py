@@ -8,6 +8,12 @@ with ``sym_times``/``sym_plus``). State names stay readable: binary operations
 prefix them with the operand (``a.q0``, ``b.q0``), ``intersect`` pairs them
 (``(q0,q1)``), unary operations keep them.
 
+Constant automata whose labels are symbols (no predicate) are united, concatenated, closed and (from
+``ARRAY_INTERSECT_MIN_ARCS`` arcs) intersected on their arc stores, in arrays: the result holds its arcs in its own
+store (``WFSA.arcs`` lists them on first use), with the same states, names, arcs and weights as the Arc-object
+version (``intersect`` numbers its pairs level by level). Symbolic weights and predicate labels take the
+Arc-object versions.
+
 Alphabets: a predicate label (``ANY``, ``NoneOf``) ranges over its own
 automaton's alphabet. When ``union``/``concat`` merge two different alphabets,
 predicates are rewritten as ``OneOf`` sets so that they keep their meaning;
