@@ -17,11 +17,11 @@ from typing import Any
 
 from kleene.errors import ArgumentError, BudgetExceededError, SemiringError, WeightError
 
-from .labels import Label
+from .labels import EPSILON, Label, Sym
 from .minterms import minterms
 from .ops import bind, remove_epsilon, trim
 from .weights import Env, Weight
-from .wfsa import WFSA, LazyNames
+from .wfsa import WFSA, Arc, LazyNames
 
 #: The default bound on the number of states a construction may build before giving up (about 20 s of subsets on
 #: one core; an unambiguous automaton without the twins property is refused long before, see ``TWINS_CHECK_AFTER``).
@@ -66,10 +66,26 @@ class SubsetConstruction:
     """
 
     def __init__(self, a: WFSA, delta: float):
+        from .sparse import arc_store
+
         self.a, self.s, self.delta = a, a.semiring, delta
-        self.outgoing: list[list[int]] = [[] for _ in range(a.num_states)]
-        for i, arc in enumerate(a.arcs):
-            self.outgoing[arc.src].append(i)
+        store = arc_store(a) if a._arcs is None else None  # arcs held in the store only: read a state's when asked
+        self.store = store if store is not None and not store.predicates else None
+        self.outgoing: dict[int, list[Arc]] = {}
+        if self.store is None:
+            for q in range(a.num_states):
+                self.outgoing[q] = []
+            for arc in a.arcs:
+                self.outgoing[arc.src].append(arc)
+
+    def arcs_of(self, q: int) -> list[Arc]:
+        """The arcs leaving state ``q``, in arc order."""
+        if q not in self.outgoing and self.store is not None:
+            st = self.store
+            lo, hi = int(st.indptr[q]), int(st.indptr[q + 1])  # a state's arcs keep their order in the store
+            self.outgoing[q] = [Arc(q, d, EPSILON if k < 0 else Sym(st.symbols[k]), w) for d, k, w in
+                                zip(st.dst[lo:hi].tolist(), st.label[lo:hi].tolist(), st.weight[lo:hi].tolist())]
+        return self.outgoing[q]
 
     def start(self) -> tuple[Any, Subset] | None:
         """The total initial weight and the initial subset (None for an automaton without initial state)."""
@@ -89,7 +105,7 @@ class SubsetConstruction:
     def successors(self, subset: Subset) -> list[tuple[Label, Any, Subset]]:
         """The arcs out of ``subset``: one per minterm of the labels leaving it, with its weight and next subset."""
         s, a = self.s, self.a
-        arcs = [(v, a.arcs[i]) for q, v in subset for i in self.outgoing[q]]
+        arcs = [(v, arc) for q, v in subset for arc in self.arcs_of(q)]
         parts = minterms([arc.label for _, arc in arcs], a.alphabet)
         by_minterm: list[dict[int, Weight]] = [{} for _ in range(len(parts))]
         for (v, arc), cover in zip(arcs, parts.covers):

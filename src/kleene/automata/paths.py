@@ -27,6 +27,7 @@ from .determinize import (
     SubsetConstruction,
     budget_exceeded,
     check_determinizable,
+    is_deterministic,
     numeric_epsilon_free,
 )
 from .labels import EPSILON, Label, Sym
@@ -242,7 +243,10 @@ def shortest_paths(
     graph: _Graph
     if unique:
         check_determinizable(b, max_states, delta, "shortest_paths")
-        graph = _Strings(numeric_epsilon_free(b, None, "shortest_paths"), delta, max_states)
+        if is_deterministic(b):  # every string is one path already: no subsets to build
+            graph = _Paths(b)
+        else:
+            graph = _Strings(numeric_epsilon_free(b, None, "shortest_paths"), delta, max_states)
     else:
         graph = _Paths(trim(b))
     if n == 0:
