@@ -132,7 +132,8 @@ def _emulated_kernels(plan: Plan) -> Kernels:
         for suffix, ctype in (("f32", "float"), ("f64", "double")):
             params = ", ".join(f"{_c_type(kind, a, ctype)} {a}" for a in args) + ", int64_t B, int64_t Tn, int64_t D"
             parts.append(_WRAPPER.format(kind=kind, suffix=suffix, params=params, args=", ".join(args)))
-    library = ctypes.CDLL(str(build("".join(parts))[0]))
+    path = build("".join(parts))[0]
+    library, library_key = ctypes.CDLL(str(path)), path.stem
 
     def launcher(kind: str) -> Any:
         def launch(*tensors: torch.Tensor | None) -> None:
@@ -147,7 +148,7 @@ def _emulated_kernels(plan: Plan) -> Kernels:
 
         return launch
 
-    return Kernels(plan, launcher("forward"), launcher("backward"))
+    return Kernels(plan, launcher("forward"), launcher("backward"), f"emulated_{library_key}")
 
 
 @pytest.fixture(scope="module")
