@@ -653,7 +653,7 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
                 "nullptr, states, B, Tn, D, chunk, threads);"
             )
             if store
-            else "  (void)states;  // written without the stored-states mode: the kernels recompute",
+            else "  (void)states;  // this plan's kernels recompute (see stores_states)",
             f"  {otherwise}forward_impl<{ctype}, false>(slots, params, lengths, h0, out, final_state, ckpt, nullptr, "
             "B, Tn, D, chunk, threads);",
             "}",
