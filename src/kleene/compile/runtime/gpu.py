@@ -90,7 +90,8 @@ class Kernels:
 def gpu_op(kernels: Kernels) -> NativeOp:
     """``kernels`` as one op: ``op(slots, params, lengths, h0) -> (output, final state)``; its custom ops
     ``op.custom_forward(slots, params, lengths, h0, save) -> (output, final state, states)`` and
-    ``op.custom_backward``. The kernels store every state (they have no checkpoints)."""
+    ``op.custom_backward``. The kernels store every state (they have no checkpoints); the states past a
+    sequence's length are left unwritten (nothing reads them)."""
     plan = kernels.plan
     q = plan.num_states
 

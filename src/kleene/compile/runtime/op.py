@@ -121,7 +121,7 @@ class NativeOp:
             outputs = self.custom_forward(*inputs, self.saving(inputs) if need else SAVE_NOTHING)
             return tuple(outputs[: self.visible])
         if need:
-            return tuple(_Eager.apply(self, *inputs))
+            return _Eager.apply(self, *inputs)  # type: ignore[no-any-return]
         return self.forward(inputs, SAVE_NOTHING)[: self.visible]
 
     def gradients(
@@ -213,12 +213,18 @@ class _Eager(torch.autograd.Function):
     def forward(ctx: Any, op: NativeOp, *inputs: Tensor | None) -> tuple[Tensor, ...]:  # type: ignore[override]
         save = op.saving(inputs)
         outputs = op.forward(inputs, save)
-        ctx.op, ctx.save, ctx.present = op, save, tuple(x is not None for x in inputs)
-        ctx.save_for_backward(*(x for x in inputs if x is not None), *outputs)
+        ctx.op, ctx.save, ctx.present = op, save, [x is not None for x in inputs]
+        ctx.save_for_backward(*[x for x in inputs if x is not None], *outputs)
         return outputs[: op.visible]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, *grads: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        # (autograd passes zeros, never None, for an output without a gradient: ``gradients``' filling is not needed)
+        op: NativeOp = ctx.op
         inputs, outputs = _unpack(ctx.present, ctx.saved_tensors)
-        return (None, *ctx.op.gradients(inputs, ctx.save, outputs, grads))
+        result: list[Any] = [None] * (len(inputs) + 1)
+        for i, grad in zip(op.differentiable, op.backward(inputs, ctx.save, outputs, grads)):
+            if inputs[i] is not None:
+                result[i + 1] = grad
+        return tuple(result)
