@@ -641,8 +641,7 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
     helpers = c_helpers("static inline", "std::", vector_math=True)
     parts = [_PRELUDE, helpers, f"static constexpr int64_t LANES = {LANES};", ""]
     parts += [*_forward(plan), "", *_backward(plan), ""]
-    store = store_states
-    otherwise = "else " if store else ""
+    otherwise = "else " if store_states else ""
     for suffix, ctype in (("f32", "float"), ("f64", "double")):
         parts += [
             f'extern "C" void kleene_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '
@@ -652,7 +651,7 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
                 "  if (states) forward_impl<" + ctype + ", true>(slots, params, lengths, h0, out, final_state, "
                 "nullptr, states, B, Tn, D, chunk, threads);"
             )
-            if store
+            if store_states
             else "  (void)states;  // this plan's kernels recompute (see stores_states)",
             f"  {otherwise}forward_impl<{ctype}, false>(slots, params, lengths, h0, out, final_state, ckpt, nullptr, "
             "B, Tn, D, chunk, threads);",
@@ -668,7 +667,7 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
                 "final_state, out, grad_out, gsb, gst, gsd, grad_final, grad_slots, grad_params, grad_h0, B, Tn, "
                 "D, chunk, threads);"
             )
-            if store
+            if store_states
             else "  (void)states;",
             f"  {otherwise}backward_impl<{ctype}, false>(slots, params, lengths, h0, ckpt, nullptr, final_state, "
             "out, grad_out, gsb, gst, gsd, grad_final, grad_slots, grad_params, grad_h0, B, Tn, D, chunk, threads);",
