@@ -130,14 +130,14 @@ class NativeOp:
         save: int,
         outputs: tuple[Tensor, ...],
         grads: Sequence[Tensor | None],
-        backward: Callable[[Inputs, int, tuple[Tensor, ...], tuple[Tensor, ...]], Sequence[Tensor]] | None = None,
+        backward: Callable[[Inputs, int, tuple[Tensor, ...], tuple[Tensor, ...]], Sequence[Tensor]],
     ) -> tuple[Any, ...]:
         """One entry per input: the gradient of each differentiable input that is not None, else None, from
-        ``backward`` (default ``self.backward``) given ``grads`` of the visible outputs (a None one counts as
-        zeros)."""
+        ``backward`` (``self.backward`` or its custom op) given ``grads`` of the visible outputs (a None one counts
+        as zeros)."""
         filled = tuple(torch.zeros_like(y) if g is None else g for g, y in zip(grads, outputs[: self.visible]))
         result: list[Any] = [None] * len(inputs)
-        for i, grad in zip(self.differentiable, (backward or self.backward)(inputs, save, outputs, filled)):
+        for i, grad in zip(self.differentiable, backward(inputs, save, outputs, filled)):
             if inputs[i] is not None:
                 result[i] = grad
         return tuple(result)
@@ -220,7 +220,7 @@ class _Eager(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, *grads: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        # (autograd passes zeros, never None, for an output without a gradient: ``gradients``' filling is not needed)
+        # (autograd passes zeros, never None, for an output without a gradient: no filling as in ``gradients``)
         op: NativeOp = ctx.op
         inputs, outputs = _unpack(ctx.present, ctx.saved_tensors)
         result: list[Any] = [None] * (len(inputs) + 1)
