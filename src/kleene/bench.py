@@ -53,7 +53,8 @@ from torch import nn
 
 from kleene.automata.examples import paper_automaton_b, paper_automaton_c, paper_automaton_f
 from kleene.compile.module import CompiledRecurrence, compile
-from kleene.compile.runtime.cpu import SAVE_STATES, backward_strategy
+from kleene.compile.runtime.cpu import backward_strategy
+from kleene.compile.runtime.op import SAVE_STATES
 from kleene.compile.template import Template
 from kleene.errors import ArgumentError
 from kleene.nn.sopa import PatternGroup, SoftPatterns, raw_constants
@@ -676,11 +677,10 @@ def build_seconds() -> tuple[float, float]:
     import os
     import tempfile
 
-    from kleene.compile.codegen.cpp import generate_cpp
-    from kleene.compile.runtime.cpu import build
+    from kleene.compile.runtime.cpu import build, cpp_source
     from kleene.compile.template import lower
 
-    source = generate_cpp(lower(paper_templates()["F"], "real"))
+    source = cpp_source(lower(paper_templates()["F"], "real"))
     saved = os.environ.get("KLEENE_CACHE")
     with tempfile.TemporaryDirectory() as cache:
         os.environ["KLEENE_CACHE"] = cache

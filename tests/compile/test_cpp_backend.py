@@ -10,9 +10,8 @@ import torch
 
 from kleene.automata.examples import paper_automaton_f
 from kleene.compile import Options, Template, compile, dense_template, lower
-from kleene.compile.codegen.cpp import generate_cpp
 from kleene.compile.reference import run_reference, static_params
-from kleene.compile.runtime.cpu import build, compiler
+from kleene.compile.runtime.cpu import build, checkpoint_chunk, compiler, cpp_source
 from kleene.errors import CompileError
 
 from .oracle import SEMIRINGS, random_slots, random_template, set_constants
@@ -129,7 +128,7 @@ def test_build_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-
     """A first build, then a cached one that is only a lookup; the source is kept beside the library."""
     monkeypatch.setenv("KLEENE_CACHE", str(tmp_path))
     plan = lower(Template.from_wfsa(paper_automaton_f()), "real", Options(output="last"))
-    source = generate_cpp(plan)
+    source = cpp_source(plan)
     start = time.perf_counter()
     path, built = build(source)
     first = time.perf_counter() - start
@@ -153,8 +152,6 @@ def test_reference_runner_is_not_the_kernel() -> None:
 def test_backward_across_checkpoint_chunks(output: str) -> None:
     """Sequences longer than a checkpoint chunk (the backward recomputes chunk by chunk), ragged lengths
     ending inside and on chunk borders, both directions."""
-    from kleene.compile.codegen.cpp import checkpoint_chunk
-
     gen = torch.Generator().manual_seed(15)
     template = Template.from_wfsa(paper_automaton_f("log"))
     cpp, ref = _pair(template, "log", 6, output=output, bidirectional=True, restart=output == "sum")
@@ -293,20 +290,19 @@ def test_stored_states_and_recomputation_agree(output: str) -> None:
     """The backward from stored forward states (log semiring: its kernels store them) and the one recomputing
     from checkpoints (a zero state budget) give the reference's gradients, and each other's to rounding, over
     several checkpoint chunks with ragged lengths, both directions."""
-    from kleene.compile.codegen.cpp import checkpoint_chunk
-    from kleene.compile.runtime import cpu
+    from kleene.compile.runtime import cpu, op
 
     gen = torch.Generator().manual_seed(20)
     template = Template.from_wfsa(paper_automaton_f("log"))
     options = {"output": output, "bidirectional": True, "restart": output == "sum"}  # the chunk test's kernels
-    chunk = checkpoint_chunk(lower(template, "log"), 8)
+    chunk = cpu.checkpoint_chunk(lower(template, "log"), 8)
     steps = 2 * chunk + 3
     slots = random_slots("log", (3, steps, 4, 6), gen)
     lengths = torch.tensor([steps, chunk + 1, 2])
     grads = []
     for budget in (1 << 30, 0):
         cpp, ref = _pair(template, "log", 6, state_budget=budget, **options)
-        expected = cpu.SAVE_STATES if budget else cpu.SAVE_CHECKPOINTS
+        expected = op.SAVE_STATES if budget else op.SAVE_CHECKPOINTS
         assert cpu.backward_strategy(cpp.plan, 3, steps, 6, 8) == expected
         set_constants(cpp, torch.Generator().manual_seed(21))
         _agree(cpp, ref, slots, lengths, None, 20)
@@ -320,19 +316,19 @@ def test_stored_states_and_recomputation_agree(output: str) -> None:
 def test_states_are_stored_where_recomputing_costs_exp_and_log() -> None:
     """The choice follows the semiring's kernel operations: logaddexp (exp/log per ⊕) stores, +/× and max do not
     (their libraries have no stored mode, and refuse to be asked for it); the budget is validated."""
-    from kleene.compile.codegen.cpp import stores_states
     from kleene.compile.runtime import cpu
+    from kleene.compile.runtime.op import SAVE_CHECKPOINTS, SAVE_STATES, stores_states
 
     template = Template.from_wfsa(paper_automaton_f())
     assert stores_states(lower(Template.from_wfsa(paper_automaton_f("log")), "log"))
     assert not stores_states(lower(Template.from_wfsa(paper_automaton_f("max-plus")), "max-plus"))
     module = compile(template, "real", 2, "cpp")
     assert not stores_states(module.plan)
-    assert cpu.backward_strategy(module.plan, 1, 1, 2, 4) == cpu.SAVE_CHECKPOINTS
+    assert cpu.backward_strategy(module.plan, 1, 1, 2, 4) == SAVE_CHECKPOINTS
     _, kernel = cpu.load_kernel(module.plan)
     slots = torch.rand(1, 3, 4, 2)
     with pytest.raises(CompileError, match="recompute"):
-        cpu._run_forward(module.plan, kernel, slots, module.params(slots), torch.tensor([3]), None, cpu.SAVE_STATES)
+        cpu._run_forward(module.plan, kernel, slots, module.params(slots), torch.tensor([3]), None, SAVE_STATES)
     for bad in (-1, 1.5, True, "256M"):
         with pytest.raises(CompileError, match="state_budget"):
             compile(template, "real", 2, "torch", state_budget=bad)  # type: ignore[arg-type]

@@ -23,7 +23,8 @@ from kleene.compile import Options, Plan, Template, dense_template, lower, sopa_
 from kleene.compile.codegen.cuda import NVCC_FLAGS, THREADS, generate_cuda, generate_cuda_bindings
 from kleene.compile.reference import check_inputs, run_reference, static_params
 from kleene.compile.runtime.cpu import build, compiler
-from kleene.compile.runtime.gpu import Kernels, gpu_runner
+from kleene.compile.runtime.gpu import Kernels, gpu_op, gpu_runner
+from kleene.compile.runtime.op import SAVE_NOTHING, SAVE_STATES
 
 from .oracle import function_wfsa, random_slots, random_template, with_output_map
 
@@ -133,7 +134,8 @@ def _emulated_kernels(plan: Plan) -> Kernels:
         for suffix, ctype in (("f32", "float"), ("f64", "double")):
             params = ", ".join(f"{_c_type(kind, a, ctype)} {a}" for a in args) + ", int64_t B, int64_t Tn, int64_t D"
             parts.append(_WRAPPER.format(kind=kind, suffix=suffix, params=params, args=", ".join(args)))
-    library = ctypes.CDLL(str(build("".join(parts))[0]))
+    path = build("".join(parts))[0]
+    library, library_key = ctypes.CDLL(str(path)), path.stem
 
     def launcher(kind: str) -> Any:
         def launch(*tensors: torch.Tensor | None) -> None:
@@ -148,7 +150,7 @@ def _emulated_kernels(plan: Plan) -> Kernels:
 
         return launch
 
-    return Kernels(plan, launcher("forward"), launcher("backward"))
+    return Kernels(plan, launcher("forward"), launcher("backward"), f"emulated_{library_key}")
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +207,38 @@ def test_cuda_kernels_run_on_the_cpu_agree_with_reference(variant: str, dtype: t
             assert got is None or not bool(got.any())
         else:
             torch.testing.assert_close(got, expected, **tol)
+
+
+@pytest.mark.usefixtures("host_compiler")
+def test_gpu_kernels_as_custom_ops_under_opcheck_and_torch_compile() -> None:
+    """The GPU backends' op (``gpu_op``, here around the CUDA kernels run on the CPU): its custom ops pass opcheck
+    (fake shapes, autograd, with and without h0), and a compiled function tracing them in one graph gives the eager
+    values and gradients bit for bit."""
+    plan = _plan("F-maxplus-restart-sum")
+    kernels = _emulated_kernels(plan)
+    gen = torch.Generator().manual_seed(5)
+    slots = random_slots("log", (3, 5, plan.num_slots, 4), gen).requires_grad_()
+    h0 = random_slots("log", (3, plan.num_states, 4), gen).requires_grad_()
+    constants = torch.rand((len(plan.template.constants), 4), generator=gen, dtype=torch.float64).log()
+    params = static_params(plan, constants, slots.new_empty((1, 4))).detach().requires_grad_()
+    lengths = torch.tensor([5, 2, 0])
+    forward = gpu_op(kernels).custom_forward
+    full = torch.tensor([5, 5, 5])  # (the states past a sequence's length are not written: opcheck compares them)
+    for args in ((slots, params, full, h0, SAVE_STATES), (slots, params, full, None, SAVE_STATES)):
+        torch.library.opcheck(forward, args)
+    torch.library.opcheck(forward, (slots.detach(), params.detach(), lengths, None, SAVE_NOTHING))
+    runner = gpu_runner(kernels, lambda x: x.device.type == "cpu", "the CPU emulation")
+
+    def loss(x: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        out, final = runner(plan, x, p, lengths, z)
+        return (out * out).sum() + final.sum()
+
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    inputs = (slots, params, h0)
+    for got, expected in zip(
+        torch.autograd.grad(compiled(*inputs), inputs), torch.autograd.grad(loss(*inputs), inputs), strict=True
+    ):
+        assert torch.equal(got, expected)
 
 
 # ---------------------------------------------------------------------------------------------------------------

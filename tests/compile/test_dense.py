@@ -18,7 +18,8 @@ from kleene.automata.semiring import get_semiring
 from kleene.compile.codegen.cuda import NVCC_FLAGS
 from kleene.compile.codegen.dense import generate_dense_cpp, generate_dense_cuda
 from kleene.compile.runtime.cpu import compiler
-from kleene.compile.runtime.dense import dense_ops, dense_recurrence, dense_triton_ptx
+from kleene.compile.runtime.dense import dense_op, dense_recurrence, dense_triton_ptx
+from kleene.compile.runtime.op import SAVE_NOTHING
 from kleene.errors import CompileError
 from kleene.nn.isan import ISANLayer
 
@@ -162,11 +163,12 @@ def test_select_sends_a_tie_to_the_first_term() -> None:
 @pytest.mark.slow
 def test_opcheck(semiring: str) -> None:
     storage = get_semiring(semiring).storage
-    forward, _ = dense_ops(storage)
+    forward = dense_op(storage, "cpp").custom_forward
     w, off, c0 = _inputs(semiring, 2, 4, 3, seed=6)
     lengths = torch.tensor([4, 1])
-    torch.library.opcheck(forward, (w.requires_grad_(), off.requires_grad_(), lengths, c0.requires_grad_()))
-    torch.library.opcheck(forward, (w.detach(), off.detach(), lengths, c0.detach()))
+    args = (w.requires_grad_(), off.requires_grad_(), lengths, c0.requires_grad_(), SAVE_NOTHING)
+    torch.library.opcheck(forward, args)
+    torch.library.opcheck(forward, (w.detach(), off.detach(), lengths, c0.detach(), SAVE_NOTHING))
 
 
 def test_errors_name_the_argument() -> None:

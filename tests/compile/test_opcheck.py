@@ -7,8 +7,8 @@ import torch
 
 from kleene.automata.examples import paper_automaton_f
 from kleene.compile import Template, compile
-from kleene.compile.codegen.cpp import stores_states
-from kleene.compile.runtime.cpu import SAVE_CHECKPOINTS, SAVE_NOTHING, SAVE_STATES, compiler, custom_ops
+from kleene.compile.runtime.cpu import compiler, cpp_op
+from kleene.compile.runtime.op import SAVE_CHECKPOINTS, SAVE_NOTHING, SAVE_STATES, stores_states
 
 from .oracle import random_slots, set_constants
 
@@ -28,7 +28,7 @@ def test_opcheck(semiring: str, output: str) -> None:
         Template.from_wfsa(paper_automaton_f(semiring)), semiring, 3, "cpp", output=output, restart=output == "sum"
     ).double()
     set_constants(module, gen)
-    forward, _ = custom_ops(module.plan)
+    forward = cpp_op(module.plan).custom_forward
     slots = random_slots(semiring, (2, 5, 4, 3), gen).requires_grad_()
     params = module.params(slots).detach().requires_grad_()
     h0 = random_slots(semiring, (2, 4, 3), gen).requires_grad_()

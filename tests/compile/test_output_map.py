@@ -17,8 +17,8 @@ import torch
 from kleene.automata.examples import paper_automaton_f
 from kleene.automata.weights import sigmoid
 from kleene.compile import CompileError, OutputMap, Template, compile
-from kleene.compile.codegen.cpp import generate_cpp
-from kleene.compile.runtime.cpu import SAVE_CHECKPOINTS, SAVE_NOTHING, compiler, custom_ops
+from kleene.compile.runtime.cpu import compiler, cpp_op, cpp_source
+from kleene.compile.runtime.op import SAVE_CHECKPOINTS, SAVE_NOTHING
 
 from .oracle import OUTPUT_MAPS, random_slots, random_template, set_constants, with_output_map
 
@@ -131,7 +131,7 @@ def test_opcheck() -> None:
     template = with_output_map(Template.from_wfsa(paper_automaton_f("real")), "gated")
     module = compile(template, "real", 3, "cpp", bidirectional=True).double()  # test_gradcheck[gated]'s kernel
     set_constants(module, torch.Generator().manual_seed(6))
-    forward, _ = custom_ops(module.plan)
+    forward = cpp_op(module.plan).custom_forward
     slots, constants = _inputs("real", template, 2, 5, 3, seed=9)
     params = torch.cat([module.params(slots).detach(), constants], 0).requires_grad_()
     lengths = torch.tensor([5, 3])
@@ -143,10 +143,10 @@ def test_the_generated_code_spells_the_map_once() -> None:
     """The forward stores the map (its tanh call in the store path), not y; without a map the code is unchanged."""
     bare = Template.from_wfsa(paper_automaton_f("real"))
     mapped = with_output_map(bare, "bias")
-    plain_code = generate_cpp(compile(bare, "real", 2, "torch").plan)
+    plain_code = cpp_source(compile(bare, "real", 2, "torch").plan)
     assert "kleene_tanh(" not in plain_code.split("static inline T kleene_tanh")[-1].split("}\n", 1)[-1]
     assert "y_row0[i] = y0;" in plain_code
-    code = generate_cpp(compile(mapped, "real", 2, "torch").plan)
+    code = cpp_source(compile(mapped, "real", 2, "torch").plan)
     assert "y_row0[i] = y0;" not in code
     assert "const T om0_0 = kleene_tanh((T(P[5 * D + i]) + y0));" in code and "y_row0[i] = om0_0;" in code
 

@@ -8,8 +8,9 @@ import torch
 
 from kleene.compile.bank import CompiledBank
 from kleene.compile.codegen.bank import ALIGNS, BankLayout, bank_width, choose_align
-from kleene.compile.runtime.bank import bank_custom_ops
+from kleene.compile.runtime.bank import bank_op
 from kleene.compile.runtime.cpu import compiler
+from kleene.compile.runtime.op import SAVE_CHECKPOINTS
 from kleene.errors import CompileError
 from kleene.nn.sopa import SoftPatterns, SoPaError
 
@@ -115,11 +116,12 @@ def test_opcheck() -> None:
     bank = SoftPatterns(2, {2: 1, 4: 3}, semiring="log", backend="cpp").double()
     compiled = bank.one_call_layout()
     groups = [g.recurrence for g in bank.groups]
-    forward, _ = bank_custom_ops(compiled.layout)
+    forward = bank_op(compiled.layout).custom_forward
     slots = torch.randn(2, 4, compiled.row, dtype=torch.float64).requires_grad_()
     params = compiled.params(groups, slots).detach().requires_grad_()
     h0 = torch.randn(2, compiled.layout.state_offsets[-1], dtype=torch.float64).requires_grad_()
-    for args in ((slots, params, torch.tensor([4, 2]), h0, True), (slots, params, torch.tensor([4, 2]), None, True)):
+    lengths = torch.tensor([4, 2])
+    for args in ((slots, params, lengths, h0, SAVE_CHECKPOINTS), (slots, params, lengths, None, SAVE_CHECKPOINTS)):
         torch.library.opcheck(forward, args)
 
 

@@ -31,11 +31,10 @@ def prebuild(plans: Sequence[Plan], counts: Sequence[int], align: int | None = N
         CompileError: no compiler, or one of the kernels does not build.
     """
     from kleene.compile.codegen.bank import generate_bank_cpp
-    from kleene.compile.codegen.cpp import generate_cpp
-    from kleene.compile.runtime.cpu import build_many
+    from kleene.compile.runtime.cpu import build_many, cpp_source
 
     layout = BankLayout.of(plans, counts, align)
-    build_many([generate_cpp(plan) for plan in plans] + [generate_bank_cpp(layout)])
+    build_many([cpp_source(plan) for plan in plans] + [generate_bank_cpp(layout)])
 
 
 class CompiledBank:

@@ -39,7 +39,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kleene.compile.codegen.cpp import _PRELUDE, CHUNK_BYTES, PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers
+from kleene.compile.codegen.cpp import _PRELUDE, PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
 
@@ -124,11 +124,6 @@ class BankLayout:
     def lane_offsets(self) -> tuple[int, ...]:
         """Offset of each block in an output row, then its length WT."""
         return self._offsets([1] * len(self.plans))
-
-    def checkpoint_chunk(self, itemsize: int) -> int:
-        """Steps between checkpoints: as many as keep a chunk's slot rows and states in ``CHUNK_BYTES``."""
-        per_step = (self.slot_offsets[-1] + self.state_offsets[-1]) * itemsize
-        return max(4, min(64, CHUNK_BYTES // per_step))
 
 
 def _group_scope(code: _Code, layout: BankLayout, g: int, rows: Sequence[str]) -> None:

@@ -8,14 +8,12 @@ cannot break them. The cache lives in ``$KLEENE_CACHE`` (default ``~/.cache/klee
 a hash of the source, the compiler, its flags, and the CPU; each library is compiled in a
 private temporary file and renamed into place atomically, so concurrent builds are safe.
 
-Each plan becomes two ``torch.library`` custom ops (``kleene::fwd_<key>``, ``kleene::bwd_<key>``)
-with fake (meta) implementations and autograd registered, so ``torch.library.opcheck`` passes
-and compiled modules work under ``torch.compile``. In eager mode the runner calls the same kernel
-functions through a plain ``torch.autograd.Function`` (the dispatcher costs tens of microseconds a call).
+Each plan's kernels are one ``kleene.compile.runtime.op.NativeOp`` (``kleene::fwd_<key>``, ``kleene::bwd_<key>``):
+custom ops with fake implementations and autograd under ``torch.compile``, a plain autograd function in eager mode.
 
 For its backward the forward saves checkpoints (the backward recomputes the states between them) or,
-where the plan's kernels store states (``stores_states``) and they fit ``Options.state_budget``, every
-state (``backward_strategy``).
+where the plan's kernels store states (``op.stores_states``) and they fit ``Options.state_budget``, every
+state (``backward_strategy``, the policy of ``op.save_mode``).
 """
 
 from __future__ import annotations
@@ -35,7 +33,15 @@ from typing import Any
 
 import torch
 
-from kleene.compile.codegen.cpp import checkpoint_chunk, generate_cpp, stores_states
+from kleene.compile.codegen.cpp import LANES, generate_cpp
+from kleene.compile.runtime.op import (
+    SAVE_CHECKPOINTS,
+    SAVE_STATES,
+    NativeOp,
+    checkpoint_steps,
+    save_mode,
+    stores_states,
+)
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
 
@@ -147,7 +153,6 @@ class NativeKernel:
 
 
 _LOADED: dict[str, NativeKernel] = {}
-_OPS: dict[str, tuple[Any, Any]] = {}
 
 
 def load_native(
@@ -171,12 +176,18 @@ def load_native(
     return key, _LOADED[key]
 
 
+def cpp_source(plan: Plan) -> str:
+    """The C++ source of ``plan``'s kernels, with the stored-states mode where the policy asks for it
+    (``op.stores_states``)."""
+    return generate_cpp(plan, store_states=stores_states(plan))
+
+
 def load_kernel(plan: Plan) -> tuple[str, NativeKernel]:
     """Build (or fetch from the cache) and load ``plan``'s kernel; returns (key, kernel)."""
     ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     forward = [ptr] * 8 + [i64] * 4 + [c_int]
     backward = [ptr] * 9 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
-    return load_native(generate_cpp(plan), "kleene", forward, backward)
+    return load_native(cpp_source(plan), "kleene", forward, backward)
 
 
 def _ptr(t: Tensor | None) -> int | None:
@@ -187,9 +198,10 @@ def _output_shape(plan: Plan, b: int, t: int, d: int) -> tuple[int, ...]:
     return (b, t, d) if plan.options.output == "steps" else (b, d)
 
 
-#: What the forward saves for the backward: nothing (no gradient needed), checkpoints (the state every
-#: ``checkpoint_chunk`` steps; the backward recomputes the rest), or every state.
-SAVE_NOTHING, SAVE_CHECKPOINTS, SAVE_STATES = 0, 1, 2
+def checkpoint_chunk(plan: Plan, itemsize: int) -> int:
+    """Steps between checkpoints of ``plan``'s kernels: ``checkpoint_steps`` of a chunk's slots and states
+    (``LANES`` wide)."""
+    return checkpoint_steps((plan.num_states + plan.num_slots) * LANES, itemsize)
 
 
 def state_bytes(plan: Plan, batch: int, steps: int, dim: int, itemsize: int) -> int:
@@ -198,10 +210,10 @@ def state_bytes(plan: Plan, batch: int, steps: int, dim: int, itemsize: int) -> 
 
 
 def backward_strategy(plan: Plan, batch: int, steps: int, dim: int, itemsize: int) -> int:
-    """``SAVE_STATES`` when the plan's kernels store states (``kleene.compile.codegen.cpp.stores_states``) and
-    every state fits ``plan.options.state_budget`` bytes, else ``SAVE_CHECKPOINTS``."""
-    fits = state_bytes(plan, batch, steps, dim, itemsize) <= plan.options.state_budget
-    return SAVE_STATES if fits and stores_states(plan) else SAVE_CHECKPOINTS
+    """``SAVE_STATES`` when the plan's kernels store states (``op.stores_states``) and every state fits
+    ``plan.options.state_budget`` bytes, else ``SAVE_CHECKPOINTS`` (``op.save_mode``)."""
+    size = state_bytes(plan, batch, steps, dim, itemsize)
+    return save_mode(stores_states(plan), True, size, plan.options.state_budget)
 
 
 def _saved_shape(plan: Plan, slots: Tensor, save: int) -> tuple[int, ...]:
@@ -323,139 +335,41 @@ def _run_backward(
     return grad_slots, grad_params.sum(0), grad_h0
 
 
-def custom_ops(plan: Plan) -> tuple[Any, Any]:
-    """The (forward, backward) custom ops of ``plan``, registering them on first use.
-
-    The forward returns (output, final state, saved) where ``save`` says what ``saved`` holds: nothing
-    (``SAVE_NOTHING``, an empty tensor), checkpoints or every state (see ``kleene.compile.codegen.cpp``).
-    """
+def cpp_op(plan: Plan) -> NativeOp:
+    """``plan``'s kernels as one op: ``op(slots, params, lengths, h0) -> (output, final state)``; its custom ops
+    ``op.custom_forward(slots, params, lengths, h0, save) -> (output, final state, saved)`` (``saved``: what
+    ``save`` asks for, see ``_saved_shape``) and ``op.custom_backward``."""
     key, kernel = load_kernel(plan)
-    if key in _OPS:
-        return _OPS[key]
-    q, k = plan.num_states, plan.num_params
-    fwd_name, bwd_name = f"kleene::fwd_{key}", f"kleene::bwd_{key}"
+    q = plan.num_states
 
-    @torch.library.custom_op(fwd_name, mutates_args=())
-    def forward(
-        slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(inputs: tuple[Any, ...], save: int) -> tuple[Tensor, Tensor, Tensor]:
+        slots, params, lengths, h0 = inputs
         return _run_forward(plan, kernel, slots, params, lengths, h0, save)
 
-    @forward.register_fake
-    def _(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, save: int) -> Any:
-        b, t, _, d = slots.shape
-        return (
-            slots.new_empty(_output_shape(plan, b, t, d)),
-            slots.new_empty((b, q, d)),
-            slots.new_empty(_saved_shape(plan, slots, save)),
-        )
-
-    @torch.library.custom_op(bwd_name, mutates_args=())
-    def backward(
-        slots: Tensor,
-        params: Tensor,
-        lengths: Tensor,
-        h0: Tensor | None,
-        saved: Tensor,
-        stored: bool,
-        final: Tensor,
-        out: Tensor,
-        grad_out: Tensor,
-        grad_final: Tensor,
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    def backward(inputs: tuple[Any, ...], save: int, outputs: tuple[Tensor, ...], grads: tuple[Tensor, ...]) -> Any:
+        (slots, params, lengths, h0), (out, final, saved), (grad_out, grad_final) = inputs, outputs, grads
+        stored = save == SAVE_STATES
         return _run_backward(plan, kernel, slots, params, lengths, h0, saved, stored, final, out, grad_out, grad_final)
 
-    @backward.register_fake
-    def _(
-        slots: Tensor,
-        params: Tensor,
-        lengths: Tensor,
-        h0: Tensor | None,
-        saved: Tensor,
-        stored: bool,
-        final: Tensor,
-        out: Tensor,
-        grad_out: Tensor,
-        grad_final: Tensor,
-    ) -> Any:
-        b, _, _, d = slots.shape
-        return torch.empty_like(slots), slots.new_empty((k, d)), slots.new_empty((b, q, d))
+    def shapes(inputs: tuple[Any, ...], save: int) -> list[tuple[Any, ...]]:
+        b, t, _, d = inputs[0].shape
+        return [_output_shape(plan, b, t, d), (b, q, d), _saved_shape(plan, inputs[0], save)]
 
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
-        slots, params, lengths, h0, save = inputs
-        out, final, saved = output
-        ctx.has_h0, ctx.stored = h0 is not None, save == SAVE_STATES
-        saved_h0 = h0 if h0 is not None else slots.new_empty(0)
-        ctx.save_for_backward(slots, params, lengths, saved_h0, saved, final, out)
+    def saving(inputs: tuple[Any, ...]) -> int:
+        b, t, _, d = inputs[0].shape
+        return backward_strategy(plan, b, t, d, inputs[0].element_size())
 
-    def grad_fn(ctx: Any, grad_out: Tensor | None, grad_final: Tensor | None, _: Any) -> tuple[Any, ...]:
-        slots, params, lengths, h0, saved, final, out = ctx.saved_tensors
-        grad_out = torch.zeros_like(out) if grad_out is None else grad_out
-        grad_final = torch.zeros_like(final) if grad_final is None else grad_final
-        g_slots, g_params, g_h0 = backward(
-            slots, params, lengths, h0 if ctx.has_h0 else None, saved, ctx.stored, final, out, grad_out, grad_final
-        )
-        return g_slots, g_params, None, g_h0 if ctx.has_h0 else None, None
-
-    forward.register_autograd(grad_fn, setup_context=setup_context)
-    _OPS[key] = (forward, backward)
-    return _OPS[key]
-
-
-class _Eager(torch.autograd.Function):
-    """The kernels under eager autograd: the same calls as the custom ops without the dispatcher's per-call
-    cost (tens of microseconds); ``torch.compile`` traces the custom ops instead."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, plan: Plan, kernel: NativeKernel, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
-    ) -> tuple[Tensor, Tensor]:
-        b, t, _, d = slots.shape
-        save = backward_strategy(plan, b, t, d, slots.element_size())
-        out, final, saved = _run_forward(plan, kernel, slots, params, lengths, h0, save)
-        ctx.plan, ctx.kernel, ctx.has_h0, ctx.stored = plan, kernel, h0 is not None, save == SAVE_STATES
-        saved_h0 = h0 if h0 is not None else slots.new_empty(0)
-        ctx.save_for_backward(slots, params, lengths, saved_h0, saved, final, out)
-        return out, final
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_out: Tensor, grad_final: Tensor) -> tuple[Any, ...]:
-        slots, params, lengths, h0, saved, final, out = ctx.saved_tensors
-        g_slots, g_params, g_h0 = _run_backward(
-            ctx.plan,
-            ctx.kernel,
-            slots,
-            params,
-            lengths,
-            h0 if ctx.has_h0 else None,
-            saved,
-            ctx.stored,
-            final,
-            out,
-            grad_out,
-            grad_final,
-        )
-        return None, None, g_slots, g_params, None, g_h0 if ctx.has_h0 else None
+    inputs, differentiable = ("slots", "params", "lengths", "h0?"), ("slots", "params", "h0")
+    return NativeOp("", key, inputs, differentiable, 3, 2, forward, backward, shapes, saving)
 
 
 def cpp_runner(plan: Plan) -> Any:
-    """A runner (see ``kleene.compile.module``) calling ``plan``'s generated C++ kernel (through its custom ops
-    under ``torch.compile``, directly otherwise)."""
-    forward, _ = custom_ops(plan)
-    _, kernel = load_kernel(plan)
+    """A runner (see ``kleene.compile.module``) calling ``plan``'s generated C++ kernel (``cpp_op``: through its
+    custom ops under ``torch.compile``, directly otherwise)."""
+    op = cpp_op(plan)
 
     def run(plan_: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
-        need = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (slots, params, h0))
-        if torch.compiler.is_compiling():
-            b, t, _, d = slots.shape
-            save = backward_strategy(plan, b, t, d, slots.element_size()) if need else SAVE_NOTHING
-            out, final, _ = forward(slots, params, lengths, h0, save)
-            return out, final
-        if need:
-            out, final = _Eager.apply(plan, kernel, slots, params, lengths, h0)
-            return out, final
-        out, final, _ = _run_forward(plan, kernel, slots, params, lengths, h0, SAVE_NOTHING)
+        out, final = op(slots, params, lengths, h0)
         return out, final
 
     return run

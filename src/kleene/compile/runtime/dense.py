@@ -9,7 +9,7 @@ them. On the CPU the kernels are two ``torch.library`` custom ops (``kleene::den
 
 The backward reads the states from ``h`` (the forward's output holds every ``c_t``): nothing else is saved and
 nothing recomputed but one step's products, so there is no store-or-recompute choice to make
-(``Options.state_budget`` does not apply).
+(``op.save_mode`` of kernels that neither store nor checkpoint; ``Options.state_budget`` does not apply).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from kleene.compile.codegen.dense import (
 from kleene.compile.module import HALF_DTYPES, kernel_dtype
 from kleene.compile.runtime.cpu import NativeKernel, load_native
 from kleene.compile.runtime.gpu import cuda_launchers, import_triton_source, triton_block, triton_interpreting
+from kleene.compile.runtime.op import NativeOp, save_mode
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -41,9 +42,6 @@ Tensor = torch.Tensor
 #: The backends of the dense path: "cpp" (CPU tensors), "triton" (CUDA tensors, or CPU ones under
 #: ``TRITON_INTERPRET=1``), "cuda" (CUDA tensors).
 DENSE_BACKENDS = ("cpp", "triton", "cuda")
-
-
-_OPS: dict[str, tuple[Any, Any]] = {}
 
 
 def load_dense_cpu(semiring: Semiring) -> tuple[str, NativeKernel]:
@@ -99,68 +97,6 @@ def _cpu_backward(
     return grad_w, grad_off, grad_c0
 
 
-def dense_ops(semiring: Semiring) -> tuple[Any, Any]:
-    """The (forward, backward) ``torch.library`` custom ops of the CPU kernels of ``semiring``'s storage algebra:
-    ``forward(W, off, lengths, c0) -> (h, final c)``, ``backward(W, off, lengths, c0, h, grad_h, grad_final) ->
-    (grad W, grad off, grad c0)``; autograd is registered on the forward."""
-    key, kernel = load_dense_cpu(semiring)
-    if key in _OPS:
-        return _OPS[key]
-
-    @torch.library.custom_op(f"kleene::dense_fwd_{key}", mutates_args=())
-    def forward(w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
-        return _cpu_forward(kernel, w, off, lengths, c0)
-
-    @forward.register_fake
-    def _(w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> Any:
-        return off.new_empty(off.shape), c0.new_empty(c0.shape)
-
-    @torch.library.custom_op(f"kleene::dense_bwd_{key}", mutates_args=())
-    def backward(
-        w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor, h: Tensor, grad_h: Tensor, grad_final: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        return _cpu_backward(kernel, w, off, lengths, c0, h, grad_h, grad_final)
-
-    @backward.register_fake
-    def _(w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor, h: Tensor, grad_h: Tensor, grad_final: Tensor) -> Any:
-        return torch.empty_like(w), torch.empty_like(off), torch.empty_like(c0)
-
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
-        w, off, lengths, c0 = inputs
-        ctx.save_for_backward(w, off, lengths, c0, output[0])
-
-    def grad_fn(ctx: Any, grad_h: Tensor | None, grad_final: Tensor | None) -> tuple[Any, ...]:
-        w, off, lengths, c0, h = ctx.saved_tensors
-        grad_h = torch.zeros_like(h) if grad_h is None else grad_h
-        grad_final = torch.zeros_like(c0) if grad_final is None else grad_final
-        g_w, g_off, g_c0 = backward(w, off, lengths, c0, h, grad_h, grad_final)
-        return g_w, g_off, None, g_c0
-
-    forward.register_autograd(grad_fn, setup_context=setup_context)
-    _OPS[key] = (forward, backward)
-    return _OPS[key]
-
-
-class _CpuEager(torch.autograd.Function):
-    """The CPU kernels under eager autograd (the custom ops' calls without the dispatcher's cost)."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, kernel: NativeKernel, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        h, final = _cpu_forward(kernel, w, off, lengths, c0)
-        ctx.kernel = kernel
-        ctx.save_for_backward(w, off, lengths, c0, h)
-        return h, final
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_h: Tensor, grad_final: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        w, off, lengths, c0, h = ctx.saved_tensors
-        g_w, g_off, g_c0 = _cpu_backward(ctx.kernel, w, off, lengths, c0, h, grad_h, grad_final)
-        return None, g_w, g_off, None, g_c0
-
-
 # --------------------------------------------------------------------------------------------
 # GPU: Triton and CUDA (one autograd function; launchers fill preallocated tensors)
 # --------------------------------------------------------------------------------------------
@@ -200,30 +136,63 @@ def _gpu_launch(backend: str, semiring: Semiring, kind: str, tensors: list[Tenso
     launch(tensors[0].dtype == torch.float64, *(int(x.data_ptr()) for x in tensors), b, t, d, stream)
 
 
-class _GpuDense(torch.autograd.Function):
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, backend: str, semiring: Semiring, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        w, off, lengths, c0 = w.contiguous(), off.contiguous(), lengths.to(off.device).contiguous(), c0.contiguous()
-        b, t, d = off.shape
-        h, final = off.new_zeros((b, t, d)), c0.clone()
-        _gpu_launch(backend, semiring, "forward", [w, off, lengths, c0, h, final], b, t, d)
-        ctx.backend, ctx.semiring = backend, semiring
-        ctx.save_for_backward(w, off, lengths, c0, h)
-        return h, final
+def _gpu_forward(backend: str, semiring: Semiring, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor) -> Any:
+    w, off, lengths, c0 = w.contiguous(), off.contiguous(), lengths.to(off.device).contiguous(), c0.contiguous()
+    b, t, d = off.shape
+    h, final = off.new_zeros((b, t, d)), c0.clone()
+    _gpu_launch(backend, semiring, "forward", [w, off, lengths, c0, h, final], b, t, d)
+    return h, final
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_h: Tensor, grad_final: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        w, off, lengths, c0, h = ctx.saved_tensors
-        b, t, d = off.shape
-        grad_h = torch.zeros_like(h) if grad_h is None else grad_h.contiguous()
-        grad_final = torch.zeros_like(c0) if grad_final is None else grad_final.contiguous()
-        grad_w, grad_off, grad_c0 = torch.zeros_like(w), torch.zeros_like(off), grad_final.clone()
-        tensors = [w, off, lengths, c0, h, grad_h, grad_final, grad_w, grad_off, grad_c0]
-        _gpu_launch(ctx.backend, ctx.semiring, "backward", tensors, b, t, d)
-        return None, None, grad_w, grad_off, None, grad_c0
+
+def _gpu_backward(
+    backend: str, semiring: Semiring, w: Tensor, off: Tensor, lengths: Tensor, c0: Tensor, h: Tensor,
+    grad_h: Tensor, grad_final: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    w, off, lengths, c0 = w.contiguous(), off.contiguous(), lengths.to(off.device).contiguous(), c0.contiguous()
+    b, t, d = off.shape
+    grad_h, grad_final = grad_h.contiguous(), grad_final.contiguous()
+    grad_w, grad_off, grad_c0 = torch.zeros_like(w), torch.zeros_like(off), grad_final.clone()
+    tensors = [w, off, lengths, c0, h, grad_h, grad_final, grad_w, grad_off, grad_c0]
+    _gpu_launch(backend, semiring, "backward", tensors, b, t, d)
+    return grad_w, grad_off, grad_c0
+
+
+def dense_op(semiring: Semiring, backend: str) -> NativeOp:
+    """The kernels of ``semiring``'s storage algebra on ``backend`` ("cpp", "triton" or "cuda", built already) as
+    one op: ``op(W, off, lengths, c0) -> (h, final c)``; its custom ops ``op.custom_forward(W, off, lengths, c0,
+    save)`` and ``op.custom_backward`` (the backward reads the states from ``h``: ``save`` is ``SAVE_NOTHING``)."""
+    if backend == "cpp":
+        key, kernel = load_dense_cpu(semiring)
+
+        def forward(inputs: tuple[Any, ...], save: int) -> tuple[Tensor, Tensor]:
+            return _cpu_forward(kernel, *inputs)
+
+        def backward(inputs: tuple[Any, ...], save: int, outputs: tuple[Tensor, ...], grads: tuple[Any, ...]) -> Any:
+            (w, off, lengths, c0), (grad_h, grad_final) = inputs, grads
+            return _cpu_backward(kernel, w, off, lengths, c0, outputs[0], grad_h, grad_final)
+
+        prefix = "dense_"
+    else:
+        source = generate_dense_triton(semiring) if backend == "triton" else generate_dense_cuda(semiring)[0]
+        key = hashlib.sha256(source.encode()).hexdigest()[:16] + ("_interpreted" if triton_interpreting() else "")
+
+        def forward(inputs: tuple[Any, ...], save: int) -> tuple[Tensor, Tensor]:
+            return _gpu_forward(backend, semiring, *inputs)
+
+        def backward(inputs: tuple[Any, ...], save: int, outputs: tuple[Tensor, ...], grads: tuple[Any, ...]) -> Any:
+            (w, off, lengths, c0), (grad_h, grad_final) = inputs, grads
+            return _gpu_backward(backend, semiring, w, off, lengths, c0, outputs[0], grad_h, grad_final)
+
+        prefix = f"dense_{backend}_"
+
+    def shapes(inputs: tuple[Any, ...], save: int) -> list[tuple[Any, ...]]:
+        return [tuple(inputs[1].shape), tuple(inputs[3].shape)]
+
+    def saving(inputs: tuple[Any, ...]) -> int:
+        return save_mode(can_store=False, can_checkpoint=False)
+
+    differentiable = ("w", "off", "c0")
+    return NativeOp(prefix, key, ("w", "off", "lengths", "c0"), differentiable, 2, 2, forward, backward, shapes, saving)
 
 
 def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tuple[Tensor, Tensor]]:
@@ -237,8 +206,7 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
     if backend not in DENSE_BACKENDS:
         raise CompileError(f"dense_recurrence: backend must be one of {', '.join(DENSE_BACKENDS)}; got {backend!r}")
     prepare_dense(semiring, backend)
-    ops = dense_ops(semiring) if backend == "cpp" else None
-    kernel = load_dense_cpu(semiring)[1] if backend == "cpp" else None
+    op = dense_op(semiring, backend)
 
     def run(matrices: Tensor, offsets: Tensor, lengths: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
         inputs = (matrices, offsets, c0)
@@ -272,19 +240,12 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
             refuse_torchscript("torch.jit.trace of a model with a dense recurrence")
         if torch.onnx.is_in_onnx_export():  # no kernel exports to ONNX: the step as an ONNX Scan
             return dense_scan(matrices, offsets, lengths, c0, semiring)
-        if ops is not None and kernel is not None:
-            if torch.compiler.is_compiling():
-                h, final = ops[0](matrices, offsets, lengths, c0)
-                return h, final
-            if torch.is_grad_enabled() and any(x.requires_grad for x in (matrices, offsets, c0)):
-                h, final = _CpuEager.apply(kernel, matrices, offsets, lengths, c0)
-                return h, final
-            return _cpu_forward(kernel, matrices, offsets, lengths, c0)
-        interpreted = backend == "triton" and triton_interpreting() and offsets.device.type == "cpu"
-        if not (offsets.is_cuda or interpreted):
-            where = "CUDA tensors (or CPU tensors under TRITON_INTERPRET=1)" if backend == "triton" else "CUDA tensors"
-            raise CompileError(f"the {backend} backend runs on {where}; got {offsets.device}")
-        h, final = _GpuDense.apply(backend, semiring, matrices, offsets, lengths, c0)
+        if backend != "cpp":
+            interpreted = backend == "triton" and triton_interpreting() and offsets.device.type == "cpu"
+            if not (offsets.is_cuda or interpreted):
+                where = "CUDA tensors" + (" (or CPU tensors under TRITON_INTERPRET=1)" if backend == "triton" else "")
+                raise CompileError(f"the {backend} backend runs on {where}; got {offsets.device}")
+        h, final = op(matrices, offsets, lengths, c0)
         return h, final
 
     return run

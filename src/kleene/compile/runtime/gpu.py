@@ -11,8 +11,9 @@ ctypes (``build_cuda_library``; seconds), or by ``torch.utils.cpp_extension.load
 exists where kleene's tests run: the CUDA backend is compiled (``nvcc -ptx``, the library for sm_80) but never
 run in CI.
 
-Both share one autograd function: forward saves the closed state after each step, backward
-runs the generated reverse kernel; per-sequence parameter gradients are summed here.
+Both run through one ``kleene.compile.runtime.op.NativeOp`` per kernel (custom ops ``kleene::gpu_fwd_<key>``,
+``kleene::gpu_bwd_<key>`` under ``torch.compile``): the forward saves every state (the kernels have no
+checkpoints), the backward runs the generated reverse kernel; per-sequence parameter gradients are summed here.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kleene.compile.codegen.cuda import NVCC_FLAGS, c_api, generate_cuda, genera
 from kleene.compile.codegen.triton import generate_triton
 from kleene.compile.codegen.writer import BACKWARD_ARGS, FORWARD_ARGS
 from kleene.compile.runtime.cpu import cache_dir
+from kleene.compile.runtime.op import SAVE_STATES, NativeOp, save_mode
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
 
@@ -75,73 +77,80 @@ class Kernels:
     ``forward(slots, params, lengths, h0, out, final_state, states)`` and ``backward(slots, params,
     lengths, h0, states, out, grad_out, grad_final, grad_slots, grad_params, grad_h0)`` take
     contiguous tensors of one dtype and device (``h0`` may be None; ``states`` may be empty when
-    not saved) and fill the output tensors.
+    not saved) and fill the output tensors. ``key`` names the kernels (a hash of their source and how they are
+    run): kernels of one key are the same.
     """
 
     plan: Plan
     forward: Callable[..., None]
     backward: Callable[..., None]
+    key: str
 
 
-class _GpuRecurrence(torch.autograd.Function):
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, kernels: Kernels, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None
-    ) -> tuple[Tensor, Tensor]:
-        plan = kernels.plan
+def gpu_op(kernels: Kernels) -> NativeOp:
+    """``kernels`` as one op: ``op(slots, params, lengths, h0) -> (output, final state)``; its custom ops
+    ``op.custom_forward(slots, params, lengths, h0, save) -> (output, final state, states)`` and
+    ``op.custom_backward``. The kernels store every state (they have no checkpoints); the states past a
+    sequence's length are left unwritten (nothing reads them)."""
+    plan = kernels.plan
+    q = plan.num_states
+
+    def output_shape(slots: Tensor) -> tuple[Any, ...]:
+        b, t, _, d = slots.shape
+        return (b, t, d) if plan.options.output == "steps" else (b, d)
+
+    def states_shape(slots: Tensor, save: int) -> tuple[Any, ...]:
+        b, t, _, d = slots.shape
+        return (b, t, q, d) if save == SAVE_STATES else (0,)
+
+    def forward(inputs: tuple[Any, ...], save: int) -> tuple[Tensor, Tensor, Tensor]:
+        slots, params, lengths, h0 = inputs
         slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
         h0 = None if h0 is None else h0.contiguous()
-        b, t, _, d = slots.shape
-        q = plan.num_states
-        shape = (b, t, d) if plan.options.output == "steps" else (b, d)
-        out = slots.new_full(shape, plan.padding)  # (the storage zero, or 0 under an output map)
-        final = slots.new_empty((b, q, d))
-        save = any(ctx.needs_input_grad[1:])
-        states = slots.new_empty((b, t, q, d) if save else (0,))
-        kernels.forward(slots, params, lengths, h0, out, final, states)
-        ctx.kernels = kernels
-        ctx.has_h0 = h0 is not None
-        ctx.save_for_backward(slots, params, lengths, h0 if h0 is not None else slots.new_empty(0), states, out)
-        return out, final
-
-    @staticmethod
-    def backward(ctx: Any, grad_out: Tensor | None, grad_final: Tensor | None) -> tuple[Any, ...]:  # type: ignore[override]
-        kernels: Kernels = ctx.kernels
-        slots, params, lengths, h0, states, out = ctx.saved_tensors
         b, _, _, d = slots.shape
-        q, k = kernels.plan.num_states, kernels.plan.num_params
-        grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
-        grad_final = slots.new_zeros((b, q, d)) if grad_final is None else grad_final.contiguous()
+        out = slots.new_full(output_shape(slots), plan.padding)  # (the storage zero, or 0 under an output map)
+        final = slots.new_empty((b, q, d))
+        states = slots.new_empty(states_shape(slots, save))
+        kernels.forward(slots, params, lengths, h0, out, final, states)
+        return out, final, states
+
+    def backward(inputs: tuple[Any, ...], save: int, outputs: tuple[Tensor, ...], grads: tuple[Tensor, ...]) -> Any:
+        slots, params, lengths, h0 = (None if x is None else x.contiguous() for x in inputs)
+        assert slots is not None and params is not None and lengths is not None
+        out, _, states = outputs
+        grad_out, grad_final = (g.contiguous() for g in grads)
+        b, _, _, d = slots.shape
         grad_slots = torch.zeros_like(slots)
-        grad_params = slots.new_zeros((b, k, d))
+        grad_params = slots.new_zeros((b, plan.num_params, d))
         grad_h0 = slots.new_zeros((b, q, d))
         kernels.backward(
-            slots,
-            params,
-            lengths,
-            h0 if ctx.has_h0 else None,
-            states,
-            out,
-            grad_out,
-            grad_final,
-            grad_slots,
-            grad_params,
-            grad_h0,
+            slots, params, lengths, h0, states, out, grad_out, grad_final, grad_slots, grad_params, grad_h0
         )
-        return None, grad_slots, grad_params.sum(0), None, grad_h0 if ctx.has_h0 else None
+        return grad_slots, grad_params.sum(0), grad_h0
+
+    def shapes(inputs: tuple[Any, ...], save: int) -> list[tuple[Any, ...]]:
+        b, _, _, d = inputs[0].shape
+        return [output_shape(inputs[0]), (b, q, d), states_shape(inputs[0], save)]
+
+    def saving(inputs: tuple[Any, ...]) -> int:
+        return save_mode(can_store=True, can_checkpoint=False)
+
+    inputs, differentiable = ("slots", "params", "lengths", "h0?"), ("slots", "params", "h0")
+    return NativeOp("gpu_", kernels.key, inputs, differentiable, 3, 2, forward, backward, shapes, saving)
 
 
 def gpu_runner(kernels: Kernels, accepts: Callable[[Tensor], bool], where: str) -> Callable[..., tuple[Tensor, Tensor]]:
-    """A runner (see ``kleene.compile.module``) launching ``kernels`` on tensors ``accepts`` admits.
+    """A runner (see ``kleene.compile.module``) launching ``kernels`` (``gpu_op``) on tensors ``accepts`` admits.
 
     Raises (when run):
         CompileError: the tensors are on a device the kernels cannot run on (``where`` says which).
     """
+    op = gpu_op(kernels)
 
     def run(plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
         if not accepts(slots):
             raise CompileError(f"{where}; got tensors on {slots.device}")
-        out, final = _GpuRecurrence.apply(kernels, slots, params, lengths.to(slots.device), h0)
+        out, final = op(slots, params, lengths.to(slots.device), h0)
         return out, final
 
     return run
@@ -199,7 +208,10 @@ def triton_block(d: int, most: int | None = TRITON_BLOCK) -> int:
 
 def triton_kernels(plan: Plan) -> Kernels:
     """Launchers of ``plan``'s Triton kernels."""
-    module = load_triton_module(plan)
+    source = generate_triton(plan)
+    module = import_triton_source(source, "kleene_triton")
+    mode = "interpreted" if triton_interpreting() else "compiled"
+    key = f"triton_{hashlib.sha256(source.encode()).hexdigest()[:16]}_{mode}"
 
     def geometry(slots: Tensor) -> tuple[int, int, int, int, tuple[int, int]]:
         b, t, _, d = slots.shape
@@ -267,7 +279,7 @@ def triton_kernels(plan: Plan) -> Kernels:
             BLOCK=block,
         )
 
-    return Kernels(plan, forward, backward)
+    return Kernels(plan, forward, backward, key)
 
 
 _TRITON_TYPES = {torch.float32: "fp32", torch.float64: "fp64"}
@@ -513,7 +525,7 @@ def cuda_kernels(plan: Plan) -> Kernels:
             stream,
         )
 
-    return Kernels(plan, forward, backward)
+    return Kernels(plan, forward, backward, f"cuda_{key}")
 
 
 def cuda_runner(plan: Plan) -> Callable[..., tuple[Tensor, Tensor]]:
