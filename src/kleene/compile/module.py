@@ -18,6 +18,7 @@ from torch import nn
 from kleene.automata.semiring import Semiring
 from kleene.compile.chunked import ChunkedRunner, Scan, check_scan, choose_scan
 from kleene.compile.reference import check_shapes, run_reference, static_params
+from kleene.compile.runtime.op import onnx_exporting
 from kleene.compile.template import DEFAULT_STATE_BUDGET, Options, OutputMode, Plan, Template, lower
 from kleene.data.checks import check_count, check_features, check_lengths
 from kleene.errors import CompileError, DeployError
@@ -337,7 +338,7 @@ class CompiledRecurrence(nn.Module):
         params = self.cached_params(like)
         if output_constants is not None and count:
             params = torch.cat([params, output_constants.to(params.dtype)], 0)
-        if torch.onnx.is_in_onnx_export():  # no kernel exports to ONNX: the plan's step as an ONNX Scan
+        if onnx_exporting():  # no kernel exports to ONNX: the plan's step as an ONNX Scan
             return run_reference(plan, slots, params, lengths, h0, scan=True)
         # an empty batch has no work to split: the reference runner returns the empty results of every backend
         if slots.shape[0] == 0:

@@ -54,6 +54,7 @@ from kleene.automata.semiring import SEMIRINGS as ALL_SEMIRINGS
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
 from kleene.compile.bank import CompiledBank, prebuild
+from kleene.compile.runtime.op import onnx_exporting
 from kleene.compile.template import Options, OutputMode, lower
 from kleene.errors import CompileError, SemiringError, SoPaError, WeightError
 from kleene.nn.embedding import check_token_batch, word_embedding
@@ -776,7 +777,7 @@ class SoftPatterns(nn.Module):
         groups = self._groups()
         if not self.one_call or like.device.type != "cpu" or not like.dtype.is_floating_point:
             return None
-        if torch.onnx.is_in_onnx_export():  # the bank's kernel has no ONNX form; each group's recurrence has one
+        if onnx_exporting():  # the bank's kernel has no ONNX form; each group's recurrence has one
             return None
         if any(group.recurrence.backend != "cpp" for group in groups):
             return None

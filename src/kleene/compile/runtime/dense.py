@@ -34,7 +34,7 @@ from kleene.compile.codegen.dense import (
 from kleene.compile.module import HALF_DTYPES, kernel_dtype
 from kleene.compile.runtime.cpu import NativeKernel, load_native
 from kleene.compile.runtime.gpu import cuda_launchers, import_triton_source, triton_block, triton_interpreting
-from kleene.compile.runtime.op import NativeOp, save_mode
+from kleene.compile.runtime.op import NativeOp, onnx_exporting, save_mode
 from kleene.errors import CompileError
 
 Tensor = torch.Tensor
@@ -238,7 +238,7 @@ def dense_runner(semiring: Semiring, backend: str = "cpp") -> Callable[..., tupl
             from kleene.compile.module import refuse_torchscript
 
             refuse_torchscript("torch.jit.trace of a model with a dense recurrence")
-        if torch.onnx.is_in_onnx_export():  # no kernel exports to ONNX: the step as an ONNX Scan
+        if onnx_exporting():  # no kernel exports to ONNX: the step as an ONNX Scan
             return dense_scan(matrices, offsets, lengths, c0, semiring)
         if backend != "cpp":
             interpreted = backend == "triton" and triton_interpreting() and offsets.device.type == "cpu"
