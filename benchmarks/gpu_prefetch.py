@@ -6,7 +6,8 @@ the log-depth chunked scan gives on long sequences: one run, every variant side 
 For each read-ahead depth (``writer.MAX_PREFETCH``; depth 1 is the plain one-step-at-a-time loop) and GPU backend:
 template kernels B and F at (64, 1024, 1024), forward and forward+backward, against the device-copy floor of their
 bytes (as ``kleene.gpu_check``), and the RRNN(F) layer at (32, 256, 512) against its projection GEMM. Then automaton F
-at (1, 16384, 512) and (4, 16384, 512): the sequential kernel against the chunked scan (at the default depth).
+at (1, 16384, 512) and (4, 16384, 512): the sequential kernel against the chunked scan (at the default depth;
+``kleene.gpu_check.speed_long``).
 Prints one line per row and writes ``gpu_prefetch.json``. Without a GPU, ``--tiny --backends cpp`` runs the same
 code on tiny shapes (a check that it runs, not a measurement).
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from kleene import gpu_check
 from kleene.compile import compile
 from kleene.compile.codegen import writer
 from kleene.gpu_check import copy_bandwidth, device_time
@@ -80,26 +82,10 @@ def main() -> None:
             rows.append({"depth": depth, "backend": backend, "layer_ms": layer_ms, "gemm_ms": gemm_ms})
             print(f"depth {depth:2d} {backend:6s} RRNN(F) layer {layer_ms:.3f} ms = {layer_ms / gemm_ms:.2f}x its GEMM")
     writer.MAX_PREFETCH = default
-    for lb2, lt2, ld2 in longs:
-        for backend in args.backends:
-            times = {}
-            for scan in ("sequential", "chunked"):
-                module = compile(rrnn_template("F"), "real", ld2, backend, scan=scan).to(device)  # type: ignore[arg-type]
-                slots = torch.rand(lb2, lt2, module.plan.num_slots, ld2, device=device) * 0.6
-                with torch.no_grad():
-                    times[scan] = device_time(lambda: module(slots), device, repeats=5)
-                x = slots.detach().requires_grad_()
-                times[f"{scan}_fwd_bwd"] = device_time(
-                    lambda: torch.autograd.grad(module(x)[0].sum(), [x]), device, repeats=5
-                )
-            speedup = times["sequential"] / times["chunked"]
-            both = times["sequential_fwd_bwd"] / times["chunked_fwd_bwd"]
-            rows.append({"shape": [lb2, lt2, ld2], "backend": backend, **times, "speedup": speedup, "both": both})
-            print(
-                f"long {(lb2, lt2, ld2)} {backend:6s} sequential {times['sequential']:.3f} ms, chunked "
-                f"{times['chunked']:.3f} ms ({speedup:.2f}x); fwd+bwd {both:.2f}x",
-                flush=True,
-            )
+    gpu_check.LONG_SHAPES = longs
+    report = gpu_check.CheckReport(str(device), {})
+    gpu_check.speed_long(report, device, args.backends)  # (prints its rows)
+    rows += report.speed
     args.out.mkdir(parents=True, exist_ok=True)
     info = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
     (args.out / "gpu_prefetch.json").write_text(json.dumps({"environment": info, "rows": rows}, indent=1) + "\n")

@@ -80,7 +80,7 @@ def test_the_speed_table_code_runs_on_tiny_shapes(monkeypatch) -> None:  # type:
     assert tables.count("RRNN(F) layer") == 1 and tables.count("SoPa vs BiLSTM") == 1
     for row in report.speed:
         assert all(value > 0 for key, value in row.items() if key.endswith(("_ms", "_ratio", "_speedup")))
-    assert not report.failures and len(calls) == 1 + 3 * 2 + 2 + 3 + 2
+    assert not report.failures and len(calls) == 1 + 3 * 2 + 4 + 3 + 2
     assert gpu_check.auto_verdict(report) is None  # (no triton and cuda rows to compare here)
     for backend, ms in (("triton", 2.0), ("cuda", 1.0)):
         report.speed += [{"table": "template (64,1024,1024)", "template": k, "backend": backend,

@@ -414,7 +414,8 @@ def speed_templates(report: CheckReport, device: torch.device, backends: list[st
 
 
 def speed_long(report: CheckReport, device: torch.device, backends: list[str]) -> None:
-    """Automaton F at (1, 16384, 512) and (4, 16384, 512): the sequential kernel against the chunked scan."""
+    """Automaton F at ``LONG_SHAPES`` ((1, 16384, 512) and (4, 16384, 512)): the sequential kernel against the
+    chunked scan, forward and forward+backward."""
     from kleene.compile import compile
     from kleene.nn.rrnn import rrnn_template
 
@@ -426,6 +427,10 @@ def speed_long(report: CheckReport, device: torch.device, backends: list[str]) -
                 slots = torch.rand(b, t, module.plan.num_slots, d, device=device) * 0.6
                 with torch.no_grad():
                     times[scan] = device_time(lambda: module(slots), device, repeats=5)
+                x = slots.detach().requires_grad_()
+                times[f"{scan}_fwd_bwd"] = device_time(
+                    lambda: torch.autograd.grad(module(x)[0].sum(), [x]), device, repeats=5
+                )
             row = {
                 "table": "long sequences",
                 "shape": [b, t, d],
@@ -433,10 +438,12 @@ def speed_long(report: CheckReport, device: torch.device, backends: list[str]) -
                 **{f"{k}_ms": v for k, v in times.items()},
             }
             row["chunked_speedup"] = times["sequential"] / times["chunked"]
+            row["chunked_fwd_bwd_speedup"] = times["sequential_fwd_bwd"] / times["chunked_fwd_bwd"]
             report.speed.append(row)
             print(
                 f"speed F {(b, t, d)} {backend:6s} sequential {times['sequential']:.2f} ms, chunked "
-                f"{times['chunked']:.2f} ms ({row['chunked_speedup']:.2f}x)",
+                f"{times['chunked']:.2f} ms ({row['chunked_speedup']:.2f}x); forward+backward "
+                f"{row['chunked_fwd_bwd_speedup']:.2f}x",
                 flush=True,
             )
 

@@ -365,18 +365,23 @@ def _weights(s: Semiring, vector: np.ndarray) -> WeightVector:
     return WeightVector(np.array(vector, dtype=s.numpy_dtype), s.zero)
 
 
-def _symbol_map(ours: ArcStore, theirs: ArcStore) -> tuple[list[Hashable], np.ndarray]:
-    """A symbol list holding ``ours``'s symbols (same ids) and then ``theirs``'s others, and the new id of each of
-    ``theirs``'s symbol ids."""
-    symbols = list(ours.symbols)
-    ids = dict(ours.symbol_ids)
+def _add_symbols(symbols: list[Hashable], ids: dict[Hashable, int], theirs: ArcStore) -> np.ndarray:
+    """Append ``theirs``'s symbols missing from ``symbols`` (``ids`` their index, both updated in place) and return
+    the new id of each of ``theirs``'s symbol ids."""
     lookup = np.empty(len(theirs.symbols), dtype=np.int64)
     for k, x in enumerate(theirs.symbols):
         if x not in ids:
             ids[x] = len(symbols)
             symbols.append(x)
         lookup[k] = ids[x]
-    return symbols, lookup
+    return lookup
+
+
+def _symbol_map(ours: ArcStore, theirs: ArcStore) -> tuple[list[Hashable], np.ndarray]:
+    """A symbol list holding ``ours``'s symbols (same ids) and then ``theirs``'s others, and the new id of each of
+    ``theirs``'s symbol ids."""
+    symbols = list(ours.symbols)
+    return symbols, _add_symbols(symbols, dict(ours.symbol_ids), theirs)
 
 
 def _relabelled(store: ArcStore, lookup: np.ndarray) -> np.ndarray:
@@ -449,13 +454,7 @@ def _union_store(operands: list[WFSA], stores: list[ArcStore], alphabet: SymbolT
     symbols, ids = list(stores[0].symbols), dict(stores[0].symbol_ids)
     labels = [stores[0].label]
     for store in stores[1:]:
-        lookup = np.empty(len(store.symbols), dtype=np.int64)
-        for k, x in enumerate(store.symbols):
-            if x not in ids:
-                ids[x] = len(symbols)
-                symbols.append(x)
-            lookup[k] = ids[x]
-        labels.append(_relabelled(store, lookup))
+        labels.append(_relabelled(store, _add_symbols(symbols, ids, store)))
     offsets = np.concatenate([[0], np.cumsum([st.num_states for st in stores])]).tolist()
     none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), s.zeros((0,)))
     initial = np.concatenate([st.initial for st in stores])
