@@ -15,192 +15,20 @@ k=1 is SoPa's first-order ``I + T(eps)``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import numpy as np
 import sympy
 
-from kleene.automata.semiring import Semiring, _is_torch, sympy_constant
+from kleene.automata.semiring import Semiring, sympy_constant
+from kleene.automata.sparse import EPSILON_ID, ArcStore, IntArray, csr_index, gather_ranges, plain, require_store
+from kleene.automata.star import closure_matrix as closure_matrix  # re-exported: kleene.compile.reference
+from kleene.automata.star import closure_where_useful
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import AlphabetError, ArgumentError, DivergenceError, WeightError
-
-# ----------------------------------------------------------------------------------------
-# Kleene star of a matrix
-
-
-def closure_matrix(
-    matrix: Any,
-    semiring: Semiring,
-    cap: int | None = None,
-    state_names: Sequence[str] | None = None,
-    live: Any = None,
-) -> Any:
-    """``M* = I + M + M^2 + ...`` (``cap=None``) or ``I + M + ... + M^cap``.
-
-    Works on numpy arrays and torch tensors (differentiably) of shape (..., Q, Q): leading axes are a batch
-    of independent matrices. The exact star is computed in the semiring itself (Lehmann's algorithm: in the log
-    semiring with logaddexp and ``a* = -log(1 - e^a)``, exact over the whole float range); in a ring (real) it
-    is the solution of ``(I - M) X = I``.
-
-    Args:
-        live: an optional boolean (Q,) mask of the states that matter: the arcs from or to the other states are
-            ignored (their rows and columns of the result are those of I), so a divergent cycle among them
-            does not raise.
-
-    Raises:
-        DivergenceError: the exact star does not converge; the message names a
-            cycle of states responsible (real: spectral radius >= 1) and, for a batch, which matrix.
-        ValueError: a negative cap, or a ``live`` mask that is not Q booleans.
-    """
-    n = matrix.shape[-1]
-    if live is not None:
-        matrix = _restrict(matrix, semiring, live)
-    eye = semiring.identity(n, like=matrix)
-    if cap is not None:
-        if cap < 0:
-            raise ValueError(f"epsilon cap must be >= 0, got {cap}")
-        if cap == 0 or n == 0:  # I alone, one copy per matrix of the batch
-            return semiring.plus(semiring.zeros(matrix.shape, like=matrix), eye)
-        result, power = eye, eye
-        for _ in range(cap):
-            power = semiring.matmul(power, matrix)
-            result = semiring.plus(result, power)  # the powers carry the batch shape
-        return result
-    if n == 0:
-        return semiring.zeros(matrix.shape, like=matrix)
-    if semiring.is_field:
-        return _linear_star(matrix, semiring, state_names)
-    return _lehmann_star(matrix, semiring, state_names)
-
-
-def _restrict(matrix: Any, semiring: Semiring, live: Any) -> Any:
-    """``matrix`` with the rows and columns of the states outside the boolean (Q,) mask ``live`` set to zero."""
-    mask = np.asarray(live, dtype=bool)
-    n = matrix.shape[-1]
-    if mask.shape != (n,):
-        raise ValueError(f"live must be a boolean mask of the {n} states; got shape {mask.shape}")
-    keep = mask[:, None] & mask[None, :]
-    if _is_torch(matrix):
-        import torch
-
-        keep_t = torch.as_tensor(keep, device=matrix.device)
-        return torch.where(keep_t, matrix, semiring.zeros(matrix.shape, like=matrix))
-    return np.where(keep, matrix, semiring.zeros(matrix.shape))
-
-
-def _as_numpy(matrix: Any) -> np.ndarray:
-    return matrix.detach().cpu().numpy() if _is_torch(matrix) else np.asarray(matrix)
-
-
-def _batch_index(mask: np.ndarray) -> tuple[int, ...]:
-    """The batch position of the first true entry of a (..., ) mask."""
-    return tuple(int(i) for i in np.argwhere(mask)[0])
-
-
-def _divergence(
-    semiring: Semiring, matrix: np.ndarray, at: tuple[int, ...], why: str, names: Sequence[str] | None
-) -> str:
-    """The message of a diverging star: which matrix of a batch, why, and the worst cycle there."""
-    where = f" (matrix {list(at)} of the batch)" if at else ""
-    return f"the {semiring.name} star diverges{where}: {why}{_describe_cycle(matrix[at], semiring, names)}"
-
-
-def _linear_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:
-    """The star in a ring: solve ``(I - M) X = I`` after checking convergence (not while torch.compile traces).
-
-    Round-off of the solve leaves tiny values where no path exists; those entries are set to exactly zero in
-    value only, so that their gradient (the derivative of the solve, e.g. with respect to an arc of weight 0 that
-    would open a path) still flows.
-    """
-    torch_mode = _is_torch(matrix)
-    if not (torch_mode and _tracing()):
-        radius = np.max(np.abs(np.linalg.eigvals(_as_numpy(matrix).astype(float))), axis=-1)
-        if np.any(radius >= 1.0 - 1e-12):
-            at = _batch_index(radius >= 1.0 - 1e-12)
-            why = f"spectral radius {float(radius[at]):.4g} >= 1; "
-            raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, why, names))
-    n = matrix.shape[-1]
-    reachable = _reachability(matrix != 0)
-    if torch_mode:
-        import torch
-
-        eye = torch.eye(n, dtype=matrix.dtype, device=matrix.device).expand_as(matrix)
-        solved = torch.linalg.solve(eye - matrix, eye)
-        return solved - torch.where(reachable, torch.zeros_like(solved), solved).detach()
-    eye_np = np.broadcast_to(np.eye(n), matrix.shape)
-    return np.where(reachable, np.linalg.solve(eye_np - matrix, eye_np), 0.0)
-
-
-def _tracing() -> bool:
-    import torch
-
-    return bool(torch.compiler.is_compiling())
-
-
-def _reachability(support: Any) -> Any:
-    """Which states reach which in zero or more steps (Warshall): a boolean (..., Q, Q) array or tensor."""
-    n = support.shape[-1]
-    if _is_torch(support):
-        import torch
-
-        reach = support | torch.eye(n, dtype=torch.bool, device=support.device)
-    else:
-        reach = support | np.eye(n, dtype=bool)
-    for k in range(n):
-        reach = reach | (reach[..., :, k : k + 1] & reach[..., k : k + 1, :])
-    return reach
-
-
-def _lehmann_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:
-    """Lehmann's algebraic path algorithm: valid in any semiring with a star; batched over leading axes."""
-    a = matrix if _is_torch(matrix) else np.array(matrix, dtype=semiring.numpy_dtype)
-    n = a.shape[-1]
-    for k in range(n):
-        try:
-            pivot = semiring.star(a[..., k, k])
-        except DivergenceError:
-            diverging = semiring.star_diverges(_as_numpy(a[..., k, k]))
-            at = _batch_index(np.asarray(diverging)) if np.ndim(diverging) else ()
-            raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, "", names)) from None
-        if _is_torch(pivot) or np.ndim(pivot):
-            pivot = pivot[..., None, None]
-        through = semiring.times(semiring.times(a[..., :, k : k + 1], pivot), a[..., k : k + 1, :])
-        a = semiring.plus(a, through)
-    return semiring.plus(semiring.identity(n, like=matrix), a)
-
-
-def _describe_cycle(matrix: np.ndarray, semiring: Semiring, names: Sequence[str] | None) -> str:
-    """Name the worst simple cycle of the matrix's support graph."""
-    import networkx as nx
-
-    label = (lambda i: names[i]) if names is not None else (lambda i: f"state {i}")
-    graph = nx.DiGraph()
-    n = matrix.shape[0]
-    graph.add_nodes_from(range(n))
-    for i in range(n):
-        for j in range(n):
-            if not semiring.is_zero(matrix[i, j]):
-                graph.add_edge(i, j)
-    worst: tuple[tuple[bool, float], list[int]] | None = None
-    for cycle in islice(nx.simple_cycles(graph), 2000):
-        weight = semiring.one
-        for i, j in zip(cycle, cycle[1:] + cycle[:1]):
-            weight = semiring.times(weight, matrix[i, j])
-        # a cycle whose own star diverges first; otherwise (real: a spectral radius >= 1 from several cycles) the
-        # one of largest magnitude in the real image, where there is one
-        magnitude = abs(float(semiring.to_real(weight))) if semiring.has_real_image else 0.0
-        badness = (bool(semiring.star_diverges(weight)), magnitude)
-        if worst is None or badness > worst[0]:
-            worst = (badness, cycle)
-    if worst is None:
-        return "no cycle found"
-    loop = " -> ".join(label(i) for i in worst[1] + worst[1][:1])
-    return f"cycle {loop}"
-
 
 # ----------------------------------------------------------------------------------------
 # Forward
@@ -210,63 +38,28 @@ def _vecmat(semiring: Semiring, vector: Any, matrix: Any) -> Any:
     return semiring.matmul(vector[None, :], matrix)[0]
 
 
-def _closure_where_useful(wfsa: WFSA, matrix: Any, cap: int | None, useful: Callable[[], np.ndarray] | None) -> Any:
-    """The closure of ``matrix`` (an arc matrix of ``wfsa``), where only cycles on a successful path may diverge.
-
-    When the exact star diverges, the closure is recomputed on the states ``useful()`` names (those on some
-    successful path of what is computed, as after ``trim`` and in OpenFst): the others' rows and columns serve no
-    successful path. ``useful=None`` keeps every state.
-    """
-    try:
-        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states)
-    except DivergenceError:
-        if useful is None:
-            raise
-        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states, live=useful())
-
-
 def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
-    """The (Q,) mask of the states on some successful path deriving ``symbols`` (a pathsum's, over any string, is
-    ``_useful_in``).
+    """The (Q,) mask of the states on some successful path deriving ``symbols`` (``useful_for_string`` over the
+    arcs of non-zero weight; symbolic weights count as non-zero)."""
+    from .sparse import useful_for_string
 
-    Arcs of weight zero and zero initial/final weights make no path (as in ``trim``); symbolic weights count.
-    """
     s = wfsa.semiring
 
     def nonzero(weight: Any) -> bool:
         return is_symbolic(weight) or not s.is_zero(weight)
 
     arcs = [arc for arc in wfsa.arcs if nonzero(arc.weight)]
-    starts = {q for q, w in wfsa.initial.items() if nonzero(w)}
-    ends = {q for q, w in wfsa.final.items() if nonzero(w)}
+    src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=len(arcs))
+    dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=len(arcs))
+    consumes = np.fromiter((a.label.consumes for a in arcs), dtype=bool, count=len(arcs))
+    starts, ends = (np.zeros(wfsa.num_states, dtype=bool) for _ in range(2))
+    starts[[q for q, w in wfsa.initial.items() if nonzero(w)]] = True
+    ends[[q for q, w in wfsa.final.items() if nonzero(w)]] = True
 
-    def spread(states: set[int], moves: list[tuple[int, int]]) -> set[int]:
-        """``states`` and everything the (src, dst) ``moves`` reach from them."""
-        seen, stack = set(states), list(states)
-        while stack:
-            q = stack.pop()
-            for src, dst in moves:
-                if src == q and dst not in seen:
-                    seen.add(dst)
-                    stack.append(dst)
-        return seen
+    def matching(x: Hashable) -> np.ndarray:
+        return np.fromiter((a.label.consumes and _matches(a, x) for a in arcs), dtype=bool, count=len(arcs))
 
-    useful = np.zeros(wfsa.num_states, dtype=bool)
-    eps = [(arc.src, arc.dst) for arc in arcs if not arc.label.consumes]
-    back_eps = [(d, c) for c, d in eps]
-
-    def consuming(x: Hashable) -> list[tuple[int, int]]:
-        return [(arc.src, arc.dst) for arc in arcs if arc.label.consumes and _matches(arc, x)]
-
-    forward = [spread(starts, eps)]
-    for x in symbols:
-        forward.append(spread({d for c, d in consuming(x) if c in forward[-1]}, eps))
-    backward = spread(ends, back_eps)
-    for t in range(len(symbols), -1, -1):
-        useful[sorted(forward[t] & backward)] = True
-        if t:
-            backward = spread({c for c, d in consuming(symbols[t - 1]) if d in backward}, back_eps)
-    return useful
+    return useful_for_string(src, dst, consumes, matching, wfsa.num_states, starts, ends, symbols)
 
 
 def _matches(arc: Arc, symbol: Hashable) -> bool:
@@ -287,7 +80,7 @@ class _Stepper:
         self._cache: dict[Hashable, np.ndarray] = {}
         useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
         self.closure = (
-            _closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
+            closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
         )
 
     def close(self, vector: np.ndarray) -> np.ndarray:
@@ -353,7 +146,7 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
     vector = stepper.start()
     for i, x in enumerate(symbols):
         vector = stepper.step(vector, x, i)
-    return _plain(stepper.finish(vector))
+    return plain(stepper.finish(vector))
 
 
 def score_batch(
@@ -384,10 +177,6 @@ def score_batch(
     return [score(wfsa, string, env, epsilon_cap) for string in strings]
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic | np.ndarray) else value
-
-
 @dataclass(frozen=True)
 class SpanScores:
     """SoPa's search score: ``total`` over all non-empty spans, ``ends[t]`` over spans ending at t+1."""
@@ -412,10 +201,10 @@ def all_spans(
     total, ends = s.zero, []
     for i, x in enumerate(symbols):
         live = stepper.step(s.plus(live, restart), x, i)
-        end = _plain(stepper.finish(live))
+        end = plain(stepper.finish(live))
         ends.append(end)
         total = s.plus(total, end)
-    return SpanScores(_plain(total), ends)
+    return SpanScores(plain(total), ends)
 
 
 def _consumable_symbols(wfsa: WFSA) -> list[Hashable]:
@@ -447,7 +236,7 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
     from . import sparse
 
     if sparse.engine_store(wfsa) is not None:
-        return sparse.pathsum(wfsa)
+        return sparse.pathsum(wfsa, epsilon_cap)
     s = wfsa.semiring
     moves = s.zeros((wfsa.num_states, wfsa.num_states))
     for symbol in _consumable_symbols(wfsa):
@@ -458,8 +247,8 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
     else:
         capped = closure_matrix(wfsa.epsilon_matrix(env), s, epsilon_cap)
         initial, step = _vecmat(s, initial, capped), s.matmul(moves, capped)
-    star = _closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
-    return _plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
+    star = closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
+    return plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
 
 
 def _useful_in(semiring: Semiring, step: Any, initial: Any, final: Any) -> np.ndarray:
@@ -553,8 +342,18 @@ def viterbi(
     from . import sparse
 
     if sparse.engine_store(wfsa) is not None:
-        path: ViterbiPath = sparse.viterbi(wfsa, symbols, epsilon_cap)
+        path: ViterbiPath = viterbi_of_store(wfsa, symbols, epsilon_cap)
         return path
+    try:
+        return _viterbi(wfsa, symbols, env, epsilon_cap, useful_mask(wfsa))
+    except DivergenceError:  # only cycles on a successful path of ``symbols`` count
+        return _viterbi(wfsa, symbols, env, epsilon_cap, _useful_states(wfsa, symbols))
+
+
+def _viterbi(
+    wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None, epsilon_cap: int | None, useful: np.ndarray
+) -> ViterbiPath:
+    """``viterbi`` over the states of the mask ``useful``."""
     s, v = wfsa.semiring, wfsa.semiring.viterbi
 
     def nonnegative(w: Any, where: str) -> Any:
@@ -571,7 +370,6 @@ def viterbi(
     def weight_of(i: int, x: Hashable | None) -> Any:
         return nonnegative(wfsa.arc_weight(i, x, env), f"arc {i} on {x!r}")
 
-    useful = useful_mask(wfsa)  # only paths through useful states can succeed: others' cycles must not raise
     eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]  # all checked
     eps = [(i, a, w) for i, a, w in eps if useful[a.src] and useful[a.dst]]
     # A layer maps a state to (weight, pointer). A pointer is None (an initial state),
@@ -606,7 +404,7 @@ def viterbi(
     for q, value in enumerate(wfsa.vector(wfsa.initial, env)):
         if not useful[q]:
             continue
-        offer(start, q, nonnegative(_plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
+        offer(start, q, nonnegative(plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
     history = [relax(start)]
     for position, x in enumerate(symbols):
         wfsa.check_symbol(x, position)
@@ -619,8 +417,8 @@ def viterbi(
     final = wfsa.vector(wfsa.final, env)
     ends: Layer = {}
     for q, (w, _) in history[-1].items():
-        rho = nonnegative(_plain(final[q]), f"final weight of {wfsa.state_name(q)}")
-        offer(ends, q, _plain(s.times(w, rho)), None)
+        rho = nonnegative(plain(final[q]), f"final weight of {wfsa.state_name(q)}")
+        offer(ends, q, plain(s.times(w, rho)), None)
     if not ends:
         return ViterbiPath(s.zero)
     best_q = next(iter(ends))
@@ -644,12 +442,154 @@ def _backtrace(
         arc_index, previous = pointer
         arc: Arc = wfsa.arcs[arc_index]
         symbol = symbols[previous[1]] if arc.label.consumes else None
-        weight_here = _plain(wfsa.arc_weight(arc_index, symbol, env))
+        weight_here = plain(wfsa.arc_weight(arc_index, symbol, env))
         steps.append(Step(arc_index, wfsa.state_name(arc.src), wfsa.state_name(arc.dst), arc.kind, symbol, weight_here))
         pointer = previous
     steps.reverse()
     start = steps[0].src if steps else wfsa.state_name(end)
     return ViterbiPath(weight, steps, start, wfsa.state_name(end))
+
+
+# ----------------------------------------------------------------------------------------
+# Viterbi on the arc store
+
+
+@dataclass
+class _Layer:
+    """The best paths into the states of one position: states, weights, and the stored arc that set each (-1: none)."""
+
+    states: IntArray
+    weights: np.ndarray
+    arcs: IntArray
+
+    def lookup(self, q: int) -> int:
+        return int(np.searchsorted(self.states, q))
+
+
+def _best_per_destination(
+    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
+) -> tuple[IntArray, np.ndarray, IntArray]:
+    """Per destination the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order."""
+    best = v.segment_sum(candidate, dst, n)
+    hit = candidate == best[dst]
+    dst, arc_id, positions = dst[hit], arc_id[hit], positions[hit]
+    order = np.lexsort((arc_id, dst))
+    dst, positions = dst[order], positions[order]
+    first = np.ones(len(dst), dtype=bool)
+    first[1:] = dst[1:] != dst[:-1]
+    return dst[first], best[dst[first]], positions[first]
+
+
+def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
+    """The best single path deriving ``symbols`` on the arc store (see ``viterbi``).
+
+    Caution:
+        Constant weights only; only states on some successful path are searched (so a divergent epsilon cycle
+        elsewhere does not raise). Ties between equally good paths go to the arc first in ``wfsa.arcs``.
+
+    Raises:
+        WeightError: a negative weight in a real-field semiring (max-times ranks paths and needs them nonnegative).
+        DivergenceError: an epsilon cycle improves paths without bound (exact mode).
+    """
+    store = require_store(wfsa)
+    try:
+        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful())
+    except DivergenceError:  # only cycles on a successful path of ``symbols`` count
+        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful_for(symbols))
+
+
+def _viterbi_store(
+    wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable], epsilon_cap: int | None, useful: np.ndarray
+) -> Any:
+    """``viterbi`` over the states of the mask ``useful``."""
+    s, v = store.semiring, store.semiring.viterbi
+    n = store.num_states
+    keep = useful[store.src] & useful[store.dst]
+
+    def nonnegative(values: np.ndarray, what: Any) -> None:
+        if s.is_field and np.any(values < 0):
+            k = int(np.flatnonzero(values < 0)[0])
+            raise WeightError(
+                f"{what(k)}: Viterbi in the {s.name} semiring ranks paths by max-times and needs nonnegative "
+                f"weights; got {values[k]}"
+            )
+
+    eps = np.flatnonzero(store.label == EPSILON_ID)
+    nonnegative(store.weight[eps], lambda k: f"arc {int(store.arc_id[eps[k]])} on None")
+    eps = eps[keep[eps]]
+    eps_order, eps_ptr = csr_index(store.src[eps], n)
+    eps = eps[eps_order]
+    nonnegative(store.initial, lambda k: f"initial weight of {store.names[k]}")
+
+    def relax(layer: _Layer) -> _Layer:
+        weights = s.zeros((n,))
+        weights[layer.states] = layer.weights
+        arcs = np.full(n, -1, dtype=np.int64)
+        arcs[layer.states] = layer.arcs
+        frontier = layer.states
+        limit = n if epsilon_cap is None else epsilon_cap
+        for count in range(1, limit + 1):
+            out = eps[gather_ranges(eps_ptr, frontier)]
+            if not out.size:
+                break
+            candidate = v.times(weights[store.src[out]], store.weight[out])
+            live = candidate != s.zero
+            out, candidate = out[live], candidate[live]
+            dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out, n)
+            improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
+            frontier = dst[improved]
+            if not frontier.size:
+                break
+            weights[frontier], arcs[frontier] = best[improved], chosen[improved]
+            if epsilon_cap is None and count == limit:
+                names = ", ".join(store.names[q] for q in frontier)
+                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
+        states = np.flatnonzero(weights != s.zero)
+        return _Layer(states, weights[states], arcs[states])
+
+    start = np.flatnonzero((store.initial != s.zero) & useful)
+    history = [relax(_Layer(start, store.initial[start], np.full(len(start), -1, dtype=np.int64)))]
+    for position, x in enumerate(symbols):
+        wfsa.check_symbol(x, position)
+        previous = history[-1]
+        weights = s.zeros((n,))
+        weights[previous.states] = previous.weights
+        arcs = store.matching(x)
+        arcs = arcs[keep[arcs] & (weights[store.src[arcs]] != s.zero)]
+        nonnegative(store.weight[arcs], lambda k, arcs=arcs, x=x: f"arc {int(store.arc_id[arcs[k]])} on {x!r}")
+        candidate = v.times(weights[store.src[arcs]], store.weight[arcs])
+        live = candidate != s.zero
+        arcs, candidate = arcs[live], candidate[live]
+        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs, n)
+        history.append(relax(_Layer(dst, best, chosen)))
+    last = history[-1]
+    rho = store.final[last.states]
+    nonnegative(rho, lambda k: f"final weight of {store.names[int(last.states[k])]}")
+    ends = v.times(last.weights, rho)
+    live = np.flatnonzero(ends != s.zero)
+    if not live.size:
+        return ViterbiPath(s.zero)
+    top = v.sum(ends[live], axis=0)
+    winner = int(live[np.flatnonzero(ends[live] == top)[0]])
+    end = int(last.states[winner])
+    steps: list[Any] = []
+    q, t = end, len(symbols)
+    while True:
+        layer = history[t]
+        arc = int(layer.arcs[layer.lookup(q)])
+        if arc < 0:
+            break
+        original = int(store.arc_id[arc])
+        consumes = int(store.label[arc]) != EPSILON_ID
+        symbol = symbols[t - 1] if consumes else None
+        a = wfsa.arcs[original]
+        steps.append(Step(original, store.names[a.src], store.names[a.dst], a.kind, symbol, plain(store.weight[arc])))
+        q = int(store.src[arc])
+        if consumes:
+            t -= 1
+    steps.reverse()
+    start_name = steps[0].src if steps else store.names[end]
+    return ViterbiPath(plain(ends[winner]), steps, start_name, store.names[end])
 
 
 # ----------------------------------------------------------------------------------------

@@ -14,9 +14,9 @@ import numpy as np
 
 from kleene.errors import AlphabetError, ArgumentError, WeightError
 
-from .algorithms import closure_matrix
 from .labels import AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
 from .ops import bind, trim
+from .star import closure_matrix
 from .weights import Env
 from .wfsa import WFSA
 
