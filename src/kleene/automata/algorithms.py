@@ -467,17 +467,125 @@ class _Layer:
 
 
 def _best_per_destination(
-    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
+    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray
 ) -> tuple[IntArray, np.ndarray, IntArray]:
-    """Per destination the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order."""
-    best = v.segment_sum(candidate, dst, n)
-    hit = candidate == best[dst]
-    dst, arc_id, positions = dst[hit], arc_id[hit], positions[hit]
-    order = np.lexsort((arc_id, dst))
-    dst, positions = dst[order], positions[order]
-    first = np.ones(len(dst), dtype=bool)
-    first[1:] = dst[1:] != dst[:-1]
-    return dst[first], best[dst[first]], positions[first]
+    """Per destination (ascending) the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order;
+    in time proportional to the candidates."""
+    states, inverse = np.unique(dst, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    best = v.segment_sum(candidate, inverse, len(states))
+    hit = candidate == best[inverse]
+    inverse, arc_id, positions = inverse[hit], arc_id[hit], positions[hit]
+    order = np.lexsort((arc_id, inverse))
+    inverse, positions = inverse[order], positions[order]
+    first = np.ones(len(inverse), dtype=bool)
+    first[1:] = inverse[1:] != inverse[:-1]
+    return states, best, positions[first]
+
+
+class _ViterbiArcs:
+    """What every Viterbi search of one store over the states of one mask reads: the kept arcs, the epsilon arcs
+    by source, and two state-indexed buffers (all zero between searches) for the epsilon relaxation."""
+
+    def __init__(self, store: ArcStore, useful: np.ndarray):
+        s = store.semiring
+        self.keep = useful[store.src] & useful[store.dst]
+        eps = np.flatnonzero(store.label == EPSILON_ID)
+        _nonnegative(s, store.weight[eps], lambda k: f"arc {int(store.arc_id[eps[k]])} on None")
+        _nonnegative(s, store.initial, lambda k: f"initial weight of {store.names[k]}")
+        eps = eps[self.keep[eps]]
+        order, self.eps_ptr = csr_index(store.src[eps], store.num_states)
+        self.eps = eps[order]
+        self.start = np.flatnonzero((store.initial != s.zero) & useful)
+        self.weights = s.zeros((store.num_states,))
+        self.arcs = np.full(store.num_states, -1, dtype=np.int64)
+
+
+def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> ViterbiPath | None:
+    """``viterbi`` in plain Python over per-state label tables, as ``sparse.forward``'s small frontiers: for stores
+    without useful epsilon arcs and predicate labels, in a semiring with no sign condition, while every frontier
+    holds at most ``sparse.SMALL_FRONTIER`` states; None otherwise (the array search runs)."""
+    from . import sparse
+
+    s, v = store.semiring, store.semiring.viterbi
+    if store.predicates or s.is_field or store.useful_epsilons():
+        return None
+    for i, x in enumerate(symbols):
+        wfsa.check_symbol(x, i)
+    tables: dict[int, dict[int, list[tuple[int, Any, int, int]]]] = store.memo("viterbi_tables", dict)
+    useful = store.useful()
+    times, better, zero = v.times, v.better, s.zero
+    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
+    back: list[dict[int, tuple[int, int]]] = []  # per position: state -> (stored arc, previous state)
+    for x in symbols:
+        try:
+            ident = store.symbol_ids.get(x)
+        except TypeError:
+            return None
+        if ident is None:
+            return ViterbiPath(s.zero)
+        layer: dict[int, tuple[Any, int, int]] = {}  # state -> (weight, arc id, stored arc), and the previous state
+        came: dict[int, int] = {}
+        for q, w in frontier.items():
+            table = tables.get(q)
+            if table is None:
+                table = tables[q] = _arc_table(store, q, useful)
+            for d, aw, arc_id, position in table.get(ident, ()):
+                candidate = times(w, aw)
+                if candidate == zero:
+                    continue
+                held = layer.get(d)
+                if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
+                    layer[d] = (candidate, arc_id, position)
+                    came[d] = q
+        if len(layer) > sparse.SMALL_FRONTIER:
+            return None
+        frontier = {q: held[0] for q, held in layer.items()}
+        back.append({q: (held[2], came[q]) for q, held in layer.items()})
+    best_q, best = -1, zero
+    for q, w in sorted(frontier.items()):  # ties: the lowest state, as the array search
+        total = times(w, store.final[q].item())
+        if total != zero and (best_q < 0 or better(total, best)):
+            best_q, best = q, total
+    if best_q < 0:
+        return ViterbiPath(s.zero)
+    steps: list[Step] = []
+    q = best_q
+    for t in range(len(symbols), 0, -1):
+        position, previous = back[t - 1][q]
+        original = int(store.arc_id[position])
+        arc = wfsa.arcs[original]
+        steps.append(Step(original, store.names[arc.src], store.names[arc.dst], arc.kind, symbols[t - 1],
+                          plain(store.weight[position])))
+        q = previous
+    steps.reverse()
+    return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
+
+
+def _arc_table(store: ArcStore, q: int, useful: np.ndarray) -> dict[int, list[tuple[int, Any, int, int]]]:
+    """State q's arcs into useful states by label id: [(destination, weight, arc id, stored position)]."""
+    lo, hi = int(store.indptr[q]), int(store.indptr[q + 1])
+    table: dict[int, list[tuple[int, Any, int, int]]] = {}
+    rows = zip(store.label[lo:hi].tolist(), store.dst[lo:hi].tolist(), store.weight[lo:hi].tolist(),
+               store.arc_id[lo:hi].tolist(), range(lo, hi))
+    for label, d, w, arc_id, position in rows:
+        if useful[d]:
+            table.setdefault(label, []).append((d, w, arc_id, position))
+    return table
+
+
+def _nonnegative(s: Semiring, values: np.ndarray, what: Any) -> None:
+    """Refuse a negative weight where Viterbi ranks by max-times (``what(k)`` names the k-th value).
+
+    Raises:
+        WeightError: naming the weight.
+    """
+    if s.is_field and np.any(values < 0):
+        k = int(np.flatnonzero(values < 0)[0])
+        raise WeightError(
+            f"{what(k)}: Viterbi in the {s.name} semiring ranks paths by max-times and needs nonnegative "
+            f"weights; got {values[k]}"
+        )
 
 
 def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
@@ -492,6 +600,9 @@ def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int |
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
     store = require_store(wfsa)
+    small = _viterbi_small(wfsa, store, symbols)
+    if small is not None:
+        return small
     try:
         return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful())
     except DivergenceError:  # only cycles on a successful path of ``symbols`` count
@@ -504,67 +615,72 @@ def _viterbi_store(
     """``viterbi`` over the states of the mask ``useful``."""
     s, v = store.semiring, store.semiring.viterbi
     n = store.num_states
-    keep = useful[store.src] & useful[store.dst]
-
-    def nonnegative(values: np.ndarray, what: Any) -> None:
-        if s.is_field and np.any(values < 0):
-            k = int(np.flatnonzero(values < 0)[0])
-            raise WeightError(
-                f"{what(k)}: Viterbi in the {s.name} semiring ranks paths by max-times and needs nonnegative "
-                f"weights; got {values[k]}"
-            )
-
-    eps = np.flatnonzero(store.label == EPSILON_ID)
-    nonnegative(store.weight[eps], lambda k: f"arc {int(store.arc_id[eps[k]])} on None")
-    eps = eps[keep[eps]]
-    eps_order, eps_ptr = csr_index(store.src[eps], n)
-    eps = eps[eps_order]
-    nonnegative(store.initial, lambda k: f"initial weight of {store.names[k]}")
+    if useful is store.useful():  # the usual search: its arrays are kept on the store
+        prepared = store.memo("viterbi", lambda: _ViterbiArcs(store, useful))
+    else:
+        prepared = _ViterbiArcs(store, useful)
+    keep, eps, eps_ptr = prepared.keep, prepared.eps, prepared.eps_ptr
 
     def relax(layer: _Layer) -> _Layer:
-        weights = s.zeros((n,))
+        if not eps.size:
+            return layer
+        weights, arcs = prepared.weights, prepared.arcs  # zero / -1 everywhere, and again on return
         weights[layer.states] = layer.weights
-        arcs = np.full(n, -1, dtype=np.int64)
         arcs[layer.states] = layer.arcs
         frontier = layer.states
+        touched = [frontier]
         limit = n if epsilon_cap is None else epsilon_cap
-        for count in range(1, limit + 1):
-            out = eps[gather_ranges(eps_ptr, frontier)]
-            if not out.size:
-                break
-            candidate = v.times(weights[store.src[out]], store.weight[out])
-            live = candidate != s.zero
-            out, candidate = out[live], candidate[live]
-            dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out, n)
-            improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
-            frontier = dst[improved]
-            if not frontier.size:
-                break
-            weights[frontier], arcs[frontier] = best[improved], chosen[improved]
-            if epsilon_cap is None and count == limit:
-                names = ", ".join(store.names[q] for q in frontier)
-                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
-        states = np.flatnonzero(weights != s.zero)
-        return _Layer(states, weights[states], arcs[states])
+        try:
+            for count in range(1, limit + 1):
+                out = eps[gather_ranges(eps_ptr, frontier)]
+                if not out.size:
+                    break
+                candidate = v.times(weights[store.src[out]], store.weight[out])
+                live = candidate != s.zero
+                out, candidate = out[live], candidate[live]
+                dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out)
+                improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
+                frontier = dst[improved]
+                if not frontier.size:
+                    break
+                weights[frontier], arcs[frontier] = best[improved], chosen[improved]
+                touched.append(frontier)
+                if epsilon_cap is None and count == limit:
+                    names = ", ".join(store.names[q] for q in frontier)
+                    raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
+            states = np.unique(np.concatenate(touched))
+            return _Layer(states, weights[states], arcs[states])
+        finally:
+            for states in touched:
+                weights[states] = s.zero
+                arcs[states] = -1
 
-    start = np.flatnonzero((store.initial != s.zero) & useful)
+    start = prepared.start
     history = [relax(_Layer(start, store.initial[start], np.full(len(start), -1, dtype=np.int64)))]
     for position, x in enumerate(symbols):
         wfsa.check_symbol(x, position)
         previous = history[-1]
-        weights = s.zeros((n,))
-        weights[previous.states] = previous.weights
-        arcs = store.matching(x)
-        arcs = arcs[keep[arcs] & (weights[store.src[arcs]] != s.zero)]
-        nonnegative(store.weight[arcs], lambda k, arcs=arcs, x=x: f"arc {int(store.arc_id[arcs[k]])} on {x!r}")
-        candidate = v.times(weights[store.src[arcs]], store.weight[arcs])
+        counts = store.indptr[previous.states + 1] - store.indptr[previous.states]
+        matching = store.matching(x)
+        if int(counts.sum()) <= len(matching):  # a small frontier: its own arcs, filtered by label
+            arcs = gather_ranges(store.indptr, previous.states)
+            owner = np.repeat(np.arange(len(previous.states)), counts)
+            hit = keep[arcs] & store.matches_mask(x, arcs)
+            arcs, owner = arcs[hit], owner[hit]
+        else:  # a large frontier: the symbol's arcs from it
+            arcs = matching[keep[matching]]
+            owner = np.minimum(np.searchsorted(previous.states, store.src[arcs]), max(0, len(previous.states) - 1))
+            hit = previous.states[owner] == store.src[arcs] if len(previous.states) else np.zeros(len(arcs), bool)
+            arcs, owner = arcs[hit], owner[hit]
+        _nonnegative(s, store.weight[arcs], lambda k, arcs=arcs, x=x: f"arc {int(store.arc_id[arcs[k]])} on {x!r}")
+        candidate = v.times(previous.weights[owner], store.weight[arcs])
         live = candidate != s.zero
         arcs, candidate = arcs[live], candidate[live]
-        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs, n)
+        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs)
         history.append(relax(_Layer(dst, best, chosen)))
     last = history[-1]
     rho = store.final[last.states]
-    nonnegative(rho, lambda k: f"final weight of {store.names[int(last.states[k])]}")
+    _nonnegative(s, rho, lambda k: f"final weight of {store.names[int(last.states[k])]}")
     ends = v.times(last.weights, rho)
     live = np.flatnonzero(ends != s.zero)
     if not live.size:

@@ -112,6 +112,13 @@ class ArcStore:
     _graphs: dict[str, _Graph] = field(default_factory=dict, repr=False)
     _useful: np.ndarray | None = field(default=None, repr=False)
     _tables: dict[int, dict[int, list[tuple[int, Any]]]] | None = field(default=None, repr=False)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+        """``build()``, computed once per store and ``key`` (what an algorithm derives from the store alone)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     @property
     def num_arcs(self) -> int:
@@ -165,6 +172,22 @@ class ArcStore:
         candidates = self.arcs_with_label(PREDICATE_ID)
         out: IntArray = candidates[hits[self.predicate_of[candidates]]]
         return out
+
+    def arc_list(self) -> list[Arc]:
+        """The stored arcs as ``Arc`` objects, in ``arc_id`` order (an automaton whose arcs live in this store
+        only reads them so)."""
+        order = np.argsort(self.arc_id)
+        labels: list[Label] = [EPSILON, *(Sym(x) for x in self.symbols), *self.predicates]
+        codes = self.label[order] + 1
+        if self.predicates:  # predicate arcs: after the symbols, by their index in ``self.predicates``
+            hit = codes == PREDICATE_ID + 1
+            codes[hit] = len(self.symbols) + 1 + self.predicate_of[order][hit]
+        src, dst, lab, weight = (self.src[order].tolist(), self.dst[order].tolist(), codes.tolist(),
+                                 self.weight[order].tolist())
+        return [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
+
+    def has_epsilon_arcs(self) -> bool:
+        return bool(np.any(self.label == EPSILON_ID))
 
     def useful(self) -> np.ndarray:
         """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask,
@@ -424,26 +447,6 @@ def trim_store(wfsa: WFSA, store: ArcStore) -> WFSA:
         store.final[keep], names,
     )
     return store_backed(s, table, wfsa.name, names, trimmed, initial, final)
-
-
-def materialize_arcs(wfsa: WFSA) -> list[Arc]:
-    """The ``Arc`` objects of an automaton read into its arc store only (``wfsa._arcs is None``), in arc order;
-    the store stays cached for the materialised list."""
-    cached = wfsa._sparse_cache
-    assert cached is not None and cached[3] is not None, "arcs held nowhere"
-    store: ArcStore = cached[3]
-    order = np.argsort(store.arc_id)
-    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols), *store.predicates]
-    codes = store.label[order] + 1
-    if store.predicates:  # predicate arcs: after the symbols, by their index in ``store.predicates``
-        hit = codes == PREDICATE_ID + 1
-        codes[hit] = len(store.symbols) + 1 + store.predicate_of[order][hit]
-    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), codes.tolist(),
-                             store.weight[order].tolist())
-    arcs = [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
-    wfsa._arcs = arcs
-    wfsa._sparse_cache = (wfsa._arcs_key(), *cached[1:])
-    return arcs
 
 
 def _build(wfsa: WFSA) -> ArcStore | None:
