@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from kleene.automata import ANY, EPSILON, WFSA, SymbolTable, get_semiring, remove_epsilon
+from kleene.automata import ANY, EPSILON, WFSA, SymbolTable, algorithms, get_semiring, remove_epsilon
 from kleene.automata import sparse as engine_sparse
 from kleene.automata.algorithms import viterbi as viterbi_path
 from kleene.automata.push import state_distances
@@ -50,7 +50,7 @@ THRESHOLDS: dict[tuple[Any, str], int] = {
     (engine_sparse, "SPARSE_MIN_STATES"): 2,
     (engine_sparse, "DENSE_BLOCK"): 3,
     (engine_sparse, "ITERATIVE_FROM"): 6,
-    (engine_sparse, "SMALL_FRONTIER"): 1,
+    (algorithms, "SMALL_FRONTIER"): 1,
     (engine_sparse, "ARRAY_OPS_MIN_ARCS"): 1,
 }
 

@@ -23,7 +23,18 @@ import numpy as np
 import sympy
 
 from kleene.automata.semiring import Semiring, sympy_constant
-from kleene.automata.sparse import EPSILON_ID, ArcStore, IntArray, csr_index, gather_ranges, plain, require_store
+from kleene.automata.sparse import (
+    EPSILON_ID,
+    PREDICATE_ID,
+    ArcStore,
+    ClosureRows,
+    IntArray,
+    csr_index,
+    epsilon_closure,
+    gather_ranges,
+    plain,
+    require_store,
+)
 from kleene.automata.star import closure_matrix as closure_matrix  # re-exported: kleene.compile.reference
 from kleene.automata.star import closure_where_useful
 from kleene.automata.weights import Env, instantiate, is_symbolic
@@ -106,10 +117,236 @@ class _Stepper:
 
 def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None) -> Any:
     """The sparse stepper for large constant-weight automata, else the dense one."""
-    from kleene.automata.sparse import SparseStepper, engine_store
+    from kleene.automata.sparse import engine_store
 
     store = engine_store(wfsa)
     return _Stepper(wfsa, env, epsilon_cap, symbols) if store is None else SparseStepper(wfsa, store, epsilon_cap)
+
+
+def forward(stepper: Any, symbols: Sequence[Hashable]) -> Any:
+    """The Forward recursion, the one of kleene.automata: ``finish(step(...step(start(), x1)..., xn))``.
+
+    ``stepper`` is a strategy with ``start()``, ``step(vector, symbol, position)`` and ``finish(vector)``: dense
+    matrices (``_Stepper``: any weights, with ``env``), the arc store (``SparseStepper``) or sympy cells
+    (``_SymbolicStepper``); each uses its semiring's operations only.
+    """
+    vector = stepper.start()
+    for i, x in enumerate(symbols):
+        vector = stepper.step(vector, x, i)
+    return plain(stepper.finish(vector))
+
+
+def _capped_rows(store: ArcStore, cap: int) -> ClosureRows:
+    """The rows of ``I + E + ... + E^cap`` for the epsilon arcs of ``store``."""
+    eps = store.arcs_with_label(EPSILON_ID)
+    return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
+                           store.names, cap)
+
+
+class SparseStepper:
+    """The Forward algorithm's steps on the sparse store (same interface as the dense stepper).
+
+    Caution:
+        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row.
+    """
+
+    def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None, live: np.ndarray | None = None):
+        """``live``: the states whose epsilon cycles count (default: the useful ones)."""
+        if epsilon_cap is not None and epsilon_cap < 0:
+            raise ValueError(f"epsilon cap must be >= 0, got {epsilon_cap}")
+        self.wfsa, self.store, self.cap = wfsa, store, epsilon_cap
+        self.semiring = store.semiring
+        self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
+        self.epsilons = None
+        if self.has_epsilons and epsilon_cap is None:
+            self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
+        self.capped: ClosureRows | None = None
+        if self.has_epsilons and epsilon_cap is not None:
+            self.capped = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+
+    def close(self, vector: np.ndarray) -> np.ndarray:
+        if self.epsilons is not None:
+            return self.epsilons.close(vector)
+        if self.capped is None:
+            return vector
+        s = self.semiring
+        active = np.flatnonzero(vector != s.zero)
+        owner, cols, vals = self.capped.expand(active)
+        out: np.ndarray = s.segment_sum(s.times(vector[active][owner], vals), cols, len(vector))
+        return out
+
+    def start(self) -> np.ndarray:
+        return self.close(self.store.initial.copy())
+
+    def step(self, vector: np.ndarray, symbol: Hashable, position: int) -> np.ndarray:
+        self.wfsa.check_symbol(symbol, position)
+        s, store = self.semiring, self.store
+        active = np.flatnonzero(vector != s.zero)
+        if active.size * 4 * max(1, store.num_arcs // max(1, store.num_states)) < store.num_arcs // max(
+            1, len(store.symbols)
+        ):  # a small frontier: its own arcs (CSR by source), filtered by label
+            arcs = gather_ranges(store.indptr, active)
+            arcs = arcs[store.matches_mask(symbol, arcs)]
+        else:  # a large frontier: the symbol's arcs
+            arcs = store.matching(symbol)
+            arcs = arcs[vector[store.src[arcs]] != s.zero]
+        src = store.src[arcs]
+        out = s.segment_sum(s.times(vector[src], store.weight[arcs]), store.dst[arcs], store.num_states)
+        return self.close(out)
+
+    def finish(self, vector: np.ndarray) -> Any:
+        s = self.semiring
+        return s.sum(s.times(vector, self.store.final), axis=0)
+
+
+def score_on_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
+    """The Forward score of ``symbols`` on the arc store (see ``score``).
+
+    Without useful epsilon arcs and predicate labels, a frontier of at most ``SMALL_FRONTIER`` states is advanced
+    in plain Python over per-state label tables (built from the CSR arrays as states are first visited), which
+    costs microseconds per symbol where vectorised steps cost tens; larger frontiers take ``score_batch_on_store``.
+    """
+    store = require_store(wfsa)
+    if not store.predicates:
+        for i, x in enumerate(symbols):
+            wfsa.check_symbol(x, i)
+        if not store.useful_epsilons():
+            small = _forward_small(store, symbols)
+            if small is not None:
+                return small
+    return score_batch_on_store(wfsa, [symbols], epsilon_cap)[0]
+
+
+#: The largest frontier ``forward`` advances in plain Python.
+SMALL_FRONTIER = 64
+
+
+def _forward_small(store: ArcStore, symbols: Sequence[Hashable]) -> Any:
+    """``score_on_store`` with frontiers of at most ``SMALL_FRONTIER`` useful states as {state: weight} dicts; None
+    when a frontier grows larger (or a symbol is unhashable)."""
+    s = store.semiring
+    plus, times = s.plus, s.times
+    useful = store.useful()
+    tables = store.label_tables()
+    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
+    for x in symbols:
+        try:
+            ident = store.symbol_ids.get(x)
+        except TypeError:
+            return None
+        if ident is None:
+            return plain(s.zero)
+        nxt: dict[int, Any] = {}
+        for q, w in frontier.items():
+            table = tables.get(q)
+            if table is None:
+                table = tables[q] = store.label_table(q, useful)
+            for d, aw in table.get(ident, ()):
+                v = times(w, aw)
+                nxt[d] = plus(nxt[d], v) if d in nxt else v
+        frontier = {q: w for q, w in nxt.items() if w != s.zero}
+        if len(frontier) > SMALL_FRONTIER:
+            return None
+    total = s.zero
+    final = store.final
+    for q, w in frontier.items():
+        rho = final[q].item()
+        if rho != s.zero:
+            total = plus(total, times(w, rho))
+    return plain(total)
+
+
+def score_batch_on_store(
+    wfsa: WFSA, strings: Sequence[Sequence[Hashable]], epsilon_cap: int | None = None
+) -> list[Any]:
+    """The Forward score of each string of ``strings`` on the arc store, in one pass over positions.
+
+    Without epsilon arcs on useful states the strings advance together: the frontier is the (string, state, weight)
+    triples of all strings at one position, each step one vectorised gather of the frontier states' arcs (CSR by
+    source), a label filter and a plus-reduction per (string, destination); only useful states are kept (the others
+    carry no successful path). With epsilon arcs each string runs the stepper (exact or capped closures).
+
+    Caution:
+        Constant weights only.
+
+    Raises:
+        AlphabetError: a symbol outside the alphabet (naming it, its position and the string's index).
+        DivergenceError: an exact epsilon closure diverges on a successful path.
+    """
+    store = require_store(wfsa)
+    strings = list(strings)
+    for b, string in enumerate(strings):
+        for i, x in enumerate(string):
+            try:
+                wfsa.check_symbol(x, i)
+            except AlphabetError as exc:
+                raise AlphabetError(f"{exc} (string {b} of the batch)" if len(strings) > 1 else str(exc)) from None
+    useful = store.useful()
+    has_epsilons = store.useful_epsilons()
+    distinct: dict[Hashable, int] = {}
+    try:
+        codes = [[distinct.setdefault(x, len(distinct)) for x in string] for string in strings]
+    except TypeError:  # an unhashable symbol: the per-string stepper matches it against predicates
+        codes = None
+    if has_epsilons or codes is None:
+        stepper = SparseStepper(wfsa, store, epsilon_cap)
+        out = []
+        for string in strings:
+            try:
+                out.append(forward(stepper, string))
+            except DivergenceError:  # only cycles on a successful path of this string may diverge
+                out.append(forward(SparseStepper(wfsa, store, epsilon_cap, store.useful_for(string)), string))
+        return out
+    return _forward_together(store, useful, codes, list(distinct))
+
+
+def _forward_together(
+    store: ArcStore, useful: np.ndarray, codes: list[list[int]], symbols: list[Hashable]
+) -> list[Any]:
+    """``score_batch_on_store`` without epsilon arcs: ``codes[b]`` is string b as indices into ``symbols``."""
+    s, n = store.semiring, store.num_states
+    count = len(codes)
+    lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=count)
+    longest = int(lengths.max(initial=0))
+    padded = np.full((count, longest), -1, dtype=np.int64)
+    for b, c in enumerate(codes):
+        padded[b, : len(c)] = c
+    direct = np.array([store.symbol_ids.get(x, PREDICATE_ID - 1) for x in symbols], dtype=np.int64)
+    accepts = (np.array([[p.matches(x) for x in symbols] for p in store.predicates], dtype=bool)
+               if store.predicates and symbols else None)
+    result = s.zeros((count,))
+    starts = np.flatnonzero((store.initial != s.zero) & useful)
+    strings = np.repeat(np.arange(count, dtype=np.int64), len(starts))
+    states = np.tile(starts, count)
+    weights = np.tile(store.initial[starts], count)
+    for t in range(longest + 1):
+        done = lengths[strings] == t
+        if done.any():
+            ends = s.times(weights[done], store.final[states[done]])
+            s.scatter_plus(result, strings[done], ends)
+            strings, states, weights = strings[~done], states[~done], weights[~done]
+        if t == longest or not strings.size:
+            break
+        arcs = gather_ranges(store.indptr, states)
+        pair = np.repeat(np.arange(len(states)), store.indptr[states + 1] - store.indptr[states])
+        code = padded[strings[pair], t]
+        labels = store.label[arcs]
+        hit = labels == direct[code]
+        if accepts is not None:
+            hit |= (labels == PREDICATE_ID) & accepts[np.maximum(store.predicate_of[arcs], 0), code]
+        dst = store.dst[arcs]
+        hit &= useful[dst]
+        arcs, pair, dst = arcs[hit], pair[hit], dst[hit]
+        values = s.times(weights[pair], store.weight[arcs])
+        keys = strings[pair] * n + dst
+        unique, inverse = np.unique(keys, return_inverse=True)
+        weights = s.segment_sum(values, inverse.reshape(-1), len(unique))
+        strings, states = unique // n, unique % n
+        live = weights != s.zero
+        strings, states, weights = strings[live], states[live], weights[live]
+    return [plain(x) for x in result]
+
+
 
 
 def check_epsilon_cap(epsilon_cap: Any, operation: str) -> None:
@@ -138,22 +375,18 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
             every such path do not count, as after ``trim``).
     """
     check_epsilon_cap(epsilon_cap, "score")
-    from kleene.automata.sparse import engine_store, forward
+    from kleene.automata.sparse import engine_store
 
     if engine_store(wfsa) is not None:
-        return forward(wfsa, symbols, epsilon_cap)
-    stepper = _Stepper(wfsa, env, epsilon_cap, symbols)
-    vector = stepper.start()
-    for i, x in enumerate(symbols):
-        vector = stepper.step(vector, x, i)
-    return plain(stepper.finish(vector))
+        return score_on_store(wfsa, symbols, epsilon_cap)
+    return forward(_Stepper(wfsa, env, epsilon_cap, symbols), symbols)
 
 
 def score_batch(
     wfsa: WFSA, strings: Sequence[Sequence[Hashable]], env: Env | None = None, epsilon_cap: int | None = None
 ) -> list[Any]:
     """``[score(wfsa, s) for s in strings]`` in one call: constant-weight automata without useful epsilon arcs
-    advance all strings together in the sparse engine (see ``kleene.automata.sparse.forward_batch``); others score
+    advance all strings together on the arc store (see ``score_batch_on_store``); others score
     each string. An empty batch gives an empty list.
 
     Raises:
@@ -162,7 +395,7 @@ def score_batch(
         DivergenceError: as ``score``.
     """
     check_epsilon_cap(epsilon_cap, "score_batch")
-    from kleene.automata.sparse import arc_store, forward_batch
+    from kleene.automata.sparse import arc_store
 
     if isinstance(strings, str | bytes) or not isinstance(strings, Sequence):
         got = type(strings).__name__
@@ -173,7 +406,7 @@ def score_batch(
     if not strings:
         return []
     if arc_store(wfsa) is not None:
-        return forward_batch(wfsa, strings, epsilon_cap)
+        return score_batch_on_store(wfsa, strings, epsilon_cap)
     return [score(wfsa, string, env, epsilon_cap) for string in strings]
 
 
@@ -502,11 +735,9 @@ class _ViterbiArcs:
 
 
 def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> ViterbiPath | None:
-    """``viterbi`` in plain Python over per-state label tables, as ``sparse.forward``'s small frontiers: for stores
+    """``viterbi`` in plain Python over per-state label tables, as ``score_on_store``'s small frontiers: for stores
     without useful epsilon arcs and predicate labels, in a semiring with no sign condition, while every frontier
-    holds at most ``sparse.SMALL_FRONTIER`` states; None otherwise (the array search runs)."""
-    from . import sparse
-
+    holds at most ``SMALL_FRONTIER`` states; None otherwise (the array search runs)."""
     s, v = store.semiring, store.semiring.viterbi
     if store.predicates or s.is_field or store.useful_epsilons():
         return None
@@ -538,7 +769,7 @@ def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> 
                 if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
                     layer[d] = (candidate, arc_id, position)
                     came[d] = q
-        if len(layer) > sparse.SMALL_FRONTIER:
+        if len(layer) > SMALL_FRONTIER:
             return None
         frontier = {q: held[0] for q, held in layer.items()}
         back.append({q: (held[2], came[q]) for q, held in layer.items()})
@@ -797,20 +1028,32 @@ def score_symbolic(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | N
     formulas. Constants stay numbers. The result uses the semiring's symbolic
     operations (``Add``/``Mul`` for real, ``Max``/``Add`` for max-plus, ...).
     """
-    s = wfsa.semiring
-    closure = _sym_closure(wfsa, epsilon_cap)
-    vector = [
-        _sym_weight(wfsa, wfsa.initial[q], None) if q in wfsa.initial else s.sym_zero for q in range(wfsa.num_states)
-    ]
-    if closure is not None:
-        vector = _sym_vecmat(s, vector, closure)
-    for x in symbols:
-        vector = _sym_vecmat(s, vector, _sym_matrix(wfsa, x))
-        if closure is not None:
-            vector = _sym_vecmat(s, vector, closure)
-    terms = [
-        s.sym_times(vector[q], _sym_weight(wfsa, wfsa.final[q], None))
-        for q in wfsa.final
-        if vector[q] != s.sym_zero
-    ]
-    return s.sym_plus(*terms) if terms else s.sym_zero
+    result: sympy.Expr = forward(_SymbolicStepper(wfsa, epsilon_cap), symbols)
+    return result
+
+
+class _SymbolicStepper:
+    """The Forward steps over sympy expressions (the semiring's symbolic operations): per-symbol cells of arc
+    weights with ``ALPHA`` replaced by the symbol, and the symbolic epsilon closure."""
+
+    def __init__(self, wfsa: WFSA, epsilon_cap: int | None):
+        self.wfsa, self.semiring = wfsa, wfsa.semiring
+        self.closure = _sym_closure(wfsa, epsilon_cap)
+
+    def close(self, vector: list[sympy.Expr]) -> list[sympy.Expr]:
+        return vector if self.closure is None else _sym_vecmat(self.semiring, vector, self.closure)
+
+    def start(self) -> list[sympy.Expr]:
+        wfsa, s = self.wfsa, self.semiring
+        initial = wfsa.initial
+        return self.close([_sym_weight(wfsa, initial[q], None) if q in initial else s.sym_zero
+                           for q in range(wfsa.num_states)])
+
+    def step(self, vector: list[sympy.Expr], symbol: Hashable, position: int) -> list[sympy.Expr]:
+        return self.close(_sym_vecmat(self.semiring, vector, _sym_matrix(self.wfsa, symbol)))
+
+    def finish(self, vector: list[sympy.Expr]) -> sympy.Expr:
+        s, final = self.semiring, self.wfsa.final
+        terms = [s.sym_times(vector[q], _sym_weight(self.wfsa, final[q], None)) for q in final
+                 if vector[q] != s.sym_zero]
+        return s.sym_plus(*terms) if terms else s.sym_zero
