@@ -51,6 +51,7 @@ THRESHOLDS: dict[tuple[Any, str], int] = {
     (engine_sparse, "DENSE_BLOCK"): 3,
     (engine_sparse, "ITERATIVE_FROM"): 6,
     (algorithms, "SMALL_FRONTIER"): 1,
+    (algorithms, "DENSE_LAYER_STATES"): 1,
     (engine_sparse, "ARRAY_OPS_MIN_ARCS"): 1,
 }
 

@@ -699,13 +699,24 @@ class _Layer:
         return int(np.searchsorted(self.states, q))
 
 
+#: Up to this many states, Viterbi's layers are read by a pass over every state (cheaper than sorting the few
+#: touched ones); above it, in time proportional to what a position touches.
+DENSE_LAYER_STATES = 8192
+
+
 def _best_per_destination(
-    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray
+    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
 ) -> tuple[IntArray, np.ndarray, IntArray]:
     """Per destination (ascending) the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order;
-    in time proportional to the candidates."""
-    states, inverse = np.unique(dst, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    in time proportional to the candidates (few of them: a sort) or to the n states (many: a scatter)."""
+    if 16 * len(dst) < n and n > DENSE_LAYER_STATES:
+        states, inverse = np.unique(dst, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        reached = np.zeros(n, dtype=bool)
+        reached[dst] = True
+        states = np.flatnonzero(reached)
+        inverse = np.cumsum(reached)[dst] - 1
     best = v.segment_sum(candidate, inverse, len(states))
     hit = candidate == best[inverse]
     inverse, arc_id, positions = inverse[hit], arc_id[hit], positions[hit]
@@ -869,7 +880,7 @@ def _viterbi_store(
                 candidate = v.times(weights[store.src[out]], store.weight[out])
                 live = candidate != s.zero
                 out, candidate = out[live], candidate[live]
-                dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out)
+                dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out, n)
                 improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
                 frontier = dst[improved]
                 if not frontier.size:
@@ -879,7 +890,10 @@ def _viterbi_store(
                 if epsilon_cap is None and count == limit:
                     names = ", ".join(store.names[q] for q in frontier)
                     raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
-            states = np.unique(np.concatenate(touched))
+            if n <= DENSE_LAYER_STATES:
+                states = np.flatnonzero(weights != s.zero)
+            else:
+                states = np.unique(np.concatenate(touched))
             return _Layer(states, weights[states], arcs[states])
         finally:
             for states in touched:
@@ -907,7 +921,7 @@ def _viterbi_store(
         candidate = v.times(previous.weights[owner], store.weight[arcs])
         live = candidate != s.zero
         arcs, candidate = arcs[live], candidate[live]
-        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs)
+        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs, n)
         history.append(relax(_Layer(dst, best, chosen)))
     last = history[-1]
     rho = store.final[last.states]

@@ -17,13 +17,12 @@ acyclic parts are one vectorised propagation per level). A cyclic component is s
   in the idempotent semirings, raising ``DivergenceError`` when a cycle keeps improving;
 (Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
 
-Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
-graph, restricted to the states the frontier touches. ``epsilon_closure`` computes every row of the closure ``E*``
-(for ``remove_epsilon``): the components in reverse topological order, a level at a time, each row the sum of its
-successors' rows, cyclic components' rows multiplied by their block's star; ``remove_epsilon_store`` then builds
-the epsilon-free arcs as arrays. Without useful epsilon arcs, ``forward_batch`` advances many
-strings together (one vectorised step per position over all (string, state) pairs) and ``forward`` advances a small
-frontier in plain Python over per-state label tables.
+The Forward algorithm on the store (``kleene.automata.algorithms.SparseStepper``) closes each frontier with the
+same procedure on the epsilon graph (``_Graph.close``), restricted to the states the frontier touches.
+``epsilon_closure`` is the one closure matrix of the sparse strategy: every row of ``E*`` (the components in
+reverse topological order, a level at a time, each row the sum of its successors' rows, cyclic components' rows
+multiplied by their block's star, ``closure_matrix`` of ``kleene.automata.star`` for small blocks) or, with a cap,
+of ``I + E + ... + E^k``; ``remove_epsilon_store`` then builds the epsilon-free arcs as arrays.
 
 Large automata (held in a store, or with ``ARRAY_OPS_MIN_ARCS`` arcs or more) are trimmed, pushed, determinized and
 minimized on the store's arrays (``trim_store``, ``with_weights``, ``store_backed``; see ``kleene.automata.ops``,
