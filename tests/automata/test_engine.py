@@ -108,3 +108,21 @@ def test_the_fuzz_sees_a_wrong_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     problems = [engine_fuzz.compare(label, ours, theirs, a.semiring, same)
                 for label, ours, theirs, same in engine_fuzz.comparisons(case)]
     assert any(p is not None and p.startswith("score") for p in problems)
+
+
+@pytest.mark.parametrize("towards", ["initial", "final"])
+def test_state_distances_with_predicate_labels_ignore_a_divergent_cycle_off_their_paths(towards: str) -> None:
+    """The dense branch (predicate labels) sums only the paths it reports, as the store's: a divergent cycle on a
+    state neither reached from an initial state nor reaching a final one does not raise."""
+    from kleene.automata import ANY
+    from kleene.automata.push import state_distances
+
+    a = WFSA("log", alphabet=["a", "b"])
+    for name in "pqr":
+        a.add_state(name)
+    a.set_initial(0)
+    a.set_final(1)
+    a.add_arc(0, 1, ANY, math.log(0.25))  # two symbols: 0.5 in all
+    a.add_arc(2, 2, EPSILON, 0.5)  # divergent, on no path from 0 or to 1
+    expected = {"initial": [0.0, math.log(0.5), -math.inf], "final": [math.log(0.5), 0.0, -math.inf]}[towards]
+    assert state_distances(a, towards) == pytest.approx(expected, rel=1e-12)
