@@ -212,6 +212,7 @@ def run(name: str, text: str, semiring: str, arc_type: str, table: SymbolTable, 
     o_score, theirs = timed(openfst_scores)
     rows.append((name, f"score {len(words)} strings, 1 call each", k_score, o_score, None))
     rows.append((name, f"score {len(words)} strings, score_batch", k_batch, o_score, None))
+    rows.append(viterbi_row(name, automaton, machine, arc_type, semiring, words[:VITERBI_STRINGS], strings))
     k_sum, total = timed(automaton.pathsum)
     o_sum, distance = timed(lambda: fst.shortestdistance(machine, reverse=True))
     rows.append((name, "pathsum", k_sum, o_sum, None))
@@ -221,6 +222,35 @@ def run(name: str, text: str, semiring: str, arc_type: str, table: SymbolTable, 
     print(f"  {name}: max relative score difference {mismatch:.2e}; pathsum kleene {sign * total:.6f} "
           f"OpenFst {float(distance[machine.start()]):.6f}")
     return rows
+
+
+#: How many of the strings the Viterbi row decodes.
+VITERBI_STRINGS = 300
+
+
+def viterbi_row(name: str, automaton: Any, machine: Any, arc_type: str, semiring: str, words: list[list[int]],
+                strings: list[list[Any]]) -> Any:
+    """The best path of each string: kleene ``viterbi`` (weight and arcs) against OpenFst's compose + shortestpath
+    (of the tropical image for log), the best weights checked equal."""
+    k_best, ours = timed(lambda: [automaton.viterbi(string).weight for string in strings[: len(words)]])
+    ranked = machine if arc_type != "log" else fst.arcmap(machine, map_type="to_standard")
+    ranked.arcsort(sort_type="olabel")
+
+    def openfst_best() -> list[float]:
+        out = []
+        for word in words:
+            string = fst.Compiler(arc_type="standard", acceptor=True)
+            string.write("".join(f"{i}\t{i + 1}\t{w}\n" for i, w in enumerate(word)) + f"{len(word)}\n")
+            best = fst.shortestpath(fst.compose(ranked, string.compile()))
+            d = fst.shortestdistance(best, reverse=True) if best.start() >= 0 else []
+            out.append(float(d[best.start()]) if best.start() >= 0 and len(d) else math.inf)
+        return out
+
+    o_best, theirs = timed(openfst_best)
+    sign = -1.0 if semiring == "log" else 1.0
+    differ = [(a, b) for a, b in zip(ours, theirs) if not (sign * a == b or abs(sign * a - b) <= 1e-4 * max(1, abs(b)))]
+    assert not differ, f"{name}: Viterbi weights differ from OpenFst's: {differ[:3]}"
+    return (name, f"viterbi {len(words)} strings (best path and its arcs)", k_best, o_best, None)
 
 
 #: The state budget of both determinizations of the random automaton (kleene's max_states, OpenFst's nstate): it

@@ -8,7 +8,6 @@ from kleene.automata.algorithms import (
     Step,
     ViterbiPath,
     all_spans,
-    closure_matrix,
     pathsum,
     score,
     score_batch,
@@ -41,6 +40,7 @@ from kleene.automata.semiring import (
     get_semiring,
     register_semiring,
 )
+from kleene.automata.star import closure_matrix
 from kleene.automata.weights import ALPHA, parse_weight, sigmoid, weight_functions
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import (

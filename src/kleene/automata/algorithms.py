@@ -15,192 +15,31 @@ k=1 is SoPa's first-order ``I + T(eps)``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import numpy as np
 import sympy
 
-from kleene.automata.semiring import Semiring, _is_torch, sympy_constant
+from kleene.automata.semiring import Semiring, sympy_constant
+from kleene.automata.sparse import (
+    EPSILON_ID,
+    PREDICATE_ID,
+    ArcStore,
+    ClosureRows,
+    IntArray,
+    csr_index,
+    epsilon_closure,
+    gather_ranges,
+    plain,
+    require_store,
+)
+from kleene.automata.star import closure_matrix as closure_matrix  # re-exported: kleene.compile.reference
+from kleene.automata.star import closure_where_useful
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import AlphabetError, ArgumentError, DivergenceError, WeightError
-
-# ----------------------------------------------------------------------------------------
-# Kleene star of a matrix
-
-
-def closure_matrix(
-    matrix: Any,
-    semiring: Semiring,
-    cap: int | None = None,
-    state_names: Sequence[str] | None = None,
-    live: Any = None,
-) -> Any:
-    """``M* = I + M + M^2 + ...`` (``cap=None``) or ``I + M + ... + M^cap``.
-
-    Works on numpy arrays and torch tensors (differentiably) of shape (..., Q, Q): leading axes are a batch
-    of independent matrices. The exact star is computed in the semiring itself (Lehmann's algorithm: in the log
-    semiring with logaddexp and ``a* = -log(1 - e^a)``, exact over the whole float range); in a ring (real) it
-    is the solution of ``(I - M) X = I``.
-
-    Args:
-        live: an optional boolean (Q,) mask of the states that matter: the arcs from or to the other states are
-            ignored (their rows and columns of the result are those of I), so a divergent cycle among them
-            does not raise.
-
-    Raises:
-        DivergenceError: the exact star does not converge; the message names a
-            cycle of states responsible (real: spectral radius >= 1) and, for a batch, which matrix.
-        ValueError: a negative cap, or a ``live`` mask that is not Q booleans.
-    """
-    n = matrix.shape[-1]
-    if live is not None:
-        matrix = _restrict(matrix, semiring, live)
-    eye = semiring.identity(n, like=matrix)
-    if cap is not None:
-        if cap < 0:
-            raise ValueError(f"epsilon cap must be >= 0, got {cap}")
-        if cap == 0 or n == 0:  # I alone, one copy per matrix of the batch
-            return semiring.plus(semiring.zeros(matrix.shape, like=matrix), eye)
-        result, power = eye, eye
-        for _ in range(cap):
-            power = semiring.matmul(power, matrix)
-            result = semiring.plus(result, power)  # the powers carry the batch shape
-        return result
-    if n == 0:
-        return semiring.zeros(matrix.shape, like=matrix)
-    if semiring.is_field:
-        return _linear_star(matrix, semiring, state_names)
-    return _lehmann_star(matrix, semiring, state_names)
-
-
-def _restrict(matrix: Any, semiring: Semiring, live: Any) -> Any:
-    """``matrix`` with the rows and columns of the states outside the boolean (Q,) mask ``live`` set to zero."""
-    mask = np.asarray(live, dtype=bool)
-    n = matrix.shape[-1]
-    if mask.shape != (n,):
-        raise ValueError(f"live must be a boolean mask of the {n} states; got shape {mask.shape}")
-    keep = mask[:, None] & mask[None, :]
-    if _is_torch(matrix):
-        import torch
-
-        keep_t = torch.as_tensor(keep, device=matrix.device)
-        return torch.where(keep_t, matrix, semiring.zeros(matrix.shape, like=matrix))
-    return np.where(keep, matrix, semiring.zeros(matrix.shape))
-
-
-def _as_numpy(matrix: Any) -> np.ndarray:
-    return matrix.detach().cpu().numpy() if _is_torch(matrix) else np.asarray(matrix)
-
-
-def _batch_index(mask: np.ndarray) -> tuple[int, ...]:
-    """The batch position of the first true entry of a (..., ) mask."""
-    return tuple(int(i) for i in np.argwhere(mask)[0])
-
-
-def _divergence(
-    semiring: Semiring, matrix: np.ndarray, at: tuple[int, ...], why: str, names: Sequence[str] | None
-) -> str:
-    """The message of a diverging star: which matrix of a batch, why, and the worst cycle there."""
-    where = f" (matrix {list(at)} of the batch)" if at else ""
-    return f"the {semiring.name} star diverges{where}: {why}{_describe_cycle(matrix[at], semiring, names)}"
-
-
-def _linear_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:
-    """The star in a ring: solve ``(I - M) X = I`` after checking convergence (not while torch.compile traces).
-
-    Round-off of the solve leaves tiny values where no path exists; those entries are set to exactly zero in
-    value only, so that their gradient (the derivative of the solve, e.g. with respect to an arc of weight 0 that
-    would open a path) still flows.
-    """
-    torch_mode = _is_torch(matrix)
-    if not (torch_mode and _tracing()):
-        radius = np.max(np.abs(np.linalg.eigvals(_as_numpy(matrix).astype(float))), axis=-1)
-        if np.any(radius >= 1.0 - 1e-12):
-            at = _batch_index(radius >= 1.0 - 1e-12)
-            why = f"spectral radius {float(radius[at]):.4g} >= 1; "
-            raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, why, names))
-    n = matrix.shape[-1]
-    reachable = _reachability(matrix != 0)
-    if torch_mode:
-        import torch
-
-        eye = torch.eye(n, dtype=matrix.dtype, device=matrix.device).expand_as(matrix)
-        solved = torch.linalg.solve(eye - matrix, eye)
-        return solved - torch.where(reachable, torch.zeros_like(solved), solved).detach()
-    eye_np = np.broadcast_to(np.eye(n), matrix.shape)
-    return np.where(reachable, np.linalg.solve(eye_np - matrix, eye_np), 0.0)
-
-
-def _tracing() -> bool:
-    import torch
-
-    return bool(torch.compiler.is_compiling())
-
-
-def _reachability(support: Any) -> Any:
-    """Which states reach which in zero or more steps (Warshall): a boolean (..., Q, Q) array or tensor."""
-    n = support.shape[-1]
-    if _is_torch(support):
-        import torch
-
-        reach = support | torch.eye(n, dtype=torch.bool, device=support.device)
-    else:
-        reach = support | np.eye(n, dtype=bool)
-    for k in range(n):
-        reach = reach | (reach[..., :, k : k + 1] & reach[..., k : k + 1, :])
-    return reach
-
-
-def _lehmann_star(matrix: Any, semiring: Semiring, names: Sequence[str] | None) -> Any:
-    """Lehmann's algebraic path algorithm: valid in any semiring with a star; batched over leading axes."""
-    a = matrix if _is_torch(matrix) else np.array(matrix, dtype=semiring.numpy_dtype)
-    n = a.shape[-1]
-    for k in range(n):
-        try:
-            pivot = semiring.star(a[..., k, k])
-        except DivergenceError:
-            diverging = semiring.star_diverges(_as_numpy(a[..., k, k]))
-            at = _batch_index(np.asarray(diverging)) if np.ndim(diverging) else ()
-            raise DivergenceError(_divergence(semiring, _as_numpy(matrix), at, "", names)) from None
-        if _is_torch(pivot) or np.ndim(pivot):
-            pivot = pivot[..., None, None]
-        through = semiring.times(semiring.times(a[..., :, k : k + 1], pivot), a[..., k : k + 1, :])
-        a = semiring.plus(a, through)
-    return semiring.plus(semiring.identity(n, like=matrix), a)
-
-
-def _describe_cycle(matrix: np.ndarray, semiring: Semiring, names: Sequence[str] | None) -> str:
-    """Name the worst simple cycle of the matrix's support graph."""
-    import networkx as nx
-
-    label = (lambda i: names[i]) if names is not None else (lambda i: f"state {i}")
-    graph = nx.DiGraph()
-    n = matrix.shape[0]
-    graph.add_nodes_from(range(n))
-    for i in range(n):
-        for j in range(n):
-            if not semiring.is_zero(matrix[i, j]):
-                graph.add_edge(i, j)
-    worst: tuple[tuple[bool, float], list[int]] | None = None
-    for cycle in islice(nx.simple_cycles(graph), 2000):
-        weight = semiring.one
-        for i, j in zip(cycle, cycle[1:] + cycle[:1]):
-            weight = semiring.times(weight, matrix[i, j])
-        # a cycle whose own star diverges first; otherwise (real: a spectral radius >= 1 from several cycles) the
-        # one of largest magnitude in the real image, where there is one
-        magnitude = abs(float(semiring.to_real(weight))) if semiring.has_real_image else 0.0
-        badness = (bool(semiring.star_diverges(weight)), magnitude)
-        if worst is None or badness > worst[0]:
-            worst = (badness, cycle)
-    if worst is None:
-        return "no cycle found"
-    loop = " -> ".join(label(i) for i in worst[1] + worst[1][:1])
-    return f"cycle {loop}"
-
 
 # ----------------------------------------------------------------------------------------
 # Forward
@@ -210,63 +49,28 @@ def _vecmat(semiring: Semiring, vector: Any, matrix: Any) -> Any:
     return semiring.matmul(vector[None, :], matrix)[0]
 
 
-def _closure_where_useful(wfsa: WFSA, matrix: Any, cap: int | None, useful: Callable[[], np.ndarray] | None) -> Any:
-    """The closure of ``matrix`` (an arc matrix of ``wfsa``), where only cycles on a successful path may diverge.
-
-    When the exact star diverges, the closure is recomputed on the states ``useful()`` names (those on some
-    successful path of what is computed, as after ``trim`` and in OpenFst): the others' rows and columns serve no
-    successful path. ``useful=None`` keeps every state.
-    """
-    try:
-        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states)
-    except DivergenceError:
-        if useful is None:
-            raise
-        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states, live=useful())
-
-
 def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
-    """The (Q,) mask of the states on some successful path deriving ``symbols`` (a pathsum's, over any string, is
-    ``_useful_in``).
+    """The (Q,) mask of the states on some successful path deriving ``symbols`` (``useful_for_string`` over the
+    arcs of non-zero weight; symbolic weights count as non-zero)."""
+    from .sparse import useful_for_string
 
-    Arcs of weight zero and zero initial/final weights make no path (as in ``trim``); symbolic weights count.
-    """
     s = wfsa.semiring
 
     def nonzero(weight: Any) -> bool:
         return is_symbolic(weight) or not s.is_zero(weight)
 
     arcs = [arc for arc in wfsa.arcs if nonzero(arc.weight)]
-    starts = {q for q, w in wfsa.initial.items() if nonzero(w)}
-    ends = {q for q, w in wfsa.final.items() if nonzero(w)}
+    src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=len(arcs))
+    dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=len(arcs))
+    consumes = np.fromiter((a.label.consumes for a in arcs), dtype=bool, count=len(arcs))
+    starts, ends = (np.zeros(wfsa.num_states, dtype=bool) for _ in range(2))
+    starts[[q for q, w in wfsa.initial.items() if nonzero(w)]] = True
+    ends[[q for q, w in wfsa.final.items() if nonzero(w)]] = True
 
-    def spread(states: set[int], moves: list[tuple[int, int]]) -> set[int]:
-        """``states`` and everything the (src, dst) ``moves`` reach from them."""
-        seen, stack = set(states), list(states)
-        while stack:
-            q = stack.pop()
-            for src, dst in moves:
-                if src == q and dst not in seen:
-                    seen.add(dst)
-                    stack.append(dst)
-        return seen
+    def matching(x: Hashable) -> np.ndarray:
+        return np.fromiter((a.label.consumes and _matches(a, x) for a in arcs), dtype=bool, count=len(arcs))
 
-    useful = np.zeros(wfsa.num_states, dtype=bool)
-    eps = [(arc.src, arc.dst) for arc in arcs if not arc.label.consumes]
-    back_eps = [(d, c) for c, d in eps]
-
-    def consuming(x: Hashable) -> list[tuple[int, int]]:
-        return [(arc.src, arc.dst) for arc in arcs if arc.label.consumes and _matches(arc, x)]
-
-    forward = [spread(starts, eps)]
-    for x in symbols:
-        forward.append(spread({d for c, d in consuming(x) if c in forward[-1]}, eps))
-    backward = spread(ends, back_eps)
-    for t in range(len(symbols), -1, -1):
-        useful[sorted(forward[t] & backward)] = True
-        if t:
-            backward = spread({c for c, d in consuming(symbols[t - 1]) if d in backward}, back_eps)
-    return useful
+    return useful_for_string(src, dst, consumes, matching, wfsa.num_states, starts, ends, symbols)
 
 
 def _matches(arc: Arc, symbol: Hashable) -> bool:
@@ -287,7 +91,7 @@ class _Stepper:
         self._cache: dict[Hashable, np.ndarray] = {}
         useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
         self.closure = (
-            _closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
+            closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
         )
 
     def close(self, vector: np.ndarray) -> np.ndarray:
@@ -313,10 +117,236 @@ class _Stepper:
 
 def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None) -> Any:
     """The sparse stepper for large constant-weight automata, else the dense one."""
-    from kleene.automata.sparse import SparseStepper, engine_store
+    from kleene.automata.sparse import engine_store
 
     store = engine_store(wfsa)
     return _Stepper(wfsa, env, epsilon_cap, symbols) if store is None else SparseStepper(wfsa, store, epsilon_cap)
+
+
+def forward(stepper: Any, symbols: Sequence[Hashable]) -> Any:
+    """The Forward recursion, the one of kleene.automata: ``finish(step(...step(start(), x1)..., xn))``.
+
+    ``stepper`` is a strategy with ``start()``, ``step(vector, symbol, position)`` and ``finish(vector)``: dense
+    matrices (``_Stepper``: any weights, with ``env``), the arc store (``SparseStepper``) or sympy cells
+    (``_SymbolicStepper``); each uses its semiring's operations only.
+    """
+    vector = stepper.start()
+    for i, x in enumerate(symbols):
+        vector = stepper.step(vector, x, i)
+    return plain(stepper.finish(vector))
+
+
+def _capped_rows(store: ArcStore, cap: int) -> ClosureRows:
+    """The rows of ``I + E + ... + E^cap`` for the epsilon arcs of ``store``."""
+    eps = store.arcs_with_label(EPSILON_ID)
+    return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
+                           store.names, cap)
+
+
+class SparseStepper:
+    """The Forward algorithm's steps on the sparse store (same interface as the dense stepper).
+
+    Caution:
+        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row.
+    """
+
+    def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None, live: np.ndarray | None = None):
+        """``live``: the states whose epsilon cycles count (default: the useful ones)."""
+        if epsilon_cap is not None and epsilon_cap < 0:
+            raise ValueError(f"epsilon cap must be >= 0, got {epsilon_cap}")
+        self.wfsa, self.store, self.cap = wfsa, store, epsilon_cap
+        self.semiring = store.semiring
+        self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
+        self.epsilons = None
+        if self.has_epsilons and epsilon_cap is None:
+            self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
+        self.capped: ClosureRows | None = None
+        if self.has_epsilons and epsilon_cap is not None:
+            self.capped = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+
+    def close(self, vector: np.ndarray) -> np.ndarray:
+        if self.epsilons is not None:
+            return self.epsilons.close(vector)
+        if self.capped is None:
+            return vector
+        s = self.semiring
+        active = np.flatnonzero(vector != s.zero)
+        owner, cols, vals = self.capped.expand(active)
+        out: np.ndarray = s.segment_sum(s.times(vector[active][owner], vals), cols, len(vector))
+        return out
+
+    def start(self) -> np.ndarray:
+        return self.close(self.store.initial.copy())
+
+    def step(self, vector: np.ndarray, symbol: Hashable, position: int) -> np.ndarray:
+        self.wfsa.check_symbol(symbol, position)
+        s, store = self.semiring, self.store
+        active = np.flatnonzero(vector != s.zero)
+        if active.size * 4 * max(1, store.num_arcs // max(1, store.num_states)) < store.num_arcs // max(
+            1, len(store.symbols)
+        ):  # a small frontier: its own arcs (CSR by source), filtered by label
+            arcs = gather_ranges(store.indptr, active)
+            arcs = arcs[store.matches_mask(symbol, arcs)]
+        else:  # a large frontier: the symbol's arcs
+            arcs = store.matching(symbol)
+            arcs = arcs[vector[store.src[arcs]] != s.zero]
+        src = store.src[arcs]
+        out = s.segment_sum(s.times(vector[src], store.weight[arcs]), store.dst[arcs], store.num_states)
+        return self.close(out)
+
+    def finish(self, vector: np.ndarray) -> Any:
+        s = self.semiring
+        return s.sum(s.times(vector, self.store.final), axis=0)
+
+
+def score_on_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
+    """The Forward score of ``symbols`` on the arc store (see ``score``).
+
+    Without useful epsilon arcs and predicate labels, a frontier of at most ``SMALL_FRONTIER`` states is advanced
+    in plain Python over per-state label tables (built from the CSR arrays as states are first visited), which
+    costs microseconds per symbol where vectorised steps cost tens; larger frontiers take ``score_batch_on_store``.
+    """
+    store = require_store(wfsa)
+    if not store.predicates:
+        for i, x in enumerate(symbols):
+            wfsa.check_symbol(x, i)
+        if not store.useful_epsilons():
+            small = _forward_small(store, symbols)
+            if small is not None:
+                return small
+    return score_batch_on_store(wfsa, [symbols], epsilon_cap)[0]
+
+
+#: The largest frontier ``forward`` advances in plain Python.
+SMALL_FRONTIER = 64
+
+
+def _forward_small(store: ArcStore, symbols: Sequence[Hashable]) -> Any:
+    """``score_on_store`` with frontiers of at most ``SMALL_FRONTIER`` useful states as {state: weight} dicts; None
+    when a frontier grows larger (or a symbol is unhashable)."""
+    s = store.semiring
+    plus, times = s.plus, s.times
+    useful = store.useful()
+    tables = store.label_tables()
+    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
+    for x in symbols:
+        try:
+            ident = store.symbol_ids.get(x)
+        except TypeError:
+            return None
+        if ident is None:
+            return plain(s.zero)
+        nxt: dict[int, Any] = {}
+        for q, w in frontier.items():
+            table = tables.get(q)
+            if table is None:
+                table = tables[q] = store.label_table(q, useful)
+            for d, aw in table.get(ident, ()):
+                v = times(w, aw)
+                nxt[d] = plus(nxt[d], v) if d in nxt else v
+        frontier = {q: w for q, w in nxt.items() if w != s.zero}
+        if len(frontier) > SMALL_FRONTIER:
+            return None
+    total = s.zero
+    final = store.final
+    for q, w in frontier.items():
+        rho = final[q].item()
+        if rho != s.zero:
+            total = plus(total, times(w, rho))
+    return plain(total)
+
+
+def score_batch_on_store(
+    wfsa: WFSA, strings: Sequence[Sequence[Hashable]], epsilon_cap: int | None = None
+) -> list[Any]:
+    """The Forward score of each string of ``strings`` on the arc store, in one pass over positions.
+
+    Without epsilon arcs on useful states the strings advance together: the frontier is the (string, state, weight)
+    triples of all strings at one position, each step one vectorised gather of the frontier states' arcs (CSR by
+    source), a label filter and a plus-reduction per (string, destination); only useful states are kept (the others
+    carry no successful path). With epsilon arcs each string runs the stepper (exact or capped closures).
+
+    Caution:
+        Constant weights only.
+
+    Raises:
+        AlphabetError: a symbol outside the alphabet (naming it, its position and the string's index).
+        DivergenceError: an exact epsilon closure diverges on a successful path.
+    """
+    store = require_store(wfsa)
+    strings = list(strings)
+    for b, string in enumerate(strings):
+        for i, x in enumerate(string):
+            try:
+                wfsa.check_symbol(x, i)
+            except AlphabetError as exc:
+                raise AlphabetError(f"{exc} (string {b} of the batch)" if len(strings) > 1 else str(exc)) from None
+    useful = store.useful()
+    has_epsilons = store.useful_epsilons()
+    distinct: dict[Hashable, int] = {}
+    try:
+        codes = [[distinct.setdefault(x, len(distinct)) for x in string] for string in strings]
+    except TypeError:  # an unhashable symbol: the per-string stepper matches it against predicates
+        codes = None
+    if has_epsilons or codes is None:
+        stepper = SparseStepper(wfsa, store, epsilon_cap)
+        out = []
+        for string in strings:
+            try:
+                out.append(forward(stepper, string))
+            except DivergenceError:  # only cycles on a successful path of this string may diverge
+                out.append(forward(SparseStepper(wfsa, store, epsilon_cap, store.useful_for(string)), string))
+        return out
+    return _forward_together(store, useful, codes, list(distinct))
+
+
+def _forward_together(
+    store: ArcStore, useful: np.ndarray, codes: list[list[int]], symbols: list[Hashable]
+) -> list[Any]:
+    """``score_batch_on_store`` without epsilon arcs: ``codes[b]`` is string b as indices into ``symbols``."""
+    s, n = store.semiring, store.num_states
+    count = len(codes)
+    lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=count)
+    longest = int(lengths.max(initial=0))
+    padded = np.full((count, longest), -1, dtype=np.int64)
+    for b, c in enumerate(codes):
+        padded[b, : len(c)] = c
+    direct = np.array([store.symbol_ids.get(x, PREDICATE_ID - 1) for x in symbols], dtype=np.int64)
+    accepts = (np.array([[p.matches(x) for x in symbols] for p in store.predicates], dtype=bool)
+               if store.predicates and symbols else None)
+    result = s.zeros((count,))
+    starts = np.flatnonzero((store.initial != s.zero) & useful)
+    strings = np.repeat(np.arange(count, dtype=np.int64), len(starts))
+    states = np.tile(starts, count)
+    weights = np.tile(store.initial[starts], count)
+    for t in range(longest + 1):
+        done = lengths[strings] == t
+        if done.any():
+            ends = s.times(weights[done], store.final[states[done]])
+            s.scatter_plus(result, strings[done], ends)
+            strings, states, weights = strings[~done], states[~done], weights[~done]
+        if t == longest or not strings.size:
+            break
+        arcs = gather_ranges(store.indptr, states)
+        pair = np.repeat(np.arange(len(states)), store.indptr[states + 1] - store.indptr[states])
+        code = padded[strings[pair], t]
+        labels = store.label[arcs]
+        hit = labels == direct[code]
+        if accepts is not None:
+            hit |= (labels == PREDICATE_ID) & accepts[np.maximum(store.predicate_of[arcs], 0), code]
+        dst = store.dst[arcs]
+        hit &= useful[dst]
+        arcs, pair, dst = arcs[hit], pair[hit], dst[hit]
+        values = s.times(weights[pair], store.weight[arcs])
+        keys = strings[pair] * n + dst
+        unique, inverse = np.unique(keys, return_inverse=True)
+        weights = s.segment_sum(values, inverse.reshape(-1), len(unique))
+        strings, states = unique // n, unique % n
+        live = weights != s.zero
+        strings, states, weights = strings[live], states[live], weights[live]
+    return [plain(x) for x in result]
+
+
 
 
 def check_epsilon_cap(epsilon_cap: Any, operation: str) -> None:
@@ -345,22 +375,18 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
             every such path do not count, as after ``trim``).
     """
     check_epsilon_cap(epsilon_cap, "score")
-    from kleene.automata.sparse import engine_store, forward
+    from kleene.automata.sparse import engine_store
 
     if engine_store(wfsa) is not None:
-        return forward(wfsa, symbols, epsilon_cap)
-    stepper = _Stepper(wfsa, env, epsilon_cap, symbols)
-    vector = stepper.start()
-    for i, x in enumerate(symbols):
-        vector = stepper.step(vector, x, i)
-    return _plain(stepper.finish(vector))
+        return score_on_store(wfsa, symbols, epsilon_cap)
+    return forward(_Stepper(wfsa, env, epsilon_cap, symbols), symbols)
 
 
 def score_batch(
     wfsa: WFSA, strings: Sequence[Sequence[Hashable]], env: Env | None = None, epsilon_cap: int | None = None
 ) -> list[Any]:
     """``[score(wfsa, s) for s in strings]`` in one call: constant-weight automata without useful epsilon arcs
-    advance all strings together in the sparse engine (see ``kleene.automata.sparse.forward_batch``); others score
+    advance all strings together on the arc store (see ``score_batch_on_store``); others score
     each string. An empty batch gives an empty list.
 
     Raises:
@@ -369,7 +395,7 @@ def score_batch(
         DivergenceError: as ``score``.
     """
     check_epsilon_cap(epsilon_cap, "score_batch")
-    from kleene.automata.sparse import arc_store, forward_batch
+    from kleene.automata.sparse import arc_store
 
     if isinstance(strings, str | bytes) or not isinstance(strings, Sequence):
         got = type(strings).__name__
@@ -380,12 +406,8 @@ def score_batch(
     if not strings:
         return []
     if arc_store(wfsa) is not None:
-        return forward_batch(wfsa, strings, epsilon_cap)
+        return score_batch_on_store(wfsa, strings, epsilon_cap)
     return [score(wfsa, string, env, epsilon_cap) for string in strings]
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic | np.ndarray) else value
 
 
 @dataclass(frozen=True)
@@ -416,10 +438,10 @@ def all_spans(
     total, ends = s.zero, []
     for i, x in enumerate(symbols):
         live = stepper.step(s.plus(live, restart), x, i)
-        end = _plain(stepper.finish(live))
+        end = plain(stepper.finish(live))
         ends.append(end)
         total = s.plus(total, end)
-    return SpanScores(_plain(total), ends)
+    return SpanScores(plain(total), ends)
 
 
 def _consumable_symbols(wfsa: WFSA) -> list[Hashable]:
@@ -451,7 +473,7 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
     from . import sparse
 
     if sparse.engine_store(wfsa) is not None:
-        return sparse.pathsum(wfsa)
+        return sparse.pathsum(wfsa, epsilon_cap)
     s = wfsa.semiring
     moves = s.zeros((wfsa.num_states, wfsa.num_states))
     for symbol in _consumable_symbols(wfsa):
@@ -462,8 +484,8 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
     else:
         capped = closure_matrix(wfsa.epsilon_matrix(env), s, epsilon_cap)
         initial, step = _vecmat(s, initial, capped), s.matmul(moves, capped)
-    star = _closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
-    return _plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
+    star = closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
+    return plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
 
 
 def _useful_in(semiring: Semiring, step: Any, initial: Any, final: Any) -> np.ndarray:
@@ -557,8 +579,18 @@ def viterbi(
     from . import sparse
 
     if sparse.engine_store(wfsa) is not None:
-        path: ViterbiPath = sparse.viterbi(wfsa, symbols, epsilon_cap)
+        path: ViterbiPath = viterbi_of_store(wfsa, symbols, epsilon_cap)
         return path
+    try:
+        return _viterbi(wfsa, symbols, env, epsilon_cap, useful_mask(wfsa))
+    except DivergenceError:  # only cycles on a successful path of ``symbols`` count
+        return _viterbi(wfsa, symbols, env, epsilon_cap, _useful_states(wfsa, symbols))
+
+
+def _viterbi(
+    wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None, epsilon_cap: int | None, useful: np.ndarray
+) -> ViterbiPath:
+    """``viterbi`` over the states of the mask ``useful``."""
     s, v = wfsa.semiring, wfsa.semiring.viterbi
 
     def nonnegative(w: Any, where: str) -> Any:
@@ -575,7 +607,6 @@ def viterbi(
     def weight_of(i: int, x: Hashable | None) -> Any:
         return nonnegative(wfsa.arc_weight(i, x, env), f"arc {i} on {x!r}")
 
-    useful = useful_mask(wfsa)  # only paths through useful states can succeed: others' cycles must not raise
     eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]  # all checked
     eps = [(i, a, w) for i, a, w in eps if useful[a.src] and useful[a.dst]]
     # A layer maps a state to (weight, pointer). A pointer is None (an initial state),
@@ -610,7 +641,7 @@ def viterbi(
     for q, value in enumerate(wfsa.vector(wfsa.initial, env)):
         if not useful[q]:
             continue
-        offer(start, q, nonnegative(_plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
+        offer(start, q, nonnegative(plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
     history = [relax(start)]
     for position, x in enumerate(symbols):
         wfsa.check_symbol(x, position)
@@ -623,8 +654,8 @@ def viterbi(
     final = wfsa.vector(wfsa.final, env)
     ends: Layer = {}
     for q, (w, _) in history[-1].items():
-        rho = nonnegative(_plain(final[q]), f"final weight of {wfsa.state_name(q)}")
-        offer(ends, q, _plain(s.times(w, rho)), None)
+        rho = nonnegative(plain(final[q]), f"final weight of {wfsa.state_name(q)}")
+        offer(ends, q, plain(s.times(w, rho)), None)
     if not ends:
         return ViterbiPath(s.zero)
     best_q = next(iter(ends))
@@ -648,12 +679,282 @@ def _backtrace(
         arc_index, previous = pointer
         arc: Arc = wfsa.arcs[arc_index]
         symbol = symbols[previous[1]] if arc.label.consumes else None
-        weight_here = _plain(wfsa.arc_weight(arc_index, symbol, env))
+        weight_here = plain(wfsa.arc_weight(arc_index, symbol, env))
         steps.append(Step(arc_index, wfsa.state_name(arc.src), wfsa.state_name(arc.dst), arc.kind, symbol, weight_here))
         pointer = previous
     steps.reverse()
     start = steps[0].src if steps else wfsa.state_name(end)
     return ViterbiPath(weight, steps, start, wfsa.state_name(end))
+
+
+# ----------------------------------------------------------------------------------------
+# Viterbi on the arc store
+
+
+@dataclass
+class _Layer:
+    """The best paths into the states of one position: states, weights, and the stored arc that set each (-1: none)."""
+
+    states: IntArray
+    weights: np.ndarray
+    arcs: IntArray
+
+    def lookup(self, q: int) -> int:
+        return int(np.searchsorted(self.states, q))
+
+
+#: Up to this many states, Viterbi's layers are read by a pass over every state (cheaper than sorting the few
+#: touched ones); above it, in time proportional to what a position touches.
+DENSE_LAYER_STATES = 8192
+
+
+def _best_per_destination(
+    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
+) -> tuple[IntArray, np.ndarray, IntArray]:
+    """Per destination (ascending) the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order;
+    in time proportional to the candidates (few of them: a sort) or to the n states (many: a scatter)."""
+    if 16 * len(dst) < n and n > DENSE_LAYER_STATES:
+        states, inverse = np.unique(dst, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        reached = np.zeros(n, dtype=bool)
+        reached[dst] = True
+        states = np.flatnonzero(reached)
+        inverse = np.cumsum(reached)[dst] - 1
+    best = v.segment_sum(candidate, inverse, len(states))
+    hit = candidate == best[inverse]
+    inverse, arc_id, positions = inverse[hit], arc_id[hit], positions[hit]
+    order = np.lexsort((arc_id, inverse))
+    inverse, positions = inverse[order], positions[order]
+    first = np.ones(len(inverse), dtype=bool)
+    first[1:] = inverse[1:] != inverse[:-1]
+    return states, best, positions[first]
+
+
+class _ViterbiArcs:
+    """What every Viterbi search of one store over the states of one mask reads: the kept arcs, the epsilon arcs
+    by source, and two state-indexed buffers (all zero between searches) for the epsilon relaxation."""
+
+    def __init__(self, store: ArcStore, useful: np.ndarray):
+        s = store.semiring
+        self.keep = useful[store.src] & useful[store.dst]
+        eps = np.flatnonzero(store.label == EPSILON_ID)
+        _nonnegative(s, store.weight[eps], lambda k: f"arc {int(store.arc_id[eps[k]])} on None")
+        _nonnegative(s, store.initial, lambda k: f"initial weight of {store.names[k]}")
+        eps = eps[self.keep[eps]]
+        order, self.eps_ptr = csr_index(store.src[eps], store.num_states)
+        self.eps = eps[order]
+        self.start = np.flatnonzero((store.initial != s.zero) & useful)
+        self.weights = s.zeros((store.num_states,))
+        self.arcs = np.full(store.num_states, -1, dtype=np.int64)
+
+
+def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> ViterbiPath | None:
+    """``viterbi`` in plain Python over per-state label tables, as ``score_on_store``'s small frontiers: for stores
+    without useful epsilon arcs and predicate labels, in a semiring with no sign condition, while every frontier
+    holds at most ``SMALL_FRONTIER`` states; None otherwise (the array search runs)."""
+    s, v = store.semiring, store.semiring.viterbi
+    if store.predicates or s.is_field or store.useful_epsilons():
+        return None
+    for i, x in enumerate(symbols):
+        wfsa.check_symbol(x, i)
+    tables: dict[int, dict[int, list[tuple[int, Any, int, int]]]] = store.memo("viterbi_tables", dict)
+    useful = store.useful()
+    times, better, zero = v.times, v.better, s.zero
+    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
+    back: list[dict[int, tuple[int, int]]] = []  # per position: state -> (stored arc, previous state)
+    for x in symbols:
+        try:
+            ident = store.symbol_ids.get(x)
+        except TypeError:
+            return None
+        if ident is None:
+            return ViterbiPath(s.zero)
+        layer: dict[int, tuple[Any, int, int]] = {}  # state -> (weight, arc id, stored arc), and the previous state
+        came: dict[int, int] = {}
+        for q, w in frontier.items():
+            table = tables.get(q)
+            if table is None:
+                table = tables[q] = _arc_table(store, q, useful)
+            for d, aw, arc_id, position in table.get(ident, ()):
+                candidate = times(w, aw)
+                if candidate == zero:
+                    continue
+                held = layer.get(d)
+                if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
+                    layer[d] = (candidate, arc_id, position)
+                    came[d] = q
+        if len(layer) > SMALL_FRONTIER:
+            return None
+        frontier = {q: held[0] for q, held in layer.items()}
+        back.append({q: (held[2], came[q]) for q, held in layer.items()})
+    best_q, best = -1, zero
+    for q, w in sorted(frontier.items()):  # ties: the lowest state, as the array search
+        total = times(w, store.final[q].item())
+        if total != zero and (best_q < 0 or better(total, best)):
+            best_q, best = q, total
+    if best_q < 0:
+        return ViterbiPath(s.zero)
+    steps: list[Step] = []
+    q = best_q
+    for t in range(len(symbols), 0, -1):
+        position, previous = back[t - 1][q]
+        original = int(store.arc_id[position])
+        arc = wfsa.arcs[original]
+        steps.append(Step(original, store.names[arc.src], store.names[arc.dst], arc.kind, symbols[t - 1],
+                          plain(store.weight[position])))
+        q = previous
+    steps.reverse()
+    return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
+
+
+def _arc_table(store: ArcStore, q: int, useful: np.ndarray) -> dict[int, list[tuple[int, Any, int, int]]]:
+    """State q's arcs into useful states by label id: [(destination, weight, arc id, stored position)]."""
+    lo, hi = int(store.indptr[q]), int(store.indptr[q + 1])
+    table: dict[int, list[tuple[int, Any, int, int]]] = {}
+    rows = zip(store.label[lo:hi].tolist(), store.dst[lo:hi].tolist(), store.weight[lo:hi].tolist(),
+               store.arc_id[lo:hi].tolist(), range(lo, hi))
+    for label, d, w, arc_id, position in rows:
+        if useful[d]:
+            table.setdefault(label, []).append((d, w, arc_id, position))
+    return table
+
+
+def _nonnegative(s: Semiring, values: np.ndarray, what: Any) -> None:
+    """Refuse a negative weight where Viterbi ranks by max-times (``what(k)`` names the k-th value).
+
+    Raises:
+        WeightError: naming the weight.
+    """
+    if s.is_field and np.any(values < 0):
+        k = int(np.flatnonzero(values < 0)[0])
+        raise WeightError(
+            f"{what(k)}: Viterbi in the {s.name} semiring ranks paths by max-times and needs nonnegative "
+            f"weights; got {values[k]}"
+        )
+
+
+def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
+    """The best single path deriving ``symbols`` on the arc store (see ``viterbi``).
+
+    Caution:
+        Constant weights only; only states on some successful path are searched (so a divergent epsilon cycle
+        elsewhere does not raise). Ties between equally good paths go to the arc first in ``wfsa.arcs``.
+
+    Raises:
+        WeightError: a negative weight in a real-field semiring (max-times ranks paths and needs them nonnegative).
+        DivergenceError: an epsilon cycle improves paths without bound (exact mode).
+    """
+    store = require_store(wfsa)
+    small = _viterbi_small(wfsa, store, symbols)
+    if small is not None:
+        return small
+    try:
+        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful())
+    except DivergenceError:  # only cycles on a successful path of ``symbols`` count
+        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful_for(symbols))
+
+
+def _viterbi_store(
+    wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable], epsilon_cap: int | None, useful: np.ndarray
+) -> Any:
+    """``viterbi`` over the states of the mask ``useful``."""
+    s, v = store.semiring, store.semiring.viterbi
+    n = store.num_states
+    if useful is store.useful():  # the usual search: its arrays are kept on the store
+        prepared = store.memo("viterbi", lambda: _ViterbiArcs(store, useful))
+    else:
+        prepared = _ViterbiArcs(store, useful)
+    keep, eps, eps_ptr = prepared.keep, prepared.eps, prepared.eps_ptr
+
+    def relax(layer: _Layer) -> _Layer:
+        if not eps.size:
+            return layer
+        weights, arcs = prepared.weights, prepared.arcs  # zero / -1 everywhere, and again on return
+        weights[layer.states] = layer.weights
+        arcs[layer.states] = layer.arcs
+        frontier = layer.states
+        touched = [frontier]
+        limit = n if epsilon_cap is None else epsilon_cap
+        try:
+            for count in range(1, limit + 1):
+                out = eps[gather_ranges(eps_ptr, frontier)]
+                if not out.size:
+                    break
+                candidate = v.times(weights[store.src[out]], store.weight[out])
+                live = candidate != s.zero
+                out, candidate = out[live], candidate[live]
+                dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out, n)
+                improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
+                frontier = dst[improved]
+                if not frontier.size:
+                    break
+                weights[frontier], arcs[frontier] = best[improved], chosen[improved]
+                touched.append(frontier)
+                if epsilon_cap is None and count == limit:
+                    names = ", ".join(store.names[q] for q in frontier)
+                    raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
+            if n <= DENSE_LAYER_STATES:
+                states = np.flatnonzero(weights != s.zero)
+            else:
+                states = np.unique(np.concatenate(touched))
+            return _Layer(states, weights[states], arcs[states])
+        finally:
+            for states in touched:
+                weights[states] = s.zero
+                arcs[states] = -1
+
+    start = prepared.start
+    history = [relax(_Layer(start, store.initial[start], np.full(len(start), -1, dtype=np.int64)))]
+    for position, x in enumerate(symbols):
+        wfsa.check_symbol(x, position)
+        previous = history[-1]
+        counts = store.indptr[previous.states + 1] - store.indptr[previous.states]
+        matching = store.matching(x)
+        if int(counts.sum()) <= len(matching):  # a small frontier: its own arcs, filtered by label
+            arcs = gather_ranges(store.indptr, previous.states)
+            owner = np.repeat(np.arange(len(previous.states)), counts)
+            hit = keep[arcs] & store.matches_mask(x, arcs)
+            arcs, owner = arcs[hit], owner[hit]
+        else:  # a large frontier: the symbol's arcs from it
+            arcs = matching[keep[matching]]
+            owner = np.minimum(np.searchsorted(previous.states, store.src[arcs]), max(0, len(previous.states) - 1))
+            hit = previous.states[owner] == store.src[arcs] if len(previous.states) else np.zeros(len(arcs), bool)
+            arcs, owner = arcs[hit], owner[hit]
+        _nonnegative(s, store.weight[arcs], lambda k, arcs=arcs, x=x: f"arc {int(store.arc_id[arcs[k]])} on {x!r}")
+        candidate = v.times(previous.weights[owner], store.weight[arcs])
+        live = candidate != s.zero
+        arcs, candidate = arcs[live], candidate[live]
+        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs, n)
+        history.append(relax(_Layer(dst, best, chosen)))
+    last = history[-1]
+    rho = store.final[last.states]
+    _nonnegative(s, rho, lambda k: f"final weight of {store.names[int(last.states[k])]}")
+    ends = v.times(last.weights, rho)
+    live = np.flatnonzero(ends != s.zero)
+    if not live.size:
+        return ViterbiPath(s.zero)
+    top = v.sum(ends[live], axis=0)
+    winner = int(live[np.flatnonzero(ends[live] == top)[0]])
+    end = int(last.states[winner])
+    steps: list[Any] = []
+    q, t = end, len(symbols)
+    while True:
+        layer = history[t]
+        arc = int(layer.arcs[layer.lookup(q)])
+        if arc < 0:
+            break
+        original = int(store.arc_id[arc])
+        consumes = int(store.label[arc]) != EPSILON_ID
+        symbol = symbols[t - 1] if consumes else None
+        a = wfsa.arcs[original]
+        steps.append(Step(original, store.names[a.src], store.names[a.dst], a.kind, symbol, plain(store.weight[arc])))
+        q = int(store.src[arc])
+        if consumes:
+            t -= 1
+    steps.reverse()
+    start_name = steps[0].src if steps else store.names[end]
+    return ViterbiPath(plain(ends[winner]), steps, start_name, store.names[end])
 
 
 # ----------------------------------------------------------------------------------------
@@ -750,20 +1051,32 @@ def score_symbolic(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | N
         (``ANY`` arcs take it), and an epsilon cycle's closure is the semiring's symbolic star, whether or not its
         series converges for the values later substituted.
     """
-    s = wfsa.semiring
-    closure = _sym_closure(wfsa, epsilon_cap)
-    vector = [
-        _sym_weight(wfsa, wfsa.initial[q], None) if q in wfsa.initial else s.sym_zero for q in range(wfsa.num_states)
-    ]
-    if closure is not None:
-        vector = _sym_vecmat(s, vector, closure)
-    for x in symbols:
-        vector = _sym_vecmat(s, vector, _sym_matrix(wfsa, x))
-        if closure is not None:
-            vector = _sym_vecmat(s, vector, closure)
-    terms = [
-        s.sym_times(vector[q], _sym_weight(wfsa, wfsa.final[q], None))
-        for q in wfsa.final
-        if vector[q] != s.sym_zero
-    ]
-    return s.sym_plus(*terms) if terms else s.sym_zero
+    result: sympy.Expr = forward(_SymbolicStepper(wfsa, epsilon_cap), symbols)
+    return result
+
+
+class _SymbolicStepper:
+    """The Forward steps over sympy expressions (the semiring's symbolic operations): per-symbol cells of arc
+    weights with ``ALPHA`` replaced by the symbol, and the symbolic epsilon closure."""
+
+    def __init__(self, wfsa: WFSA, epsilon_cap: int | None):
+        self.wfsa, self.semiring = wfsa, wfsa.semiring
+        self.closure = _sym_closure(wfsa, epsilon_cap)
+
+    def close(self, vector: list[sympy.Expr]) -> list[sympy.Expr]:
+        return vector if self.closure is None else _sym_vecmat(self.semiring, vector, self.closure)
+
+    def start(self) -> list[sympy.Expr]:
+        wfsa, s = self.wfsa, self.semiring
+        initial = wfsa.initial
+        return self.close([_sym_weight(wfsa, initial[q], None) if q in initial else s.sym_zero
+                           for q in range(wfsa.num_states)])
+
+    def step(self, vector: list[sympy.Expr], symbol: Hashable, position: int) -> list[sympy.Expr]:
+        return self.close(_sym_vecmat(self.semiring, vector, _sym_matrix(self.wfsa, symbol)))
+
+    def finish(self, vector: list[sympy.Expr]) -> sympy.Expr:
+        s, final = self.semiring, self.wfsa.final
+        terms = [s.sym_times(vector[q], _sym_weight(self.wfsa, final[q], None)) for q in final
+                 if vector[q] != s.sym_zero]
+        return s.sym_plus(*terms) if terms else s.sym_zero

@@ -47,11 +47,11 @@ import math
 import os
 import re
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kleene.automata.labels import EPSILON, Label, Sym, SymbolTable
+from kleene.automata.labels import EPSILON, Epsilon, Label, Sym, SymbolTable
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.weights import Env, is_symbolic
 from kleene.automata.wfsa import WFSA, IdIndex, IdNames, WeightVector
@@ -951,3 +951,58 @@ def write_att(
     if file is not None:
         _write_to(file, text, "write_att")
     return text
+
+
+def listing(wfsa: WFSA) -> str:
+    """The AT&T listing of ``wfsa`` (its ``str``): arc lines ``src dst label [weight]`` (start state first), then
+    final lines.
+
+    A numeric automaton is written by ``write_att`` (weights in its convention, e.g. ``-log p`` for log), except
+    that predicate labels are shown as labels (``∀α``, ``{a,b}``, ``Σ∖{a}``), never expanded over the alphabet, and
+    symbols that are not AT&T fields are shown quoted. A symbolic automaton is listed in the same layout with every
+    weight as stored (semiring values and sympy expressions).
+    """
+    if not wfsa.is_symbolic:
+        return write_att(_displayed(wfsa))
+    return _symbolic_listing(wfsa)
+
+
+def _displayed(wfsa: WFSA) -> WFSA:
+    """A copy whose labels all have an AT&T text: predicates and awkward symbols become display symbols."""
+    epsilon_names = {"0", "<eps>", "<epsilon>", wfsa.alphabet.epsilon if wfsa.alphabet is not None else ""}
+
+    def field(text: str) -> str:  # whitespace would split the AT&T field
+        return "".join(f"\\u{ord(c):04x}" if c.isspace() else c for c in text)
+
+    def shown(label: Label) -> Label:
+        if isinstance(label, Epsilon):
+            return label
+        if isinstance(label, Sym):
+            text = str(label.symbol)
+            fits = text and not any(c.isspace() for c in text) and text not in epsilon_names
+            return label if fits else Sym(field(repr(text)))
+        return Sym(field(str(label)))
+
+    out = wfsa.copy()
+    out.arcs = [replace(arc, label=shown(arc.label)) for arc in wfsa.arcs]
+    return out
+
+
+def _symbolic_listing(wfsa: WFSA) -> str:
+    one = wfsa.semiring.one
+    weights = list(wfsa.initial.values())
+    if len(weights) == 1 and not is_symbolic(weights[0]) and weights[0] == one:
+        start, lines = next(iter(wfsa.initial)), []
+    else:  # as write_att: a fresh start state with epsilon arcs carrying the initial weights
+        start = wfsa.num_states
+        lines = [f"{start}\t{q}\t<eps>\t{w}" for q, w in wfsa.initial.items()]
+    arcs = sorted(wfsa.arcs, key=lambda arc: arc.src != start)
+    for arc in arcs:
+        label = "<eps>" if not arc.label.consumes else str(arc.label)
+        shown = "" if not is_symbolic(arc.weight) and arc.weight == one else f"\t{arc.weight}"
+        lines.append(f"{arc.src}\t{arc.dst}\t{label}{shown}")
+    for q in sorted(wfsa.final):
+        w = wfsa.final[q]
+        lines.append(str(q) if not is_symbolic(w) and w == one else f"{q}\t{w}")
+    return "".join(line + "\n" for line in lines)
+

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kleene.automata.algorithms import closure_matrix
 from kleene.automata.labels import SymbolTable
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.sparse import useful_states
+from kleene.automata.star import closure_matrix
 from kleene.automata.weights import Env
 from kleene.errors import AlphabetError, DivergenceError
 

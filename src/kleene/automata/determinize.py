@@ -17,7 +17,7 @@ from typing import Any
 
 from kleene.errors import ArgumentError, BudgetExceededError, SemiringError, WeightError
 
-from .labels import EPSILON, Label, Sym
+from .labels import EPSILON, Label, Sym, meet
 from .minterms import minterms
 from .ops import bind, remove_epsilon, trim
 from .weights import Env, Weight
@@ -179,7 +179,6 @@ def twins_failure(a: WFSA, delta: float) -> tuple[str | None, bool]:
     Returns:
         (a description of two looping states with different cycle weights, or None; whether ``a`` is ambiguous).
     """
-    from .ops import _meet
 
     s = a.semiring
     outgoing: list[list[tuple[int, Label, Any]]] = [[] for _ in range(a.num_states)]
@@ -204,7 +203,7 @@ def twins_failure(a: WFSA, delta: float) -> tuple[str | None, bool]:
         p, q = pairs[k]
         for p2, x, u in outgoing[p]:
             for q2, y, v in outgoing[q]:
-                if _meet(x, y) is not None:
+                if meet(x, y) is not None:
                     edges[k].append((pair(p2, q2), s.divide(u, v)))
         k += 1
     n = len(pairs)
@@ -425,7 +424,7 @@ def _determinize_store(a: WFSA, store: Any, max_states: int, delta: float) -> WF
     of one size at once."""
     import numpy as np
 
-    from .sparse import ArcStore, _gather, store_backed
+    from .sparse import ArcStore, gather_ranges, store_backed
 
     s = a.semiring
     total = _sum(s, a.initial.values())
@@ -499,7 +498,7 @@ def _determinize_store(a: WFSA, store: Any, max_states: int, delta: float) -> WF
             s.scatter_plus(weights, sub[is_final], s.times(v[is_final], store.final[q[is_final]]))
             hit = np.flatnonzero(weights != s.zero)
             final.update(zip(level[hit].tolist(), weights[hit].tolist()))
-        arcs = _gather(store.indptr, q)
+        arcs = gather_ranges(store.indptr, q)
         if not arcs.size:
             break
         pair = np.repeat(np.arange(len(q)), store.indptr[q + 1] - store.indptr[q])

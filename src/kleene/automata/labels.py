@@ -165,6 +165,10 @@ class SymbolTable:
             raise AlphabetError(f"symbol id {id} is not in the table (ids 1..{len(self._symbols)})")
         return self._symbols[id - 1]
 
+    def copy(self) -> SymbolTable:
+        """A fresh table with the same symbols, ids and epsilon (so that a result never shares an operand's)."""
+        return SymbolTable(self._symbols, epsilon=self.epsilon)
+
     def _preview(self) -> str:
         shown = ", ".join(map(repr, self._symbols[:8]))
         more = ", ..." if len(self._symbols) > 8 else ""
@@ -190,3 +194,35 @@ class SymbolTable:
 
     def __repr__(self) -> str:
         return f"SymbolTable({self._symbols!r})"
+
+
+def label_of(members: Iterable[Hashable]) -> Label | None:
+    """The simplest label accepting exactly ``members``: None (nothing), ``Sym`` or ``OneOf``."""
+    unique = list(dict.fromkeys(members))
+    if not unique:
+        return None
+    return Sym(unique[0]) if len(unique) == 1 else OneOf(unique)
+
+
+def meet(x: Label, y: Label) -> Label | None:
+    """The label accepting the symbols both consuming labels accept (None: no symbol).
+
+    Raises:
+        AlphabetError: a label type this function does not know how to intersect.
+    """
+    if isinstance(x, AnySymbol):
+        return y
+    if isinstance(y, AnySymbol):
+        return x
+    if isinstance(x, Sym):
+        return x if y.matches(x.symbol) else None
+    if isinstance(y, Sym):
+        return y if x.matches(y.symbol) else None
+    if isinstance(x, OneOf):
+        return label_of(s for s in sorted(x.members, key=str) if y.matches(s))
+    if isinstance(y, OneOf):
+        return label_of(s for s in sorted(y.members, key=str) if x.matches(s))
+    if isinstance(x, NoneOf) and isinstance(y, NoneOf):
+        return NoneOf(x.members | y.members)
+    kinds = f"{type(x).__name__} and {type(y).__name__}"
+    raise AlphabetError(f"intersect: cannot intersect labels {x} and {y} ({kinds})")

@@ -28,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from kleene.automata.algorithms import _closure_where_useful, useful_mask
+from kleene.automata.algorithms import useful_mask
 from kleene.automata.labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
+from kleene.automata.labels import label_of as _label_of
+from kleene.automata.labels import meet as _meet
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
     EPSILON_ID,
@@ -41,6 +43,7 @@ from kleene.automata.sparse import (
     remove_epsilon_store,
     store_backed,
 )
+from kleene.automata.star import closure_where_useful as _closure_where_useful
 from kleene.automata.weights import ALPHA, Env, Weight, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc, IdNames, LazyNames, WeightVector
 from kleene.errors import AlphabetError, DivergenceError, SemiringError
@@ -148,14 +151,6 @@ def _common_alphabet(a: WFSA, b: WFSA) -> SymbolTable | None:
     return SymbolTable((s for s in a.alphabet if s in theirs), epsilon=a.alphabet.epsilon)
 
 
-def _label_of(members: Iterable[Hashable]) -> Label | None:
-    """The simplest label accepting exactly ``members``: None (nothing), ``Sym`` or ``OneOf``."""
-    unique = list(dict.fromkeys(members))
-    if not unique:
-        return None
-    return Sym(unique[0]) if len(unique) == 1 else OneOf(unique)
-
-
 def _restrict(label: Label, alphabet: SymbolTable | None) -> Label | None:
     """``label`` limited to ``alphabet``: None when it then accepts no symbol."""
     if not label.consumes or alphabet is None:
@@ -176,30 +171,6 @@ def _confine(label: Label, own: SymbolTable) -> Label | None:
     if not label.consumes or isinstance(label, Sym):
         return label
     return _label_of(s for s in own if label.matches(s))
-
-
-def _meet(x: Label, y: Label) -> Label | None:
-    """The label accepting the symbols both consuming labels accept (None: no symbol).
-
-    Raises:
-        AlphabetError: a label type this function does not know how to intersect.
-    """
-    if isinstance(x, AnySymbol):
-        return y
-    if isinstance(y, AnySymbol):
-        return x
-    if isinstance(x, Sym):
-        return x if y.matches(x.symbol) else None
-    if isinstance(y, Sym):
-        return y if x.matches(y.symbol) else None
-    if isinstance(x, OneOf):
-        return _label_of(s for s in sorted(x.members, key=str) if y.matches(s))
-    if isinstance(y, OneOf):
-        return _label_of(s for s in sorted(y.members, key=str) if x.matches(s))
-    if isinstance(x, NoneOf) and isinstance(y, NoneOf):
-        return NoneOf(x.members | y.members)
-    kinds = f"{type(x).__name__} and {type(y).__name__}"
-    raise AlphabetError(f"intersect: cannot intersect labels {x} and {y} ({kinds})")
 
 
 def _combined_name(template: str, *operands: WFSA) -> str | None:

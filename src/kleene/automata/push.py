@@ -14,9 +14,10 @@ import numpy as np
 
 from kleene.errors import AlphabetError, ArgumentError, WeightError
 
-from .algorithms import closure_matrix
 from .labels import AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
 from .ops import bind, trim
+from .sparse import useful_states
+from .star import closure_matrix
 from .weights import Env
 from .wfsa import WFSA
 
@@ -81,7 +82,13 @@ def state_distances(a: WFSA, towards: Towards = "final") -> list[Any]:
             continue
         weight = s.sum(s.full((count,), arc.weight), axis=0) if count > 1 else arc.weight
         step[arc.src, arc.dst] = s.plus(step[arc.src, arc.dst], weight)
-    star = closure_matrix(step, s, None, a.states)
+    # only the states these paths pass through: those reached from the initial (or reaching the final) states
+    src, dst = np.nonzero(step != s.zero)
+    start = a.vector(a.final if towards == "final" else a.initial) != s.zero
+    if towards == "final":
+        src, dst = dst, src
+    live = useful_states(src, dst, n, start, np.ones(n, dtype=bool))
+    star = closure_matrix(step, s, None, a.states, live=live)
     if towards == "final":
         final = a.vector(a.final)
         return [_plain(v) for v in s.sum(s.times(star, final[None, :]), axis=1)]

@@ -17,13 +17,12 @@ acyclic parts are one vectorised propagation per level). A cyclic component is s
   in the idempotent semirings, raising ``DivergenceError`` when a cycle keeps improving;
 (Every non-idempotent semiring of kleene is real or log, so no convergence-threshold iteration is needed.)
 
-Epsilon closures in ``SparseStepper`` (the Forward algorithm on one string) run the same procedure on the epsilon
-graph, restricted to the states the frontier touches. ``epsilon_closure`` computes every row of the closure ``E*``
-(for ``remove_epsilon``): the components in reverse topological order, a level at a time, each row the sum of its
-successors' rows, cyclic components' rows multiplied by their block's star; ``remove_epsilon_store`` then builds
-the epsilon-free arcs as arrays. Without useful epsilon arcs, ``forward_batch`` advances many
-strings together (one vectorised step per position over all (string, state) pairs) and ``forward`` advances a small
-frontier in plain Python over per-state label tables.
+The Forward algorithm on the store (``kleene.automata.algorithms.SparseStepper``) closes each frontier with the
+same procedure on the epsilon graph (``_Graph.close``), restricted to the states the frontier touches.
+``epsilon_closure`` is the one closure matrix of the sparse strategy: every row of ``E*`` (the components in
+reverse topological order, a level at a time, each row the sum of its successors' rows, cyclic components' rows
+multiplied by their block's star, ``closure_matrix`` of ``kleene.automata.star`` for small blocks) or, with a cap,
+of ``I + E + ... + E^k``; ``remove_epsilon_store`` then builds the epsilon-free arcs as arrays.
 
 Large automata (held in a store, or with ``ARRAY_OPS_MIN_ARCS`` arcs or more) are trimmed, pushed, determinized and
 minimized on the store's arrays (``trim_store``, ``with_weights``, ``store_backed``; see ``kleene.automata.ops``,
@@ -36,7 +35,7 @@ cycle on no successful path does not raise (as OpenFst).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +60,7 @@ ITERATIVE_FROM = 2000
 IntArray = np.ndarray
 
 
-def _gather(indptr: IntArray, rows: IntArray) -> IntArray:
+def gather_ranges(indptr: IntArray, rows: IntArray) -> IntArray:
     """The concatenated ranges ``[indptr[r], indptr[r+1])`` for ``r`` in ``rows`` (positions, in row order)."""
     starts = indptr[rows]
     return _spans(starts, indptr[rows + 1] - starts)
@@ -76,7 +75,7 @@ def _spans(starts: IntArray, lengths: IntArray) -> IntArray:
     return offsets + np.arange(total, dtype=np.int64)
 
 
-def _csr_index(rows: IntArray, n: int) -> tuple[IntArray, IntArray]:
+def csr_index(rows: IntArray, n: int) -> tuple[IntArray, IntArray]:
     """A stable order sorting ``rows`` and the CSR pointer of the sorted rows (length n+1)."""
     order = np.argsort(rows, kind="stable")
     indptr = np.zeros(n + 1, dtype=np.int64)
@@ -112,6 +111,13 @@ class ArcStore:
     _graphs: dict[str, _Graph] = field(default_factory=dict, repr=False)
     _useful: np.ndarray | None = field(default=None, repr=False)
     _tables: dict[int, dict[int, list[tuple[int, Any]]]] | None = field(default=None, repr=False)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+        """``build()``, computed once per store and ``key`` (what an algorithm derives from the store alone)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     @property
     def num_arcs(self) -> int:
@@ -120,7 +126,7 @@ class ArcStore:
     def _label_index(self) -> tuple[IntArray, IntArray]:
         if self._by_label is None:
             shifted = self.label - PREDICATE_ID  # predicates 0, epsilons 1, symbol k at k + 2
-            self._by_label = _csr_index(shifted, len(self.symbols) + 2)
+            self._by_label = csr_index(shifted, len(self.symbols) + 2)
         return self._by_label
 
     def arcs_with_label(self, label_id: int) -> IntArray:
@@ -166,6 +172,22 @@ class ArcStore:
         out: IntArray = candidates[hits[self.predicate_of[candidates]]]
         return out
 
+    def arc_list(self) -> list[Arc]:
+        """The stored arcs as ``Arc`` objects, in ``arc_id`` order (an automaton whose arcs live in this store
+        only reads them so)."""
+        order = np.argsort(self.arc_id)
+        labels: list[Label] = [EPSILON, *(Sym(x) for x in self.symbols), *self.predicates]
+        codes = self.label[order] + 1
+        if self.predicates:  # predicate arcs: after the symbols, by their index in ``self.predicates``
+            hit = codes == PREDICATE_ID + 1
+            codes[hit] = len(self.symbols) + 1 + self.predicate_of[order][hit]
+        src, dst, lab, weight = (self.src[order].tolist(), self.dst[order].tolist(), codes.tolist(),
+                                 self.weight[order].tolist())
+        return [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
+
+    def has_epsilon_arcs(self) -> bool:
+        return bool(np.any(self.label == EPSILON_ID))
+
     def useful(self) -> np.ndarray:
         """Which states are accessible from an initial state and co-accessible to a final one (a boolean mask,
         computed once per store; do not modify it)."""
@@ -179,6 +201,19 @@ class ArcStore:
         eps = self.arcs_with_label(EPSILON_ID)
         useful = self.useful()
         return bool(np.any(useful[self.src[eps]] & useful[self.dst[eps]]))
+
+    def useful_for(self, symbols: Sequence[Hashable]) -> np.ndarray:
+        """The states on some successful path deriving ``symbols`` (see ``useful_for_string``)."""
+        arcs = np.arange(self.num_arcs)
+        return useful_for_string(
+            self.src, self.dst, self.label != EPSILON_ID, lambda x: self.matches_mask(x, arcs), self.num_states,
+            self.initial != self.semiring.zero, self.final != self.semiring.zero, symbols,
+        )
+
+    def epsilon_graph(self, live: np.ndarray) -> _Graph:
+        """The graph of the epsilon arcs between the states of the boolean mask ``live`` (not cached)."""
+        eps = self.arcs_with_label(EPSILON_ID)
+        return _Graph(self, np.sort(eps[live[self.src[eps]] & live[self.dst[eps]]]))
 
     def initial_items(self) -> list[tuple[int, Any]]:
         """(state, weight) of the initial states, as Python numbers."""
@@ -239,6 +274,32 @@ def useful_states(src: IntArray, dst: IntArray, n: int, starts: np.ndarray, ends
     out: np.ndarray = _reach(src, dst, n, starts)
     out &= _reach(dst, src, n, ends)
     return out
+
+
+def useful_for_string(
+    src: IntArray, dst: IntArray, consumes: np.ndarray, matching: Callable[[Hashable], np.ndarray], n: int,
+    starts: np.ndarray, ends: np.ndarray, symbols: Sequence[Hashable],
+) -> np.ndarray:
+    """The (n,) mask of the states on some successful path deriving ``symbols``, along the arcs ``src -> dst``
+    (``consumes``: which arcs consume a symbol, the others are epsilon arcs; ``matching(x)``: which arcs accept x).
+    Only these states' epsilon cycles can make the score of ``symbols`` diverge."""
+    eps = ~consumes
+    eps_src, eps_dst = src[eps], dst[eps]
+    steps = [consumes & matching(x) for x in symbols]
+    forward = [_reach(eps_src, eps_dst, n, starts)]
+    for hit in steps:
+        reached = np.zeros(n, dtype=bool)
+        reached[dst[hit & forward[-1][src]]] = True
+        forward.append(_reach(eps_src, eps_dst, n, reached))
+    backward = _reach(eps_dst, eps_src, n, ends)
+    useful: np.ndarray = forward[-1] & backward
+    for t in range(len(symbols) - 1, -1, -1):
+        hit = steps[t]
+        before = np.zeros(n, dtype=bool)
+        before[src[hit & backward[dst]]] = True
+        backward = _reach(eps_dst, eps_src, n, before)
+        useful |= forward[t] & backward
+    return useful
 
 
 def _reach(src: IntArray, dst: IntArray, n: int, start: np.ndarray) -> np.ndarray:
@@ -390,26 +451,6 @@ def trim_store(wfsa: WFSA, store: ArcStore) -> WFSA:
     return store_backed(s, table, wfsa.name, names, trimmed, initial, final)
 
 
-def materialize_arcs(wfsa: WFSA) -> list[Arc]:
-    """The ``Arc`` objects of an automaton read into its arc store only (``wfsa._arcs is None``), in arc order;
-    the store stays cached for the materialised list."""
-    cached = wfsa._sparse_cache
-    assert cached is not None and cached[3] is not None, "arcs held nowhere"
-    store: ArcStore = cached[3]
-    order = np.argsort(store.arc_id)
-    labels: list[Label] = [EPSILON, *(Sym(x) for x in store.symbols), *store.predicates]
-    codes = store.label[order] + 1
-    if store.predicates:  # predicate arcs: after the symbols, by their index in ``store.predicates``
-        hit = codes == PREDICATE_ID + 1
-        codes[hit] = len(store.symbols) + 1 + store.predicate_of[order][hit]
-    src, dst, lab, weight = (store.src[order].tolist(), store.dst[order].tolist(), codes.tolist(),
-                             store.weight[order].tolist())
-    arcs = [Arc(s, d, labels[k], w) for s, d, k, w in zip(src, dst, lab, weight)]
-    wfsa._arcs = arcs
-    wfsa._sparse_cache = (wfsa._arcs_key(), *cached[1:])
-    return arcs
-
-
 def _build(wfsa: WFSA) -> ArcStore | None:
     s = wfsa.semiring
     arcs = wfsa.arcs
@@ -447,7 +488,7 @@ def make_store(
     """An ``ArcStore`` from unsorted arc arrays (drops zero-weight arcs, sorts by source)."""
     keep = weight != semiring.zero
     src, dst, label, weight, arc_id, predicate_of = (x[keep] for x in (src, dst, label, weight, arc_id, predicate_of))
-    order, indptr = _csr_index(src, n)
+    order, indptr = csr_index(src, n)
     return ArcStore(
         semiring, n, indptr, src[order], dst[order], label[order], weight[order], arc_id[order],
         symbols, {x: k for k, x in enumerate(symbols)}, predicates, predicate_of[order], initial, final, names,
@@ -468,7 +509,7 @@ class _Graph:
         self.n = n
         self.src, self.dst = store.src[positions], store.dst[positions]
         self.positions = positions
-        order, self.indptr = _csr_index(self.src, n)
+        order, self.indptr = csr_index(self.src, n)
         self.src, self.dst, self.positions = self.src[order], self.dst[order], self.positions[order]
         self.weight = store.weight[self.positions]
         from scipy.sparse import csr_matrix
@@ -485,7 +526,7 @@ class _Graph:
         self.level = _levels(comp[self.src[self.cross]], comp[self.dst[self.cross]], count)
         self._members: dict[int, IntArray] = {}
         self._solvers: dict[int, _Component] = {}
-        member_order, self._member_ptr = _csr_index(comp, count)
+        member_order, self._member_ptr = csr_index(comp, count)
         self._member_order = member_order
 
     def members(self, c: int) -> IntArray:
@@ -494,7 +535,7 @@ class _Graph:
     def solver(self, c: int) -> _Component:
         if c not in self._solvers:
             states = self.members(c)
-            arcs = _gather(self.indptr, states)
+            arcs = gather_ranges(self.indptr, states)
             arcs = arcs[~self.cross[arcs]]
             self._solvers[c] = _Component(self, states, arcs)
         return self._solvers[c]
@@ -504,7 +545,7 @@ class _Graph:
         mask = vector != self.semiring.zero
         frontier = np.flatnonzero(mask)
         while frontier.size:
-            nxt = self.dst[_gather(self.indptr, frontier)]
+            nxt = self.dst[gather_ranges(self.indptr, frontier)]
             nxt = np.unique(nxt[~mask[nxt]])
             mask[nxt] = True
             frontier = nxt
@@ -526,7 +567,7 @@ class _Graph:
             comps = np.unique(self.comp[group])
             for c in comps[self.cyclic[comps]]:
                 self.solver(int(c)).solve(vector)
-            arcs = _gather(self.indptr, group)
+            arcs = gather_ranges(self.indptr, group)
             arcs = arcs[self.cross[arcs]]
             if arcs.size:
                 s.scatter_plus(vector, self.dst[arcs], s.times(vector[self.src[arcs]], self.weight[arcs]))
@@ -537,13 +578,13 @@ def _levels(csrc: IntArray, cdst: IntArray, count: int) -> IntArray:
     """Topological levels of a DAG on ``count`` nodes (Kahn's algorithm, one vectorised step per level)."""
     level = np.zeros(count, dtype=np.int64)
     indegree = np.bincount(cdst, minlength=count)
-    order, indptr = _csr_index(csrc, count)
+    order, indptr = csr_index(csrc, count)
     targets = cdst[order]
     frontier = np.flatnonzero(indegree == 0)
     depth = 0
     while frontier.size:
         level[frontier] = depth
-        nxt = targets[_gather(indptr, frontier)]
+        nxt = targets[gather_ranges(indptr, frontier)]
         if not nxt.size:
             break
         drop = np.bincount(nxt, minlength=count)
@@ -607,11 +648,19 @@ class _Component:
         self.nonnegative = bool(np.all(scaled >= 0))
         self._radius_checked = False
         k = self.size
-        from scipy.sparse import csr_matrix, identity
+        from scipy.sparse import csr_matrix, diags
 
         self.scaled = csr_matrix((scaled, (self.src, self.dst)), shape=(k, k))  # duplicates add, as plus does
-        # x (I - A) = b  <=>  (I - A)^T x^T = b^T
-        self.system = (identity(k, format="csr") - self.scaled.T).tocsc()
+        # x (I - A) = b  <=>  (I - A)^T x^T = b^T; the diagonal 1 - A_qq from the self-loops' own sum, exactly
+        # (a log self-loop of weight -1e-17 has e^w = 1.0 in floats, but 1 - e^w = -expm1(w) = 1e-17)
+        loops = self.src == self.dst
+        diagonal = np.ones(k)
+        if loops.any():
+            total = s.segment_sum(self.weight[loops], self.src[loops], k)
+            diagonal = -np.expm1(total) if s.log_domain else 1.0 - total.astype(float)
+        off = ~loops
+        moves = csr_matrix((scaled[off], (self.src[off], self.dst[off])), shape=(k, k))
+        self.system = (diags(diagonal, format="csr") - moves.T).tocsc()
         if not self.nonnegative:
             self._check_radius()
         self._lu: Any = None
@@ -695,10 +744,10 @@ class _Component:
         s = self.semiring
         x = b.copy()
         changed = np.flatnonzero(x != s.zero)
-        order, indptr = _csr_index(self.src, self.size)
+        order, indptr = csr_index(self.src, self.size)
         src, dst, weight = self.src[order], self.dst[order], self.weight[order]
         for _ in range(self.size + 1):
-            arcs = _gather(indptr, changed)
+            arcs = gather_ranges(indptr, changed)
             if not arcs.size:
                 return x
             before = x.copy()
@@ -732,7 +781,7 @@ class _Component:
             DivergenceError: the star diverges (naming a cycle).
         """
         if self._dense is None:
-            from .algorithms import closure_matrix
+            from .star import closure_matrix
 
             s = self.semiring
             block = s.zeros((self.size, self.size))
@@ -818,10 +867,12 @@ class _RowBuffer:
 
 
 def epsilon_closure(
-    semiring: Semiring, n: int, src: IntArray, dst: IntArray, weight: np.ndarray, names: Sequence[str]
+    semiring: Semiring, n: int, src: IntArray, dst: IntArray, weight: np.ndarray, names: Sequence[str],
+    cap: int | None = None,
 ) -> ClosureRows:
-    """The rows of ``E*`` for the n x n matrix E of the arcs ``src -> dst`` (parallel arcs add), in time and memory
-    proportional to its non-zeros (for components of bounded size).
+    """The rows of ``E*`` (``cap=None``) or of ``I + E + ... + E^cap`` for the n x n matrix E of the arcs
+    ``src -> dst`` (parallel arcs add), in time and memory proportional to its non-zeros (for components of
+    bounded size).
 
     The graph's strongly connected components are visited in reverse topological order of the condensation, a
     level at a time: a state's row is ``e_q ⊕ ⊕_{q -w-> t leaving its component} w ⊗ row(t)`` (vectorised over the
@@ -832,6 +883,9 @@ def epsilon_closure(
         DivergenceError: a component whose star diverges (naming a cycle of it, by ``names``).
     """
     s = semiring
+    if cap is not None:
+        return _capped_closure(s, n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64),
+                               np.asarray(weight, dtype=s.numpy_dtype), cap)
     m = len(src)
     store = make_store(
         s, n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64), np.full(m, EPSILON_ID),
@@ -847,7 +901,7 @@ def epsilon_closure(
     buffer = _RowBuffer(s, n)
     for group in np.split(order, bounds):
         rows, cols, vals = group, group, s.ones((len(group),))
-        arcs = _gather(graph.indptr, group)
+        arcs = gather_ranges(graph.indptr, group)
         arcs = arcs[graph.cross[arcs]]
         if arcs.size:
             owner, succ_cols, succ_vals = buffer.rows().expand(graph.dst[arcs])
@@ -869,6 +923,38 @@ def epsilon_closure(
         live = vals != s.zero
         buffer.append(rows[live], cols[live], vals[live])
     return buffer.rows()
+
+
+def _capped_closure(s: Semiring, n: int, src: IntArray, dst: IntArray, weight: np.ndarray, cap: int) -> ClosureRows:
+    """``I + E + ... + E^cap`` as closure rows: each power's entries (row, column, value) times E, plus-merged."""
+    if cap < 0:
+        raise ValueError(f"epsilon cap must be >= 0, got {cap}")
+    order, indptr = csr_index(src, n)
+    dst, weight = dst[order], weight[order]
+    rows = cols = np.arange(n, dtype=np.int64)
+    vals = s.ones((n,))
+    parts = [(rows, cols, vals)]
+    for _ in range(cap):
+        counts = indptr[cols + 1] - indptr[cols]
+        arcs = _spans(indptr[cols], counts)
+        owner = np.repeat(np.arange(len(cols)), counts)
+        rows, cols, vals = rows[owner], dst[arcs], s.times(vals[owner], weight[arcs])
+        first, vals = _plus_merge(s, [rows, cols], vals)
+        rows, cols = rows[first], cols[first]
+        live = vals != s.zero
+        rows, cols, vals = rows[live], cols[live], vals[live]
+        if not len(rows):
+            break
+        parts.append((rows, cols, vals))
+    rows, cols = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    first, vals = _plus_merge(s, [rows, cols], np.concatenate([p[2] for p in parts]))
+    rows, cols = rows[first], cols[first]
+    live = vals != s.zero
+    rows, cols, vals = rows[live], cols[live], vals[live]
+    length = np.bincount(rows, minlength=n).astype(np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    np.cumsum(length[:-1], out=start[1:])
+    return ClosureRows(start, length, cols, vals)
 
 
 def _star_times(
@@ -945,8 +1031,6 @@ def remove_epsilon_store(wfsa: WFSA, store: ArcStore, closure: ClosureRows) -> W
     each consuming arc ``p -x/w-> q`` becomes ``p -x/(w ⊗ C[q, r])-> r`` for the non-zeros of row q of the closure
     C, parallel arcs with one label plus-merged; initial weights ``lambda ⊗ C``. The result's arcs are sorted by
     source, destination and label, and live in its arc store."""
-    from .ops import _copy_table
-
     s, n = store.semiring, store.num_states
     consuming = np.flatnonzero(store.label != EPSILON_ID)  # by source (CSR order)
     targets = store.dst[consuming]
@@ -984,7 +1068,8 @@ def remove_epsilon_store(wfsa: WFSA, store: ArcStore, closure: ClosureRows) -> W
     out.initial[states] = totals
     initial = dict(zip(states.tolist(), totals.tolist()))
     final = dict(wfsa.final.items())
-    return store_backed(s, _copy_table(wfsa.alphabet), wfsa.name, wfsa._names, out, initial, final)
+    alphabet = None if wfsa.alphabet is None else wfsa.alphabet.copy()
+    return store_backed(s, alphabet, wfsa.name, wfsa._names, out, initial, final)
 
 
 def _spectral_radius(matrix: scipy.sparse.csr_matrix) -> float:
@@ -1011,7 +1096,7 @@ def shortest_distance(wfsa: WFSA) -> np.ndarray:
         WeightError: symbolic weights (bind them first).
         DivergenceError: a cyclic component on a successful path whose star diverges (naming a cycle).
     """
-    store = _require(wfsa)
+    store = require_store(wfsa)
     vector: np.ndarray = np.where(store.useful(), store.initial, store.semiring.zero).astype(store.semiring.numpy_dtype)
     return store.graph("all").close(vector)
 
@@ -1043,7 +1128,13 @@ def state_distances(store: ArcStore, towards: str) -> np.ndarray:
     return _Graph(oriented, positions).close(vector)
 
 
-def _require(wfsa: WFSA) -> ArcStore:
+def require_store(wfsa: WFSA) -> ArcStore:
+    """The arc store of ``wfsa``.
+
+    Raises:
+        TypeError: not a WFSA.
+        WeightError: symbolic weights.
+    """
     if not isinstance(wfsa, WFSA):
         raise TypeError(f"wfsa: expected a WFSA, got {type(wfsa).__name__}")
     store = arc_store(wfsa)
@@ -1052,16 +1143,24 @@ def _require(wfsa: WFSA) -> ArcStore:
     return store
 
 
-def pathsum(wfsa: WFSA) -> Any:
-    """The semiring sum over all successful paths (the scores of all strings), in the sparse engine.
+def pathsum(wfsa: WFSA, epsilon_cap: int | None = None) -> Any:
+    """The semiring sum over all successful paths (the scores of all strings), in the sparse engine; with
+    ``epsilon_cap=k`` paths take at most k epsilon arcs in a row (the sum over the epsilon-free automaton built
+    with the capped closure ``I + E + ... + E^k``).
 
     Raises:
         WeightError: symbolic weights.
         AlphabetError: predicate labels and no alphabet to count their symbols.
         DivergenceError: a cycle on a successful path whose star diverges (naming it).
     """
-    store = _require(wfsa)
+    store = require_store(wfsa)
     s = store.semiring
+    eps = store.arcs_with_label(EPSILON_ID)
+    if epsilon_cap is not None and eps.size:
+        closure = epsilon_closure(
+            s, store.num_states, store.src[eps], store.dst[eps], store.weight[eps], store.names, epsilon_cap
+        )
+        return pathsum(remove_epsilon_store(wfsa, store, closure))
     alphabet = list(wfsa.alphabet) if wfsa.alphabet is not None else None
     weights = store.total_weights(alphabet)
     totals = ArcStore(
@@ -1071,214 +1170,12 @@ def pathsum(wfsa: WFSA) -> Any:
     useful = store.useful()
     vector: np.ndarray = np.where(useful, store.initial, s.zero).astype(s.numpy_dtype)
     distance = totals.graph("all").close(vector)
-    return _plain(s.sum(s.times(distance, np.where(useful, store.final, s.zero)), axis=0))
+    return plain(s.sum(s.times(distance, np.where(useful, store.final, s.zero)), axis=0))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A numpy scalar or 0-d array as a Python number; anything else unchanged."""
     return value.item() if isinstance(value, np.generic | np.ndarray) else value
-
-
-class SparseStepper:
-    """The Forward algorithm's steps on the sparse store (same interface as the dense stepper).
-
-    Caution:
-        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row.
-    """
-
-    def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None):
-        if epsilon_cap is not None and epsilon_cap < 0:
-            raise ValueError(f"epsilon cap must be >= 0, got {epsilon_cap}")
-        self.wfsa, self.store, self.cap = wfsa, store, epsilon_cap
-        self.semiring = store.semiring
-        self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
-        self.epsilons = store.graph("epsilon") if self.has_epsilons and epsilon_cap is None else None
-        if self.has_epsilons and epsilon_cap is not None:
-            eps = store.arcs_with_label(EPSILON_ID)
-            self.eps_src, self.eps_dst, self.eps_weight = store.src[eps], store.dst[eps], store.weight[eps]
-
-    def close(self, vector: np.ndarray) -> np.ndarray:
-        if not self.has_epsilons:
-            return vector
-        if self.epsilons is not None:
-            return self.epsilons.close(vector)
-        s = self.semiring
-        result, power = vector, vector
-        for _ in range(self.cap or 0):
-            live = power[self.eps_src] != s.zero
-            power = s.segment_sum(
-                s.times(power[self.eps_src[live]], self.eps_weight[live]), self.eps_dst[live], len(vector)
-            )
-            result = s.plus(result, power)
-        return result
-
-    def start(self) -> np.ndarray:
-        return self.close(self.store.initial.copy())
-
-    def step(self, vector: np.ndarray, symbol: Hashable, position: int) -> np.ndarray:
-        self.wfsa.check_symbol(symbol, position)
-        s, store = self.semiring, self.store
-        active = np.flatnonzero(vector != s.zero)
-        if active.size * 4 * max(1, store.num_arcs // max(1, store.num_states)) < store.num_arcs // max(
-            1, len(store.symbols)
-        ):  # a small frontier: its own arcs (CSR by source), filtered by label
-            arcs = _gather(store.indptr, active)
-            arcs = arcs[store.matches_mask(symbol, arcs)]
-        else:  # a large frontier: the symbol's arcs
-            arcs = store.matching(symbol)
-            arcs = arcs[vector[store.src[arcs]] != s.zero]
-        src = store.src[arcs]
-        out = s.segment_sum(s.times(vector[src], store.weight[arcs]), store.dst[arcs], store.num_states)
-        return self.close(out)
-
-    def finish(self, vector: np.ndarray) -> Any:
-        s = self.semiring
-        return s.sum(s.times(vector, self.store.final), axis=0)
-
-
-def forward(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
-    """The Forward score of ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.score``).
-
-    Without useful epsilon arcs and predicate labels, a frontier of at most ``SMALL_FRONTIER`` states is advanced
-    in plain Python over per-state label tables (built from the CSR arrays as states are first visited), which
-    costs microseconds per symbol where vectorised steps cost tens; larger frontiers take ``forward_batch``.
-    """
-    store = _require(wfsa)
-    if not store.predicates:
-        for i, x in enumerate(symbols):
-            wfsa.check_symbol(x, i)
-        if not store.useful_epsilons():
-            small = _forward_small(store, symbols)
-            if small is not None:
-                return small
-    return forward_batch(wfsa, [symbols], epsilon_cap)[0]
-
-
-#: The largest frontier ``forward`` advances in plain Python.
-SMALL_FRONTIER = 64
-
-
-def _forward_small(store: ArcStore, symbols: Sequence[Hashable]) -> Any:
-    """``forward`` with frontiers of at most ``SMALL_FRONTIER`` useful states as {state: weight} dicts; None when a
-    frontier grows larger (or a symbol is unhashable)."""
-    s = store.semiring
-    plus, times = s.plus, s.times
-    useful = store.useful()
-    tables = store.label_tables()
-    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
-    for x in symbols:
-        try:
-            ident = store.symbol_ids.get(x)
-        except TypeError:
-            return None
-        if ident is None:
-            return _plain(s.zero)
-        nxt: dict[int, Any] = {}
-        for q, w in frontier.items():
-            table = tables.get(q)
-            if table is None:
-                table = tables[q] = store.label_table(q, useful)
-            for d, aw in table.get(ident, ()):
-                v = times(w, aw)
-                nxt[d] = plus(nxt[d], v) if d in nxt else v
-        frontier = {q: w for q, w in nxt.items() if w != s.zero}
-        if len(frontier) > SMALL_FRONTIER:
-            return None
-    total = s.zero
-    final = store.final
-    for q, w in frontier.items():
-        rho = final[q].item()
-        if rho != s.zero:
-            total = plus(total, times(w, rho))
-    return _plain(total)
-
-
-def forward_batch(wfsa: WFSA, strings: Sequence[Sequence[Hashable]], epsilon_cap: int | None = None) -> list[Any]:
-    """The Forward score of each string of ``strings`` in the sparse engine, in one pass over positions.
-
-    Without epsilon arcs on useful states the strings advance together: the frontier is the (string, state, weight)
-    triples of all strings at one position, each step one vectorised gather of the frontier states' arcs (CSR by
-    source), a label filter and a plus-reduction per (string, destination); only useful states are kept (the others
-    carry no successful path). With epsilon arcs each string runs the stepper (exact or capped closures).
-
-    Caution:
-        Constant weights only.
-
-    Raises:
-        AlphabetError: a symbol outside the alphabet (naming it, its position and the string's index).
-        DivergenceError: an exact epsilon closure diverges on a successful path.
-    """
-    store = _require(wfsa)
-    strings = list(strings)
-    for b, string in enumerate(strings):
-        for i, x in enumerate(string):
-            try:
-                wfsa.check_symbol(x, i)
-            except AlphabetError as exc:
-                raise AlphabetError(f"{exc} (string {b} of the batch)" if len(strings) > 1 else str(exc)) from None
-    useful = store.useful()
-    has_epsilons = store.useful_epsilons()
-    distinct: dict[Hashable, int] = {}
-    try:
-        codes = [[distinct.setdefault(x, len(distinct)) for x in string] for string in strings]
-    except TypeError:  # an unhashable symbol: the per-string stepper matches it against predicates
-        codes = None
-    if has_epsilons or codes is None:
-        stepper = SparseStepper(wfsa, store, epsilon_cap)
-        out = []
-        for string in strings:
-            vector = stepper.start()
-            for i, x in enumerate(string):
-                vector = stepper.step(vector, x, i)
-            out.append(_plain(stepper.finish(vector)))
-        return out
-    return _forward_together(store, useful, codes, list(distinct))
-
-
-def _forward_together(
-    store: ArcStore, useful: np.ndarray, codes: list[list[int]], symbols: list[Hashable]
-) -> list[Any]:
-    """``forward_batch`` without epsilon arcs: ``codes[b]`` is string b as indices into ``symbols``."""
-    s, n = store.semiring, store.num_states
-    count = len(codes)
-    lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=count)
-    longest = int(lengths.max(initial=0))
-    padded = np.full((count, longest), -1, dtype=np.int64)
-    for b, c in enumerate(codes):
-        padded[b, : len(c)] = c
-    direct = np.array([store.symbol_ids.get(x, PREDICATE_ID - 1) for x in symbols], dtype=np.int64)
-    accepts = (np.array([[p.matches(x) for x in symbols] for p in store.predicates], dtype=bool)
-               if store.predicates and symbols else None)
-    result = s.zeros((count,))
-    starts = np.flatnonzero((store.initial != s.zero) & useful)
-    strings = np.repeat(np.arange(count, dtype=np.int64), len(starts))
-    states = np.tile(starts, count)
-    weights = np.tile(store.initial[starts], count)
-    for t in range(longest + 1):
-        done = lengths[strings] == t
-        if done.any():
-            ends = s.times(weights[done], store.final[states[done]])
-            s.scatter_plus(result, strings[done], ends)
-            strings, states, weights = strings[~done], states[~done], weights[~done]
-        if t == longest or not strings.size:
-            break
-        arcs = _gather(store.indptr, states)
-        pair = np.repeat(np.arange(len(states)), store.indptr[states + 1] - store.indptr[states])
-        code = padded[strings[pair], t]
-        labels = store.label[arcs]
-        hit = labels == direct[code]
-        if accepts is not None:
-            hit |= (labels == PREDICATE_ID) & accepts[np.maximum(store.predicate_of[arcs], 0), code]
-        dst = store.dst[arcs]
-        hit &= useful[dst]
-        arcs, pair, dst = arcs[hit], pair[hit], dst[hit]
-        values = s.times(weights[pair], store.weight[arcs])
-        keys = strings[pair] * n + dst
-        unique, inverse = np.unique(keys, return_inverse=True)
-        weights = s.segment_sum(values, inverse.reshape(-1), len(unique))
-        strings, states = unique // n, unique % n
-        live = weights != s.zero
-        strings, states, weights = strings[live], states[live], weights[live]
-    return [_plain(x) for x in result]
 
 
 #: From this many states on, ``score``/``pathsum``/``all_spans`` of constant-weight automata use the sparse engine
@@ -1291,138 +1188,3 @@ def engine_store(wfsa: WFSA) -> ArcStore | None:
     if wfsa.num_states < SPARSE_MIN_STATES:
         return None
     return arc_store(wfsa)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Viterbi
-
-
-@dataclass
-class _Layer:
-    """The best paths into the states of one position: states, weights, and the stored arc that set each (-1: none)."""
-
-    states: IntArray
-    weights: np.ndarray
-    arcs: IntArray
-
-    def lookup(self, q: int) -> int:
-        return int(np.searchsorted(self.states, q))
-
-
-def _best_per_destination(
-    v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
-) -> tuple[IntArray, np.ndarray, IntArray]:
-    """Per destination the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order."""
-    best = v.segment_sum(candidate, dst, n)
-    hit = candidate == best[dst]
-    dst, arc_id, positions = dst[hit], arc_id[hit], positions[hit]
-    order = np.lexsort((arc_id, dst))
-    dst, positions = dst[order], positions[order]
-    first = np.ones(len(dst), dtype=bool)
-    first[1:] = dst[1:] != dst[:-1]
-    return dst[first], best[dst[first]], positions[first]
-
-
-def viterbi(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
-    """The best single path deriving ``symbols`` in the sparse engine (see ``kleene.automata.algorithms.viterbi``).
-
-    Caution:
-        Constant weights only; only states on some successful path are searched (so a divergent epsilon cycle
-        elsewhere does not raise). Ties between equally good paths go to the arc first in ``wfsa.arcs``.
-
-    Raises:
-        WeightError: a negative weight in a real-field semiring (max-times ranks paths and needs them nonnegative).
-        DivergenceError: an epsilon cycle improves paths without bound (exact mode).
-    """
-    from .algorithms import Step, ViterbiPath
-
-    store = _require(wfsa)
-    s, v = store.semiring, store.semiring.viterbi
-    n = store.num_states
-    useful = store.useful()
-    keep = useful[store.src] & useful[store.dst]
-
-    def nonnegative(values: np.ndarray, what: Any) -> None:
-        if s.is_field and np.any(values < 0):
-            k = int(np.flatnonzero(values < 0)[0])
-            raise WeightError(
-                f"{what(k)}: Viterbi in the {s.name} semiring ranks paths by max-times and needs nonnegative "
-                f"weights; got {values[k]}"
-            )
-
-    eps = np.flatnonzero(store.label == EPSILON_ID)
-    nonnegative(store.weight[eps], lambda k: f"arc {int(store.arc_id[eps[k]])} on None")
-    eps = eps[keep[eps]]
-    eps_order, eps_ptr = _csr_index(store.src[eps], n)
-    eps = eps[eps_order]
-    nonnegative(store.initial, lambda k: f"initial weight of {store.names[k]}")
-
-    def relax(layer: _Layer) -> _Layer:
-        weights = s.zeros((n,))
-        weights[layer.states] = layer.weights
-        arcs = np.full(n, -1, dtype=np.int64)
-        arcs[layer.states] = layer.arcs
-        frontier = layer.states
-        limit = n if epsilon_cap is None else epsilon_cap
-        for count in range(1, limit + 1):
-            out = eps[_gather(eps_ptr, frontier)]
-            if not out.size:
-                break
-            candidate = v.times(weights[store.src[out]], store.weight[out])
-            live = candidate != s.zero
-            out, candidate = out[live], candidate[live]
-            dst, best, chosen = _best_per_destination(v, store.dst[out], candidate, store.arc_id[out], out, n)
-            improved = (v.plus(best, weights[dst]) == best) & (best != weights[dst])
-            frontier = dst[improved]
-            if not frontier.size:
-                break
-            weights[frontier], arcs[frontier] = best[improved], chosen[improved]
-            if epsilon_cap is None and count == limit:
-                names = ", ".join(store.names[q] for q in frontier)
-                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
-        states = np.flatnonzero(weights != s.zero)
-        return _Layer(states, weights[states], arcs[states])
-
-    start = np.flatnonzero((store.initial != s.zero) & useful)
-    history = [relax(_Layer(start, store.initial[start], np.full(len(start), -1, dtype=np.int64)))]
-    for position, x in enumerate(symbols):
-        wfsa.check_symbol(x, position)
-        previous = history[-1]
-        weights = s.zeros((n,))
-        weights[previous.states] = previous.weights
-        arcs = store.matching(x)
-        arcs = arcs[keep[arcs] & (weights[store.src[arcs]] != s.zero)]
-        nonnegative(store.weight[arcs], lambda k, arcs=arcs, x=x: f"arc {int(store.arc_id[arcs[k]])} on {x!r}")
-        candidate = v.times(weights[store.src[arcs]], store.weight[arcs])
-        live = candidate != s.zero
-        arcs, candidate = arcs[live], candidate[live]
-        dst, best, chosen = _best_per_destination(v, store.dst[arcs], candidate, store.arc_id[arcs], arcs, n)
-        history.append(relax(_Layer(dst, best, chosen)))
-    last = history[-1]
-    rho = store.final[last.states]
-    nonnegative(rho, lambda k: f"final weight of {store.names[int(last.states[k])]}")
-    ends = v.times(last.weights, rho)
-    live = np.flatnonzero(ends != s.zero)
-    if not live.size:
-        return ViterbiPath(s.zero)
-    top = v.sum(ends[live], axis=0)
-    winner = int(live[np.flatnonzero(ends[live] == top)[0]])
-    end = int(last.states[winner])
-    steps: list[Any] = []
-    q, t = end, len(symbols)
-    while True:
-        layer = history[t]
-        arc = int(layer.arcs[layer.lookup(q)])
-        if arc < 0:
-            break
-        original = int(store.arc_id[arc])
-        consumes = int(store.label[arc]) != EPSILON_ID
-        symbol = symbols[t - 1] if consumes else None
-        a = wfsa.arcs[original]
-        steps.append(Step(original, store.names[a.src], store.names[a.dst], a.kind, symbol, _plain(store.weight[arc])))
-        q = int(store.src[arc])
-        if consumes:
-            t -= 1
-    steps.reverse()
-    start_name = steps[0].src if steps else store.names[end]
-    return ViterbiPath(_plain(ends[winner]), steps, start_name, store.names[end])

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Hashable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -14,13 +15,41 @@ from kleene.automata.weights import Env, Weight, evaluate, is_symbolic, normaliz
 from kleene.errors import AlphabetError, UnknownStateError, WeightError
 
 if TYPE_CHECKING:  # pragma: no cover
-    import graphviz
-    import networkx
-
-    from kleene.automata.algorithms import ViterbiPath
-    from kleene.automata.equivalence import EquivalenceResult
+    from kleene.automata import algorithms, att, draw, equivalence, jsonio, nxio, ops
 
 StateRef = int | str
+
+
+class HeldArcs(Protocol):
+    """What a ``WFSA`` asks of the arc store that holds its arcs (``kleene.automata.sparse.ArcStore``) when they
+    were read or built into the store only."""
+
+    @property
+    def num_arcs(self) -> int: ...
+
+    def arc_list(self) -> list[Arc]:
+        """The ``Arc`` objects, in arc order."""
+        ...
+
+    def has_epsilon_arcs(self) -> bool: ...
+
+
+def delegate(module: str, function: str, binary: bool = False) -> Any:
+    """A ``WFSA`` method that calls ``kleene.automata.<module>.<function>(self, ...)``: the algorithms live in
+    modules above this one and are imported on the method's first call (so that no module of kleene.automata
+    imports a module that imports it). ``binary``: an operator, ``NotImplemented`` for an operand not a WFSA."""
+    target: list[Any] = []
+
+    def method(self: WFSA, *args: Any, **kwargs: Any) -> Any:
+        if binary and not isinstance(args[0], WFSA):
+            return NotImplemented
+        if not target:
+            target.append(getattr(importlib.import_module(f"kleene.automata.{module}"), function))
+        return target[0](self, *args, **kwargs)
+
+    method.__name__ = function
+    method.__doc__ = f"``kleene.automata.{module}.{function}(self, ...)``: see its documentation."
+    return method
 
 
 @dataclass(frozen=True)
@@ -398,15 +427,22 @@ class WFSA:
     def arcs(self) -> list[Arc]:
         """The arcs, in insertion order (a fast AT&T read keeps them in its arc store until first asked for)."""
         if self._arcs is None:
-            from .sparse import materialize_arcs
-
-            self._arcs = materialize_arcs(self)
+            cached = self._sparse_cache
+            self._arcs = self._held_arcs().arc_list()
+            self._sparse_cache = (self._arcs_key(), *cached[1:])  # the store stays cached for the list
         return self._arcs
 
     @arcs.setter
     def arcs(self, arcs: list[Arc]) -> None:
         self._arcs = arcs
         self._version += 1
+
+    def _held_arcs(self) -> HeldArcs:
+        """The arc store holding the arcs of an automaton whose ``_arcs`` is None (read or built into it)."""
+        cached = self._sparse_cache
+        assert cached is not None and cached[3] is not None, "arcs held nowhere"
+        held: HeldArcs = cached[3]
+        return held
 
     def _arcs_key(self) -> tuple[int, int, int, int]:
         """Identifies the arcs, states and version the sparse arc store was built for (no materialisation)."""
@@ -493,11 +529,7 @@ class WFSA:
         """The number of arcs, epsilon arcs included (``len(a.arcs)`` without making the arc list of an automaton
         whose arcs are held in the arc store only)."""
         if self._arcs is None:
-            from .sparse import arc_store
-
-            store = arc_store(self)
-            assert store is not None
-            return store.num_arcs
+            return self._held_arcs().num_arcs
         return len(self._arcs)
 
     @property
@@ -518,11 +550,7 @@ class WFSA:
     @property
     def has_epsilons(self) -> bool:
         if self._arcs is None:  # arcs held in the arc store only
-            from .sparse import EPSILON_ID, arc_store
-
-            store = arc_store(self)
-            assert store is not None
-            return bool(np.any(store.label == EPSILON_ID))
+            return self._held_arcs().has_epsilon_arcs()
         return any(not a.label.consumes for a in self.arcs)
 
     def copy(self) -> WFSA:
@@ -539,124 +567,6 @@ class WFSA:
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.name else ""
         return f"<WFSA{name} over {self.semiring.name}: {self.num_states} states, {len(self.arcs)} arcs>"
-
-    def __str__(self) -> str:
-        """The AT&T listing: arc lines ``src dst label [weight]`` (start state first), then final lines.
-
-        A numeric automaton is written by ``write_att`` (weights in its convention, e.g. ``-log p`` for log),
-        except that predicate labels are shown as labels (``∀α``, ``{a,b}``, ``Σ∖{a}``), never expanded over
-        the alphabet, and symbols that are not AT&T fields are shown quoted. A symbolic automaton is listed
-        in the same layout with every weight as stored (semiring values and sympy expressions).
-        """
-        from kleene.automata.att import write_att
-
-        if not self.is_symbolic:
-            return write_att(self._displayed())
-        return self._symbolic_listing()
-
-    def _displayed(self) -> WFSA:
-        """A copy whose labels all have an AT&T text: predicates and awkward symbols become display symbols."""
-        from kleene.automata.labels import Epsilon, Sym
-
-        epsilon_names = {"0", "<eps>", "<epsilon>", self.alphabet.epsilon if self.alphabet is not None else ""}
-
-        def field(text: str) -> str:  # whitespace would split the AT&T field
-            return "".join(f"\\u{ord(c):04x}" if c.isspace() else c for c in text)
-
-        def shown(label: Label) -> Label:
-            if isinstance(label, Epsilon):
-                return label
-            if isinstance(label, Sym):
-                text = str(label.symbol)
-                fits = text and not any(c.isspace() for c in text) and text not in epsilon_names
-                return label if fits else Sym(field(repr(text)))
-            return Sym(field(str(label)))
-
-        out = self.copy()
-        out.arcs = [replace(arc, label=shown(arc.label)) for arc in self.arcs]
-        return out
-
-    def _symbolic_listing(self) -> str:
-        one = self.semiring.one
-        weights = list(self.initial.values())
-        if len(weights) == 1 and not is_symbolic(weights[0]) and weights[0] == one:
-            start, lines = next(iter(self.initial)), []
-        else:  # as write_att: a fresh start state with epsilon arcs carrying the initial weights
-            start = self.num_states
-            lines = [f"{start}\t{q}\t<eps>\t{w}" for q, w in self.initial.items()]
-        arcs = sorted(self.arcs, key=lambda arc: arc.src != start)
-        for arc in arcs:
-            label = "<eps>" if not arc.label.consumes else str(arc.label)
-            shown = "" if not is_symbolic(arc.weight) and arc.weight == one else f"\t{arc.weight}"
-            lines.append(f"{arc.src}\t{arc.dst}\t{label}{shown}")
-        for q in sorted(self.final):
-            w = self.final[q]
-            lines.append(str(q) if not is_symbolic(w) and w == one else f"{q}\t{w}")
-        return "".join(line + "\n" for line in lines)
-
-    # -- operators in pynini's spirit (free functions in kleene.automata.ops) -----------
-    def __or__(self, other: WFSA) -> WFSA:
-        """``a | b``: the union ``ops.union(a, b)`` (scores ⊕-added).
-
-        Raises:
-            SemiringError: the operands are over different semirings (naming both).
-            AlphabetError: their alphabets cannot be merged (``ops.union`` merges them otherwise).
-        """
-        if not isinstance(other, WFSA):
-            return NotImplemented
-        from kleene.automata.ops import union
-
-        return union(self, other)
-
-    def __add__(self, other: WFSA) -> WFSA:
-        """``a + b``: the concatenation ``ops.concat(a, b)``, as in pynini.
-
-        Raises:
-            SemiringError: the operands are over different semirings (naming both).
-            AlphabetError: their alphabets cannot be merged.
-        """
-        if not isinstance(other, WFSA):
-            return NotImplemented
-        from kleene.automata.ops import concat
-
-        return concat(self, other)
-
-    def __and__(self, other: WFSA) -> WFSA:
-        """``a & b``: the intersection ``ops.intersect(a, b)`` (scores ⊗-multiplied, over the common alphabet).
-
-        Raises:
-            SemiringError: the operands are over different semirings (naming both).
-        """
-        if not isinstance(other, WFSA):
-            return NotImplemented
-        from kleene.automata.ops import intersect
-
-        return intersect(self, other)
-
-    def star(self) -> WFSA:
-        """The Kleene closure ``ops.kleene_star(a)`` (pynini's ``closure(a)``); see its note on ε-accepting ``a``."""
-        from kleene.automata.ops import kleene_star
-
-        return kleene_star(self)
-
-    def plus(self) -> WFSA:
-        """The closure without the empty string ``ops.kleene_plus(a)`` (pynini's ``a.plus``).
-
-        Note:
-            A method, not an operator: ``a + b`` is concatenation, as in pynini.
-        """
-        from kleene.automata.ops import kleene_plus
-
-        return kleene_plus(self)
-
-    def equivalent(self, other: WFSA, env: Env | None = None, tolerance: float = 1e-9) -> EquivalenceResult:
-        """Whether both automata score every string the same (``equivalence.equivalent``; real and log only).
-
-        ``==`` stays identity: value equality is this method, which also names a distinguishing string.
-        """
-        from kleene.automata.equivalence import equivalent
-
-        return equivalent(self, other, env=env, tolerance=tolerance)
 
     # -- numeric weights --------------------------------------------------------------
     def numeric(self, weight: Weight, symbol: Hashable | None, env: Env | None, where: str) -> Any:
@@ -704,64 +614,43 @@ class WFSA:
     def epsilon_matrix(self, env: Env | None = None) -> np.ndarray:
         return self.transition_matrix(None, env)
 
-    # -- algorithms (free functions in kleene.automata.algorithms) ----------------------
-    def score(self, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
-        """The Forward score: the semiring sum over all paths deriving ``symbols``."""
-        from kleene.automata.algorithms import score
-
-        return score(self, symbols, env=env, epsilon_cap=epsilon_cap)
-
-    def score_batch(
-        self, strings: Sequence[Sequence[Hashable]], env: Env | None = None, epsilon_cap: int | None = None
-    ) -> list[Any]:
-        """The Forward score of each string (``kleene.automata.algorithms.score_batch``)."""
-        from kleene.automata.algorithms import score_batch
-
-        return score_batch(self, strings, env=env, epsilon_cap=epsilon_cap)
-
-    def viterbi(self, symbols: Sequence[Hashable], env: Env | None = None) -> ViterbiPath:
-        """The best single path deriving ``symbols``, with its weight and arcs."""
-        from kleene.automata.algorithms import viterbi
-
-        return viterbi(self, symbols, env=env)
-
-    def pathsum(self, env: Env | None = None, epsilon_cap: int | None = None) -> Any:
-        """The semiring sum of the scores of all strings (shortest distance)."""
-        from kleene.automata.algorithms import pathsum
-
-        return pathsum(self, env=env, epsilon_cap=epsilon_cap)
-
-    def score_symbolic(self, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
-        """The score of ``symbols`` as a sympy expression in the weight functions."""
-        from kleene.automata.algorithms import score_symbolic
-
-        return score_symbolic(self, symbols, epsilon_cap=epsilon_cap)
-
-    def all_spans(self, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
-        """SoPa's search score over all non-empty substrings, and the per-position end scores."""
-        from kleene.automata.algorithms import all_spans
-
-        return all_spans(self, symbols, env=env, epsilon_cap=epsilon_cap)
-
-    def to_att(self, *args: Any, **kwargs: Any) -> str:
-        from kleene.automata.att import write_att
-
-        return write_att(self, *args, **kwargs)
-
-    def to_json(self) -> str:
-        from kleene.automata.jsonio import to_json
-
-        return to_json(self)
-
-    def to_networkx(self) -> networkx.MultiDiGraph:
-        from kleene.automata.nxio import to_networkx
-
-        return to_networkx(self)
-
-    def to_dot(self, **kwargs: Any) -> graphviz.Digraph:
-        from kleene.automata.draw import to_dot
-
-        return to_dot(self, **kwargs)
+    # -- operations: one-line delegations to the free functions (declared once, resolved on first call) ---------
+    if TYPE_CHECKING:  # the functions themselves, so that type checkers see their signatures
+        __or__ = ops.union
+        __add__ = ops.concat
+        __and__ = ops.intersect
+        star = ops.kleene_star
+        plus = ops.kleene_plus
+        equivalent = equivalence.equivalent
+        score = algorithms.score
+        score_batch = algorithms.score_batch
+        viterbi = algorithms.viterbi
+        pathsum = algorithms.pathsum
+        score_symbolic = algorithms.score_symbolic
+        all_spans = algorithms.all_spans
+        __str__ = att.listing
+        to_att = att.write_att
+        to_json = jsonio.to_json
+        to_networkx = nxio.to_networkx
+        to_dot = draw.to_dot
+    else:
+        __or__ = delegate("ops", "union", binary=True)  # a | b
+        __add__ = delegate("ops", "concat", binary=True)  # a + b (concatenation, as in pynini)
+        __and__ = delegate("ops", "intersect", binary=True)  # a & b
+        star = delegate("ops", "kleene_star")
+        plus = delegate("ops", "kleene_plus")  # a method: ``+`` is concatenation
+        equivalent = delegate("equivalence", "equivalent")  # ``==`` stays identity
+        score = delegate("algorithms", "score")
+        score_batch = delegate("algorithms", "score_batch")
+        viterbi = delegate("algorithms", "viterbi")
+        pathsum = delegate("algorithms", "pathsum")
+        score_symbolic = delegate("algorithms", "score_symbolic")
+        all_spans = delegate("algorithms", "all_spans")
+        __str__ = delegate("att", "listing")
+        to_att = delegate("att", "write_att")
+        to_json = delegate("jsonio", "to_json")
+        to_networkx = delegate("nxio", "to_networkx")
+        to_dot = delegate("draw", "to_dot")
 
     def _repr_svg_(self) -> str:
         return str(self.to_dot().pipe(format="svg").decode("utf-8"))
