@@ -246,8 +246,7 @@ class CDialect(Dialect):
     load_form = "{pointer}[{offset} + d]"
     load_if_form = "(({cond}) ? {pointer}[{offset} + d] : {fallback})"
     store_form = "{pointer}[{offset} + d] = {value};"
-    for_form, if_form, close_form = "for (int64_t {var} = 0; {var} < {stop}; ++{var}) {{", "if ({cond}) {{", "}"
-    stepped_for_form = "for (int64_t {var} = 0; {var} < {stop}; {var} += {step}) {{"
+    for_form, if_form, close_form = "for (int64_t {var} = 0; {var} < {stop}; {var} += {step}) {{", "if ({cond}) {{", "}"
     has_h0, no_h0, save_states = "h0", "!h0", "states"
 
     def __init__(self, plan: Plan):

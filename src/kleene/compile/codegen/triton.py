@@ -62,8 +62,7 @@ class TritonDialect(Dialect):
         "{fallback})"
     )
     store_form = "tl.store({pointer} + {offset} + d, {value}, mask=mask)"
-    for_form, if_form = "for {var} in range(0, {stop}):", "if {cond}:"
-    stepped_for_form = "for {var} in range(0, {stop}, {step}):"
+    for_form, if_form = "for {var} in range(0, {stop}, {step}):", "if {cond}:"
     has_h0, no_h0, save_states = "HAS_H0", "not HAS_H0", "SAVE_STATES"
 
 

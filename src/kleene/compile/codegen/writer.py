@@ -56,11 +56,9 @@ class Dialect:
     #: The one-lane skeleton (CUDA, Triton): the lane's value at ``{pointer}[{offset} + lane]``, the same where
     #: the scalar ``{cond}`` holds (only then read) else ``{fallback}``, a store of ``{value}``.
     load_form = load_if_form = store_form = ""
-    #: Blocks: a loop of ``{var}`` over ``0 .. {stop} - 1``, a conditional, and the line closing a block (``""``:
-    #: indentation alone closes it).
+    #: Blocks: a loop of ``{var}`` over ``0, {step}, 2·{step}, ...`` below ``{stop}``, a conditional, and the line
+    #: closing a block (``""``: indentation alone closes it).
     for_form = if_form = close_form = ""
-    #: A loop of ``{var}`` over ``0, {step}, 2·{step}, ...`` below ``{stop}``.
-    stepped_for_form = ""
     #: Conditions of the skeleton: an initial state is given (and not), states are saved (forward).
     has_h0 = no_h0 = save_states = ""
 
@@ -105,8 +103,8 @@ class Dialect:
     def store(self, pointer: str, offset: str, value: str) -> str:
         return self.store_form.format(pointer=pointer, offset=offset, value=value)
 
-    def open_for(self, var: str, stop: str) -> str:
-        return self.for_form.format(var=var, stop=stop)
+    def open_for(self, var: str, stop: str, step: int = 1) -> str:
+        return self.for_form.format(var=var, stop=stop, step=step)
 
     def open_if(self, cond: str) -> str:
         return self.if_form.format(cond=cond)
@@ -489,7 +487,7 @@ def _time_blocks(
     steps k (``i{k}`` = the step's index; a load happens only where its condition holds), then runs ``step`` for
     each step that exists, with those names bound again without their suffix."""
     d = w.d
-    w.open(d.stepped_for_form.format(var="t0", stop="n_steps", step=depth))
+    w.open(d.open_for("t0", "n_steps", depth))
     names: list[list[tuple[str, str]]] = []
     for k in range(depth):
         w(d.let(f"i{k}", f"t0 + {k}", "int"))
