@@ -11,12 +11,14 @@ filled in only when shown (``kleene.cli._shared.filled_help``).
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import NoReturn
 
 from kleene import __version__
 from kleene.errors import KleeneError
@@ -117,3 +119,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 70
+
+
+def run() -> NoReturn:
+    """The console script (``kleene``, ``python -m kleene.cli``): ``main()`` on the command line, then a quick exit.
+
+    Once the command has finished, the exit handlers run (``atexit``: temporary folders, log handlers, torch's own)
+    and the standard streams are flushed; then the process ends without tearing the interpreter's modules down
+    one object at a time. With torch and sympy loaded that teardown alone costs about 0.4 s on a 2-core machine,
+    a fifth of ``kleene evaluate`` of a small model, and changes nothing a command wrote.
+
+    Caution: for the command line only, never for a caller inside a Python program (use ``main``): threads still
+    running are stopped, and objects whose finalizers write (files left open, not closed by a ``with``) are not
+    finalized -- kleene's commands close what they write before they return.
+    """
+    try:
+        code = main()
+    except SystemExit as done:  # argparse's --help, --version and usage errors
+        if done.code is None or isinstance(done.code, int):
+            code = done.code or 0
+        else:  # a message: Python's own exit prints it and returns 1
+            print(done.code, file=sys.stderr)
+            code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader stopped reading, or the stream is closed
+            code = code or 128 + 13
+    os._exit(code)
