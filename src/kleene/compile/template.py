@@ -510,11 +510,6 @@ class Plan:
         return self.semiring.storage
 
     @property
-    def algebra(self) -> Semiring:
-        """The plan's semiring (older name, kept for readers of ``plan.algebra.storage``/``to_storage``)."""
-        return self.semiring
-
-    @property
     def num_states(self) -> int:
         return self.template.num_states
 
