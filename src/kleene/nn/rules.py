@@ -40,15 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sympy
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from kleene.automata.labels import Label
+from kleene.automata.labels import ANY, EPSILON, Label
 from kleene.automata.regexp import regex
 from kleene.automata.semiring import Semiring
+from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
-from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile
+from kleene.compile import CompiledRecurrence, Template, compile
 from kleene.data.checks import check_lengths, check_real, check_tokens
 from kleene.data.vocab import PAD, UNK, Vocabulary
 from kleene.errors import KleeneError, RuleError
@@ -222,44 +224,37 @@ class AutomatonLayer(nn.Module):
         self.arc_refs = arcs
         initial_states = sorted({q for a in automata for q in a.initial})
         final_states = sorted({q for a in automata for q in a.final})
-        constants = [f"eps{i}_{j}" for (i, j) in eps_pairs] + [f"init{q}" for q in initial_states]
-        constants += [f"final{q}" for q in final_states]
-        moves = tuple(TemplateArc(i, j, Factor((k,))) for (i, j), k in pairs.items())
-        epsilons = tuple(TemplateArc(i, j, Factor(constants=(c,))) for (i, j), c in eps_pairs.items())
-        offset = len(eps_pairs)
-        initial = tuple((q, Factor(constants=(offset + n,))) for n, q in enumerate(initial_states))
-        offset += len(initial_states)
-        final = tuple((q, Factor(constants=(offset + n,))) for n, q in enumerate(final_states))
-        self.template = Template(
-            states=tuple(f"q{q}" for q in range(num_states)),
-            slots=tuple(f"a{i}_{j}" for (i, j) in pairs),
-            constants=tuple(constants),
-            moves=moves,
-            epsilons=epsilons,
-            initial=initial,
-            final=final,
-            semiring=semiring.name,
-            name=f"rules{num_states}x{len(pairs)}",
-        )
+        # The shared topology as a WFSA with symbolic weights, read by Template.from_wfsa: a slot per (source,
+        # target) pair of consuming arcs, a constant per epsilon pair, initial and final state.
+        shared = WFSA(semiring, name=f"rules{num_states}x{len(pairs)}")
+        for q in range(num_states):
+            shared.add_state(f"q{q}")
+        slot_names = [f"a{i}_{j}" for (i, j) in pairs]
+        for (i, j), name in zip(pairs, slot_names):
+            shared.add_arc(i, j, ANY, sympy.Function(name)(ALPHA))
+        for i, j in eps_pairs:
+            shared.add_arc(i, j, EPSILON, sympy.Symbol(f"eps{i}_{j}"))
+        for q in initial_states:
+            shared.set_initial(q, sympy.Symbol(f"init{q}"))
+        for q in final_states:
+            shared.set_final(q, sympy.Symbol(f"final{q}"))
+        self.template = Template.from_wfsa(shared, slots=slot_names)
+        constants = list(self.template.constants)
         dim = len(automata)
         self.recurrence: CompiledRecurrence = compile(
             self.template, semiring, dim, backend, restart=not anchored, output="last" if anchored else "sum"
         )
         values = torch.full((len(constants), dim), zero)
-        for (pair, c) in eps_pairs.items():
-            for d, w in eps_values[pair].items():
-                values[c, d] = w
-        rows = (
-            ("initial", initial_states, len(eps_pairs)),
-            ("final", final_states, len(eps_pairs) + len(initial_states)),
-        )
-        for kind, states, first in rows:
-            for n, q in enumerate(states):
+        for (i, j) in eps_pairs:
+            for d, w in eps_values[(i, j)].items():
+                values[constants.index(f"eps{i}_{j}"), d] = w
+        for kind, states in (("init", initial_states), ("final", final_states)):
+            for q in states:
                 for d, a in enumerate(automata):
-                    table = a.initial if kind == "initial" else a.final
+                    table = a.initial if kind == "init" else a.final
                     if q in table:
                         weight = table[q] if table[q] is not None else semiring.one
-                        values[first + n, d] = float(semiring.to_storage(weight))
+                        values[constants.index(f"{kind}{q}"), d] = float(semiring.to_storage(weight))
         present = values != zero
         if constants:
             with torch.no_grad():
