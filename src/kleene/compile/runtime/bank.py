@@ -146,16 +146,17 @@ def bank_op(layout: BankLayout) -> NativeOp:
     return NativeOp("bank_", key, inputs, differentiable, 3, 2, forward, backward, shapes, saving)
 
 
-def bank_gpu_op(layout: BankLayout, backend: str) -> NativeOp:
+def bank_gpu_op(layout: BankLayout, backend: str, block: int | None = None) -> NativeOp:
     """The bank's Triton or CUDA kernels (``codegen.bank.generate_bank_triton``, ``generate_bank_cuda``) as one op of
-    ``bank_op``'s signature (``runtime.gpu.lane_op``).
+    ``bank_op``'s signature (``runtime.gpu.lane_op``); ``block``: Triton's lanes per program (default: the widest
+    block's next power of two, at most ``runtime.gpu.TRITON_BLOCK``).
 
     Raises:
         CompileError: triton missing, or (cuda) no CUDA build of torch, no GPU or a failed build.
     """
     wt = layout.lane_offsets[-1]
     if backend == "triton":
-        block = triton_block(max(layout.widths))
+        block = triton_block(max(layout.widths)) if block is None else block
         options = {} if triton_interpreting() else {"num_warps": max(1, block // 32)}
 
         def geometry(slots: Tensor) -> tuple[int, int, int, int, tuple[int, int], dict[str, Any]]:
