@@ -3,7 +3,8 @@ generated kernels on one GPU, in one short run; on a machine without a GPU, its 
 
 1. **Correctness**: every backend (``torch``, ``triton``, ``cuda`` on a GPU; ``cpp``, and ``triton`` in its interpreter
    on a tiny case, on CPU) × every kernel kind -- a template (automaton F), an output map (RRNN(F)'s gated template),
-   the chunked scan, the dense path (ISAN), SoPa's pattern bank -- against the ``torch`` backend on the same device,
+   the chunked scan, the dense path (ISAN), SoPa's pattern bank (which must run as one kernel call per direction) --
+   against the ``torch`` backend on the same device,
    float32 and float64, values and the gradients of a random projection, ragged lengths including 0, and an empty
    batch. The ``torch`` backend itself is compared with its float64 run on the CPU. Relative errors are the largest
    absolute difference over the largest magnitude; the limits are ``TOLERANCE``.
@@ -12,7 +13,8 @@ generated kernels on one GPU, in one short run; on a machine without a GPU, its 
 3. **Speed** (GPU only; CUDA-event medians): template kernels B, C, F at (64, 1024, 1024) forward and
    forward+backward against the device-copy floor of their bytes; (1, 16384, 512) and (4, 16384, 512) sequential
    against chunked; the RRNN(F) layer against its projection GEMM and cuDNN ``nn.LSTM`` at (32, 256, 512),
-   (64, 1024, 1024), (8, 2048, 1024); SoPa's bank against a cuDNN BiLSTM of (about) equal parameter count; each
+   (64, 1024, 1024), (8, 2048, 1024); SoPa's bank (one kernel call per direction) against the same bank run one call
+   per pattern length and against a cuDNN BiLSTM of (about) equal parameter count; each
    backend's first build (compile and first call) per template.
 
 Everything is printed and written as JSON (``gpu_check.json`` under ``--out``, default ``$OUT`` when set) with the
@@ -210,8 +212,22 @@ def kernel_kinds(dim: int, steps: int = 9, chunked_steps: int = 300) -> list[Kin
             reference=lambda: compile(f, "real", dim, "torch", scan="sequential"),  # the sequential recurrence
         ),
         Kind("dense (ISAN layer)", lambda b: ISANLayer(dim, 6, backend=b), features, _run),
-        Kind("bank (SoPa patterns)", lambda b: SoftPatterns(dim, SOPA_PATTERNS, backend=b), features, _run),
+        Kind("bank (SoPa patterns)", lambda b: SoftPatterns(dim, SOPA_PATTERNS, backend=b), features, _run_bank),
     ]
+
+
+def _run_bank(module: nn.Module, x: Tensor) -> Results:
+    """``_run`` of a SoPa bank, which must have run as one kernel call per direction (``CompiledBank``) unless its
+    groups run on the torch backend.
+
+    Raises:
+        RuntimeError: the bank ran one kernel per pattern length instead.
+    """
+    results = _run(module, x)
+    backends = {group.recurrence.backend for group in module.groups}  # type: ignore[union-attr]
+    if backends != {"torch"} and getattr(module, "_bank", None) is None:
+        raise RuntimeError(f"the SoPa bank on {sorted(backends)} ran one kernel per pattern length, not one call")
+    return results
 
 
 def check_kind(
@@ -487,19 +503,31 @@ def speed_layers(report: CheckReport, device: torch.device, backends: list[str])
         hidden = _bilstm_hidden(e, count)
         bilstm = nn.LSTM(e, hidden, batch_first=True, bidirectional=True).to(device)
         sopa_ms = device_time(_forward_backward(lambda v: bank(v, lengths), x, bank), device, repeats=5)
+        one_call = bank._bank is not None  # the whole bank in one kernel call per direction (CompiledBank)
+        bank.one_call = False  # the same bank, one kernel call per pattern length
+        per_length_ms = device_time(_forward_backward(lambda v: bank(v, lengths), x, bank), device, repeats=5)
+        bank.one_call = True
         lstm_ms = device_time(_forward_backward(lambda v: bilstm(v)[0], x, bilstm), device, repeats=5)
         row = {
             "table": "SoPa vs BiLSTM",
             "shape": [b, t, e],
             "backend": backend,
             "sopa_ms": sopa_ms,
+            "one_call": one_call,
+            "per_length_ms": per_length_ms,
+            "one_call_speedup": per_length_ms / sopa_ms,
             "bilstm_ms": lstm_ms,
             "sopa_parameters": count,
             "bilstm_hidden": hidden,
             "bilstm_parameters": sum(p.numel() for p in bilstm.parameters()),
         }
         report.speed.append(row)
-        print(f"speed SoPa {backend:6s} {sopa_ms:.2f} ms against BiLSTM({hidden}) {lstm_ms:.2f} ms", flush=True)
+        print(
+            f"speed SoPa {backend:6s} {sopa_ms:.2f} ms ({'one call' if one_call else 'NOT one call'}; a call per "
+            f"pattern length {per_length_ms:.2f} ms, {row['one_call_speedup']:.2f}x) against BiLSTM({hidden}) "
+            f"{lstm_ms:.2f} ms",
+            flush=True,
+        )
 
 
 def build_times(report: CheckReport, device: torch.device) -> None:
