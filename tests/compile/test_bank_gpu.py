@@ -26,7 +26,7 @@ from kleene.compile.codegen.bank import BankLayout, bank_blocks, generate_bank_c
 from kleene.compile.codegen.cuda import NVCC_FLAGS, THREADS
 from kleene.compile.runtime.bank import bank_gpu_op, bank_lane_op, bank_op, bank_runner
 from kleene.compile.runtime.cpu import build, compiler
-from kleene.compile.runtime.op import NativeOp
+from kleene.compile.runtime.op import SAVE_STATES, NativeOp
 from kleene.errors import CompileError
 from kleene.nn.sopa import SoftPatterns
 
@@ -239,3 +239,29 @@ def test_cuda_bank_run_on_the_cpu_matches_the_cpp_bank(case: tuple) -> None:
             results.append([out.detach(), final.detach(), *torch.autograd.grad(loss, leaves)])
         _close(results[0], results[1], rtol=tol, atol=tol)
         assert bool(results[0][2].abs().sum() > 0)
+
+
+@pytest.mark.usefixtures("host_compiler")
+def test_cuda_bank_op_under_opcheck_and_torch_compile() -> None:
+    """The bank's GPU op (here around the CUDA kernels run on the CPU): its custom ops pass opcheck (fake shapes,
+    autograd, with and without h0), and a compiled function tracing them in one graph gives the eager gradients."""
+    _, layout = _layout(CASES[0])
+    op = _emulated_bank(layout)
+    gen = torch.Generator().manual_seed(2)
+    slots = torch.randn(2, 4, layout.slot_offsets[-1], generator=gen, dtype=torch.float64).requires_grad_()
+    params = torch.randn(layout.param_offsets[-1], generator=gen, dtype=torch.float64).requires_grad_()
+    h0 = torch.randn(2, layout.state_offsets[-1], generator=gen, dtype=torch.float64).requires_grad_()
+    full = torch.tensor([4, 4])  # (the states past a sequence's length are not written: opcheck compares them)
+    for z in (h0, None):
+        torch.library.opcheck(op.custom_forward, (slots, params, full, z, SAVE_STATES))
+    lengths = torch.tensor([4, 1])
+
+    def loss(x: torch.Tensor, p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        out, final = op(x, p, lengths, z)
+        return (out * out).sum() + final.sum()
+
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    inputs = (slots, params, h0)
+    eager = torch.autograd.grad(loss(*inputs), inputs)
+    for got, expected in zip(torch.autograd.grad(compiled(*inputs), inputs), eager, strict=True):
+        assert torch.equal(got, expected)
