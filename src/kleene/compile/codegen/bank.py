@@ -1,4 +1,4 @@
-"""C++ source for a bank of plans run in one call: each plan's lanes as one block of a shared row.
+"""C++, CUDA and Triton source for a bank of plans run in one call: each plan's lanes as one block of a shared row.
 
 A bank is several plans (e.g. SoPa's pattern groups, one template per pattern length), plan ``g`` running
 ``count_g`` copies. The bank lays every per-step tensor out as one row per (sequence, step) holding each plan's
@@ -30,7 +30,15 @@ would stream ``S_g * width_g`` values at a stride of R). Each block's step is it
 Padding lanes compute on whatever the padding holds (the caller fills it with zeros) and are never read back.
 The backward is ``cpp``'s: per chunk of steps (last to first), recompute every block's states from the chunk's
 checkpoint into a per-thread buffer, then reverse mode one vector of ``backward_lanes`` lanes of one block at a
-time with its adjoints in registers. The bank always recomputes from checkpoints (it never stores every state).
+time with its adjoints in registers. The C++ bank always recomputes from checkpoints (it never stores every state).
+
+On a GPU (``generate_bank_cuda``, ``generate_bank_triton``) the bank is the template kernels' one-lane skeleton
+(``kleene.compile.codegen.writer.lane_forward``/``lane_backward``, the contract of ``codegen.cuda`` and
+``codegen.triton`` with D the bank's lanes WT), each block's lanes at the block's offsets (``BankLane``): CUDA runs
+a thread per (sequence, lane of the bank), Triton a program per (sequence, BLOCK lanes of one block), each running
+its block's plan. They store every state (states (B, T, QT)) as the template GPU kernels do. The C++ kernel keeps
+its own skeleton (blocks as vectors of lanes, checkpoints, a thread pool over sequences): the one-lane skeleton is
+one scalar lane per task, which the CPU would not vectorize.
 """
 
 from __future__ import annotations
