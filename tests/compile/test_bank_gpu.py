@@ -11,26 +11,24 @@
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
 from kleene.compile.bank import CompiledBank, bank_runs_on
 from kleene.compile.codegen.bank import BankLayout, bank_blocks, generate_bank_cuda, generate_bank_triton
-from kleene.compile.codegen.cuda import NVCC_FLAGS, THREADS
+from kleene.compile.codegen.cuda import NVCC_FLAGS
 from kleene.compile.runtime.bank import bank_gpu_op, bank_lane_op, bank_op, bank_runner
-from kleene.compile.runtime.cpu import build, compiler
+from kleene.compile.runtime.cpu import compiler
 from kleene.compile.runtime.op import SAVE_STATES, NativeOp
 from kleene.errors import CompileError
 from kleene.nn.sopa import SoftPatterns
 
-from .test_cuda_source import _ARGS, _EMULATION, _WRAPPER, _c_type
+from .test_cuda_source import emulated_launchers
 
 #: (spec, semiring, mode, shared self-loops, epsilons): max-times with epsilons (END reachable by one at length 2),
 #: log without, reference max-plus (its -100 floor arrives as h0). tests/nn/test_sopa_bank.py's banks, so that the
@@ -184,26 +182,9 @@ def test_cuda_bank_compiles_to_sm80_ptx(tmp_path: Path) -> None:
 def _emulated_bank(layout: BankLayout) -> NativeOp:
     """The bank's CUDA kernels built with the host compiler, launched by a loop over blocks and threads, as the
     bank's GPU op (``bank_lane_op``, as ``bank_gpu_op`` makes it from the real launchers)."""
-    parts = [_EMULATION.format(source=generate_bank_cuda(layout), threads=THREADS)]
-    for kind, args in _ARGS.items():
-        for suffix, ctype in (("f32", "float"), ("f64", "double")):
-            params = ", ".join(f"{_c_type(kind, a, ctype)} {a}" for a in args) + ", int64_t B, int64_t Tn, int64_t D"
-            parts.append(_WRAPPER.format(kind=kind, suffix=suffix, params=params, args=", ".join(args)))
-    path = build("".join(parts))[0]
-    library, lanes = ctypes.CDLL(str(path)), layout.lane_offsets[-1]
-
-    def launcher(kind: str) -> Any:
-        def launch(*tensors: torch.Tensor | None) -> None:
-            slots = tensors[0]
-            assert slots is not None
-            function = getattr(library, f"emulate_{kind}_{'f64' if slots.dtype == torch.float64 else 'f32'}")
-            function.argtypes = [ctypes.c_void_p] * len(tensors) + [ctypes.c_int64] * 3
-            pointers = [None if x is None or x.numel() == 0 else x.data_ptr() for x in tensors]
-            function(*pointers, slots.shape[0], slots.shape[1], lanes)
-
-        return launch
-
-    return bank_lane_op(layout, launcher("forward"), launcher("backward"), f"emulated_{path.stem}")
+    lanes = layout.lane_offsets[-1]
+    launchers = emulated_launchers(generate_bank_cuda(layout), lambda x: (x.shape[0], x.shape[1], lanes))
+    return bank_lane_op(layout, *launchers)
 
 
 @pytest.fixture(scope="module")
