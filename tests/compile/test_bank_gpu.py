@@ -200,7 +200,8 @@ def host_compiler() -> Iterator[None]:
 @pytest.mark.parametrize("case", [CASES[0], CASES[2]], ids=[IDS[0], IDS[2]])
 def test_cuda_bank_run_on_the_cpu_matches_the_cpp_bank(case: tuple) -> None:
     """The CUDA bank kernels (every state stored) against the C++ bank (checkpoints, recomputed): outputs, final
-    states and the gradients of slots, parameter table and h0, float64 and float32, ragged lengths with 0."""
+    states and the gradients of slots, parameter table and h0 (given, or the start parameters), float64 and
+    float32, ragged lengths with 0."""
     model, layout = _layout(case)
     emulated, cpp = _emulated_bank(layout), bank_op(layout)
     recurrences = [g.recurrence for g in model.groups]
@@ -210,16 +211,16 @@ def test_cuda_bank_run_on_the_cpu_matches_the_cpp_bank(case: tuple) -> None:
     slots = bank.pad_lanes([g.slots(*g.transitions(inputs)) for g in model.groups]).detach()
     params = bank.params(recurrences, slots).detach()
     h0 = torch.randn(3, layout.state_offsets[-1], generator=gen, dtype=torch.float64)
-    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+    for dtype, tol, initial in ((torch.float64, 1e-12, h0), (torch.float64, 1e-12, None), (torch.float32, 1e-5, h0)):
         results = []
         for op in (emulated, cpp):
-            leaves = [x.to(dtype).requires_grad_() for x in (slots, params, h0)]
-            out, final = op(leaves[0], leaves[1], lengths, leaves[2])
+            leaves = [x.to(dtype).requires_grad_() for x in (slots, params, *([] if initial is None else [initial]))]
+            out, final = op(leaves[0], leaves[1], lengths, leaves[2] if initial is not None else None)
             weights = torch.Generator().manual_seed(1)
             loss = (out * torch.randn(out.shape, generator=weights, dtype=dtype)).sum() + final.sum()
             results.append([out.detach(), final.detach(), *torch.autograd.grad(loss, leaves)])
         _close(results[0], results[1], rtol=tol, atol=tol)
-        assert bool(results[0][2].abs().sum() > 0)
+        assert bool(results[0][2].abs().sum() > 0) and bool(results[0][3].abs().sum() > 0)
 
 
 @pytest.mark.usefixtures("host_compiler")
