@@ -102,6 +102,10 @@ def test_the_speed_table_code_runs_on_tiny_shapes(monkeypatch) -> None:  # type:
     assert tables.count("RRNN(F) layer") == 1 and tables.count("SoPa vs BiLSTM") == 1
     for row in report.speed:
         assert all(value > 0 for key, value in row.items() if key.endswith(("_ms", "_ratio", "_speedup")))
+    monkeypatch.setattr(gpu_check, "SOPA_BUILD_PATTERNS", "2-2_3-1")
+    gpu_check.bank_build_times(report, cpu, ["torch"])  # (the torch backend: no build on this machine's time)
+    (build,) = [row for row in report.builds if row.get("template", "").startswith("SoPa bank")]
+    assert build["first_build_s"] > 0 and not build["one_call"] and build["way"].startswith("torch")
     (sopa,) = [row for row in report.speed if row["table"] == "SoPa vs BiLSTM"]
     assert sopa["one_call"] and sopa["one_call_speedup"] == 1.0  # (the bank in one call, timed against per length)
     assert not report.failures and len(calls) == 1 + 3 * 2 + 4 + 3 + 3

@@ -15,7 +15,7 @@ generated kernels on one GPU, in one short run; on a machine without a GPU, its 
    against chunked; the RRNN(F) layer against its projection GEMM and cuDNN ``nn.LSTM`` at (32, 256, 512),
    (64, 1024, 1024), (8, 2048, 1024); SoPa's bank (one kernel call per direction) against the same bank run one call
    per pattern length and against a cuDNN BiLSTM of (about) equal parameter count; each
-   backend's first build (compile and first call) per template.
+   backend's first build (compile and first call) per template, and of SoPa's six-length bank.
 
 Everything is printed and written as JSON (``gpu_check.json`` under ``--out``, default ``$OUT`` when set) with the
 device's name, driver, torch and Triton versions, and what was skipped and why. The exit code is 1 when a
@@ -68,6 +68,9 @@ LONG_SHAPES = ((1, 16384, 512), (4, 16384, 512))
 LAYER_SHAPES = ((32, 256, 512), (64, 1024, 1024), (8, 2048, 1024))
 SOPA_SHAPE = (64, 256, 300)
 SOPA_SPEED_PATTERNS = {2: 100, 3: 100}
+#: The bank whose first build is timed: SoPa's default pattern lengths (the builds grow with the lengths, not the
+#: counts).
+SOPA_BUILD_PATTERNS = "2-4_3-4_4-4_5-4_6-4_7-4"
 
 
 @dataclass
@@ -574,6 +577,36 @@ def build_times(report: CheckReport, device: torch.device) -> None:
             os.environ["KLEENE_CACHE"] = previous
 
 
+def bank_build_times(report: CheckReport, device: torch.device, backends: list[str]) -> None:
+    """The first forward+backward of SoPa's default bank (six pattern lengths, ``SOPA_BUILD_PATTERNS``) on each GPU
+    backend into an empty kernel cache: the groups' and the bank's builds (cuda: nvcc at construction; triton: its
+    compile at the first launch) and the call."""
+    from kleene.nn.sopa import SoftPatterns
+
+    previous = os.environ.get("KLEENE_CACHE")
+    os.environ["KLEENE_CACHE"] = tempfile.mkdtemp(prefix="kleene-bank-build-times-")
+    try:
+        x = torch.randn(2, 8, 8, device=device)
+        lengths = torch.tensor([8, 3], device=device)
+        for backend in backends:
+            started = time.perf_counter()
+            bank = SoftPatterns(8, SOPA_BUILD_PATTERNS, backend=backend).to(device)
+            _forward_backward(lambda v: bank(v, lengths), x, bank)()
+            _synchronize(device)
+            seconds = time.perf_counter() - started
+            row = {"template": f"SoPa bank {SOPA_BUILD_PATTERNS}", "way": f"{backend} (construction, first call)",
+                   "first_build_s": seconds, "one_call": bank._bank is not None}
+            report.builds.append(row)
+            print(f"build SoPa bank: {backend} {seconds:.1f} s (one call: {row['one_call']})", flush=True)
+    except Exception as error:  # noqa: BLE001 - a timing that cannot run is reported, the check goes on
+        report.fail(f"bank build times: {type(error).__name__}: {error}"[:400])
+    finally:
+        if previous is None:
+            os.environ.pop("KLEENE_CACHE", None)
+        else:
+            os.environ["KLEENE_CACHE"] = previous
+
+
 def auto_verdict(report: CheckReport) -> dict[str, Any] | None:
     """What the measurements say about ``backend="auto"`` trying triton before cuda (docs/gpu.md): the geometric
     mean over the template rows of triton's forward+backward time over cuda's, and both first builds."""
@@ -683,6 +716,7 @@ def run_check(
             ("template kernels", lambda: speed_templates(report, device, gpu_list, bandwidth)),
             ("long sequences", lambda: speed_long(report, device, gpu_list)),
             ("layers", lambda: speed_layers(report, device, gpu_list)),
+            ("SoPa bank first builds", lambda: bank_build_times(report, device, gpu_list)),
         ]
         for name, part in parts:
             _speed_part(report, name, part, deadline)
