@@ -131,6 +131,8 @@ def test_a_bank_of_mixed_or_unknown_backends_is_refused() -> None:
         bank_runner(layout, "torch")
     with pytest.raises(CompileError, match="'triton' or 'cuda'"):
         bank_gpu_op(layout, "cpp")
+    with pytest.raises(CompileError, match="power of two; got 12"):
+        bank_gpu_op(layout, "triton", block=12)
     bank = CompiledBank([g.recurrence for g in cpp.groups])
     recurrences = [g.recurrence for g in cpp.groups]
     with pytest.raises(CompileError, match="cannot run on tensors on meta"):

@@ -4,9 +4,9 @@
 On the CPU (``cpp``): the same cache and compiler as ``runtime.cpu``; the bank's kernels are one
 ``kleene.compile.runtime.op.NativeOp`` (``kleene::bank_fwd_<key>``, ``kleene::bank_bwd_<key>``) that always
 recomputes from checkpoints (``op.save_mode`` of kernels that cannot store every state). On a GPU (``triton``,
-``cuda``): the bank's lane kernels launched as a plan's are (``runtime.gpu.lane_op``, ``kleene::bank_gpu_fwd_<key>``),
-one launch per direction for the whole bank; they store every state (``op.save_mode`` of kernels without
-checkpoints).
+``cuda``): one launch per direction for the whole bank, through the template GPU kernels' launchers and op
+(``runtime.gpu.lane_op``: ``kleene::bank_gpu_fwd_<key>``, ``kleene::bank_gpu_bwd_<key>``); those kernels store every
+state (``op.save_mode`` of kernels without checkpoints).
 """
 
 from __future__ import annotations
@@ -152,9 +152,12 @@ def bank_gpu_op(layout: BankLayout, backend: str, block: int | None = None) -> N
     block's next power of two, at most ``runtime.gpu.TRITON_BLOCK``).
 
     Raises:
-        CompileError: triton missing, or (cuda) no CUDA build of torch, no GPU or a failed build.
+        CompileError: a ``block`` that is not a power of two, triton missing, or (cuda) no CUDA build of torch, no
+            GPU or a failed build.
     """
     wt = layout.lane_offsets[-1]
+    if block is not None and (not isinstance(block, int) or block < 1 or block & (block - 1)):
+        raise CompileError(f"a Triton bank's block (lanes per program) must be a power of two; got {block!r}")
     if backend == "triton":
         block = triton_block(max(layout.widths)) if block is None else block
         options = {} if triton_interpreting() else {"num_warps": max(1, block // 32)}
