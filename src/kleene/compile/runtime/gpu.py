@@ -11,9 +11,11 @@ ctypes (``build_cuda_library``; seconds), or by ``torch.utils.cpp_extension.load
 exists where kleene's tests run: the CUDA backend is compiled (``nvcc -ptx``, the library for sm_80) but never
 run in CI.
 
-Both run through one ``kleene.compile.runtime.op.NativeOp`` per kernel (custom ops ``kleene::gpu_fwd_<key>``,
-``kleene::gpu_bwd_<key>`` under ``torch.compile``): the forward saves every state (the kernels have no
-checkpoints), the backward runs the generated reverse kernel; per-sequence parameter gradients are summed here.
+Both run through one ``kleene.compile.runtime.op.NativeOp`` per kernel (``lane_op``; custom ops
+``kleene::gpu_fwd_<key>``, ``kleene::gpu_bwd_<key>`` under ``torch.compile``): the forward saves every state (the
+kernels have no checkpoints), the backward runs the generated reverse kernel; per-sequence parameter gradients are
+summed here. A bank of plans (``kleene.compile.runtime.bank``) launches its kernels through the same launchers
+(``triton_launchers``, ``cuda_launchers_of``) and ``lane_op``.
 """
 
 from __future__ import annotations
