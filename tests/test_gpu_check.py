@@ -52,6 +52,28 @@ def test_the_check_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path: Path) -
     assert {"sopa", "rrnn-f", "isan", "qrnn", "sru", "rcnn", "regex", "lstm-lm"} <= set(trained)
 
 
+def test_the_bank_row_fails_when_the_bank_does_not_run_in_one_call() -> None:
+    """The correctness row of SoPa's bank runs it through its one-call kernel (cpp here; triton or cuda on a GPU)
+    and fails, with the reason, when the bank falls back to a kernel per pattern length."""
+    from kleene import gpu_check
+
+    (kind,) = [k for k in kernel_kinds(dim=2) if k.name.startswith("bank")]
+    cpu = torch.device("cpu")
+    report = gpu_check.CheckReport("cpu", {})
+    gpu_check.check_kind(report, kind, "cpp", cpu, torch.float64, batch=3)
+    assert report.correctness[-1]["passed"] and not report.failures
+
+    def per_length(backend: str) -> torch.nn.Module:
+        module = kind.make(backend)
+        module.one_call = False  # type: ignore[assignment]
+        return module
+
+    fallback = gpu_check.Kind(kind.name, per_length, kind.inputs, kind.run)
+    gpu_check.check_kind(report, fallback, "cpp", cpu, torch.float64, batch=3)
+    row = report.correctness[-1]
+    assert not row["passed"] and "one kernel per pattern length" in row["error"] and report.failures
+
+
 def test_the_speed_table_code_runs_on_tiny_shapes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The speed functions (GPU only in the check) on the CPU with the cpp backend and tiny shapes: every row
     is written with its ratios, so the one GPU run cannot stop on a misspelt call."""
@@ -80,7 +102,13 @@ def test_the_speed_table_code_runs_on_tiny_shapes(monkeypatch) -> None:  # type:
     assert tables.count("RRNN(F) layer") == 1 and tables.count("SoPa vs BiLSTM") == 1
     for row in report.speed:
         assert all(value > 0 for key, value in row.items() if key.endswith(("_ms", "_ratio", "_speedup")))
-    assert not report.failures and len(calls) == 1 + 3 * 2 + 4 + 3 + 2
+    monkeypatch.setattr(gpu_check, "SOPA_BUILD_PATTERNS", "2-2_3-1")
+    gpu_check.bank_build_times(report, cpu, ["torch"])  # (the torch backend: no build on this machine's time)
+    (build,) = [row for row in report.builds if row.get("template", "").startswith("SoPa bank")]
+    assert build["first_build_s"] > 0 and not build["one_call"] and build["way"].startswith("torch")
+    (sopa,) = [row for row in report.speed if row["table"] == "SoPa vs BiLSTM"]
+    assert sopa["one_call"] and sopa["one_call_speedup"] == 1.0  # (the bank in one call, timed against per length)
+    assert not report.failures and len(calls) == 1 + 3 * 2 + 4 + 3 + 3
     assert gpu_check.auto_verdict(report) is None  # (no triton and cuda rows to compare here)
     for backend, ms in (("triton", 2.0), ("cuda", 1.0)):
         report.speed += [{"table": "template (64,1024,1024)", "template": k, "backend": backend,

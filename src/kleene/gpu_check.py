@@ -3,7 +3,8 @@ generated kernels on one GPU, in one short run; on a machine without a GPU, its 
 
 1. **Correctness**: every backend (``torch``, ``triton``, ``cuda`` on a GPU; ``cpp``, and ``triton`` in its interpreter
    on a tiny case, on CPU) × every kernel kind -- a template (automaton F), an output map (RRNN(F)'s gated template),
-   the chunked scan, the dense path (ISAN), SoPa's pattern bank -- against the ``torch`` backend on the same device,
+   the chunked scan, the dense path (ISAN), SoPa's pattern bank (which must run as one kernel call per direction) --
+   against the ``torch`` backend on the same device,
    float32 and float64, values and the gradients of a random projection, ragged lengths including 0, and an empty
    batch. The ``torch`` backend itself is compared with its float64 run on the CPU. Relative errors are the largest
    absolute difference over the largest magnitude; the limits are ``TOLERANCE``.
@@ -12,8 +13,9 @@ generated kernels on one GPU, in one short run; on a machine without a GPU, its 
 3. **Speed** (GPU only; CUDA-event medians): template kernels B, C, F at (64, 1024, 1024) forward and
    forward+backward against the device-copy floor of their bytes; (1, 16384, 512) and (4, 16384, 512) sequential
    against chunked; the RRNN(F) layer against its projection GEMM and cuDNN ``nn.LSTM`` at (32, 256, 512),
-   (64, 1024, 1024), (8, 2048, 1024); SoPa's bank against a cuDNN BiLSTM of (about) equal parameter count; each
-   backend's first build (compile and first call) per template.
+   (64, 1024, 1024), (8, 2048, 1024); SoPa's bank (one kernel call per direction) against the same bank run one call
+   per pattern length and against a cuDNN BiLSTM of (about) equal parameter count; each
+   backend's first build (compile and first call) per template, and of SoPa's six-length bank.
 
 Everything is printed and written as JSON (``gpu_check.json`` under ``--out``, default ``$OUT`` when set) with the
 device's name, driver, torch and Triton versions, and what was skipped and why. The exit code is 1 when a
@@ -66,6 +68,9 @@ LONG_SHAPES = ((1, 16384, 512), (4, 16384, 512))
 LAYER_SHAPES = ((32, 256, 512), (64, 1024, 1024), (8, 2048, 1024))
 SOPA_SHAPE = (64, 256, 300)
 SOPA_SPEED_PATTERNS = {2: 100, 3: 100}
+#: The bank whose first build is timed: SoPa's default pattern lengths (the builds grow with the lengths, not the
+#: counts).
+SOPA_BUILD_PATTERNS = "2-4_3-4_4-4_5-4_6-4_7-4"
 
 
 @dataclass
@@ -210,8 +215,22 @@ def kernel_kinds(dim: int, steps: int = 9, chunked_steps: int = 300) -> list[Kin
             reference=lambda: compile(f, "real", dim, "torch", scan="sequential"),  # the sequential recurrence
         ),
         Kind("dense (ISAN layer)", lambda b: ISANLayer(dim, 6, backend=b), features, _run),
-        Kind("bank (SoPa patterns)", lambda b: SoftPatterns(dim, SOPA_PATTERNS, backend=b), features, _run),
+        Kind("bank (SoPa patterns)", lambda b: SoftPatterns(dim, SOPA_PATTERNS, backend=b), features, _run_bank),
     ]
+
+
+def _run_bank(module: nn.Module, x: Tensor) -> Results:
+    """``_run`` of a SoPa bank, which must have run as one kernel call per direction (``CompiledBank``) unless its
+    groups run on the torch backend.
+
+    Raises:
+        RuntimeError: the bank ran one kernel per pattern length instead.
+    """
+    results = _run(module, x)
+    backends = {group.recurrence.backend for group in module.groups}  # type: ignore[union-attr]
+    if backends != {"torch"} and getattr(module, "_bank", None) is None:
+        raise RuntimeError(f"the SoPa bank on {sorted(backends)} ran one kernel per pattern length, not one call")
+    return results
 
 
 def check_kind(
@@ -487,19 +506,31 @@ def speed_layers(report: CheckReport, device: torch.device, backends: list[str])
         hidden = _bilstm_hidden(e, count)
         bilstm = nn.LSTM(e, hidden, batch_first=True, bidirectional=True).to(device)
         sopa_ms = device_time(_forward_backward(lambda v: bank(v, lengths), x, bank), device, repeats=5)
+        one_call = bank._bank is not None  # the whole bank in one kernel call per direction (CompiledBank)
+        bank.one_call = False  # the same bank, one kernel call per pattern length
+        per_length_ms = device_time(_forward_backward(lambda v: bank(v, lengths), x, bank), device, repeats=5)
+        bank.one_call = True
         lstm_ms = device_time(_forward_backward(lambda v: bilstm(v)[0], x, bilstm), device, repeats=5)
         row = {
             "table": "SoPa vs BiLSTM",
             "shape": [b, t, e],
             "backend": backend,
             "sopa_ms": sopa_ms,
+            "one_call": one_call,
+            "per_length_ms": per_length_ms,
+            "one_call_speedup": per_length_ms / sopa_ms,
             "bilstm_ms": lstm_ms,
             "sopa_parameters": count,
             "bilstm_hidden": hidden,
             "bilstm_parameters": sum(p.numel() for p in bilstm.parameters()),
         }
         report.speed.append(row)
-        print(f"speed SoPa {backend:6s} {sopa_ms:.2f} ms against BiLSTM({hidden}) {lstm_ms:.2f} ms", flush=True)
+        print(
+            f"speed SoPa {backend:6s} {sopa_ms:.2f} ms ({'one call' if one_call else 'NOT one call'}; a call per "
+            f"pattern length {per_length_ms:.2f} ms, {row['one_call_speedup']:.2f}x) against BiLSTM({hidden}) "
+            f"{lstm_ms:.2f} ms",
+            flush=True,
+        )
 
 
 def build_times(report: CheckReport, device: torch.device) -> None:
@@ -540,6 +571,36 @@ def build_times(report: CheckReport, device: torch.device) -> None:
         report.fail(f"build times: {type(error).__name__}: {error}"[:400])
     finally:
         os.environ.pop("KLEENE_CUDA_BUILD", None)
+        if previous is None:
+            os.environ.pop("KLEENE_CACHE", None)
+        else:
+            os.environ["KLEENE_CACHE"] = previous
+
+
+def bank_build_times(report: CheckReport, device: torch.device, backends: list[str]) -> None:
+    """The first forward+backward of SoPa's default bank (six pattern lengths, ``SOPA_BUILD_PATTERNS``) on each GPU
+    backend into an empty kernel cache: the groups' and the bank's builds (cuda: nvcc at construction; triton: its
+    compile at the first launch) and the call."""
+    from kleene.nn.sopa import SoftPatterns
+
+    previous = os.environ.get("KLEENE_CACHE")
+    os.environ["KLEENE_CACHE"] = tempfile.mkdtemp(prefix="kleene-bank-build-times-")
+    try:
+        x = torch.randn(2, 8, 8, device=device)
+        lengths = torch.tensor([8, 3], device=device)
+        for backend in backends:
+            started = time.perf_counter()
+            bank = SoftPatterns(8, SOPA_BUILD_PATTERNS, backend=backend).to(device)
+            _forward_backward(lambda v: bank(v, lengths), x, bank)()
+            _synchronize(device)
+            seconds = time.perf_counter() - started
+            row = {"template": f"SoPa bank {SOPA_BUILD_PATTERNS}", "way": f"{backend} (construction, first call)",
+                   "first_build_s": seconds, "one_call": bank._bank is not None}
+            report.builds.append(row)
+            print(f"build SoPa bank: {backend} {seconds:.1f} s (one call: {row['one_call']})", flush=True)
+    except Exception as error:  # noqa: BLE001 - a timing that cannot run is reported, the check goes on
+        report.fail(f"bank build times: {type(error).__name__}: {error}"[:400])
+    finally:
         if previous is None:
             os.environ.pop("KLEENE_CACHE", None)
         else:
@@ -655,6 +716,7 @@ def run_check(
             ("template kernels", lambda: speed_templates(report, device, gpu_list, bandwidth)),
             ("long sequences", lambda: speed_long(report, device, gpu_list)),
             ("layers", lambda: speed_layers(report, device, gpu_list)),
+            ("SoPa bank first builds", lambda: bank_build_times(report, device, gpu_list)),
         ]
         for name, part in parts:
             _speed_part(report, name, part, deadline)

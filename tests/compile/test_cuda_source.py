@@ -13,6 +13,7 @@ import ctypes
 import random
 import shutil
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -127,30 +128,42 @@ def _c_type(kind: str, arg: str, ctype: str) -> str:
     return f"{ctype}*" if arg in _OUTPUTS[kind] else f"const {ctype}*"
 
 
-def _emulated_kernels(plan: Plan) -> Kernels:
-    """The plan's generated CUDA kernels, built with the host compiler and launched by a loop."""
-    parts = [_EMULATION.format(source=generate_cuda(plan), threads=THREADS)]
+def emulated_launchers(
+    source: str, lanes: Callable[[torch.Tensor], tuple[int, int, int]]
+) -> tuple[Callable[..., None], Callable[..., None], str]:
+    """(forward, backward, key): the kernels of a generated CUDA ``source`` built with the host compiler and launched
+    by a loop over blocks and threads, with ``(B, Tn, D) = lanes(slots)`` (``Kernels``' launchers)."""
+    parts = [_EMULATION.format(source=source, threads=THREADS)]
     for kind, args in _ARGS.items():
         for suffix, ctype in (("f32", "float"), ("f64", "double")):
             params = ", ".join(f"{_c_type(kind, a, ctype)} {a}" for a in args) + ", int64_t B, int64_t Tn, int64_t D"
             parts.append(_WRAPPER.format(kind=kind, suffix=suffix, params=params, args=", ".join(args)))
     path = build("".join(parts))[0]
-    library, library_key = ctypes.CDLL(str(path)), path.stem
+    library = ctypes.CDLL(str(path))
 
     def launcher(kind: str) -> Any:
         def launch(*tensors: torch.Tensor | None) -> None:
             slots = tensors[0]
             assert slots is not None
-            b, t, _, d = slots.shape
             suffix = "f64" if slots.dtype == torch.float64 else "f32"
             function = getattr(library, f"emulate_{kind}_{suffix}")
             function.argtypes = [ctypes.c_void_p] * len(tensors) + [ctypes.c_int64] * 3
             pointers = [None if x is None or x.numel() == 0 else x.data_ptr() for x in tensors]
-            function(*pointers, b, t, d)
+            function(*pointers, *lanes(slots))
 
         return launch
 
-    return Kernels(plan, launcher("forward"), launcher("backward"), f"emulated_{library_key}")
+    return launcher("forward"), launcher("backward"), f"emulated_{path.stem}"
+
+
+def _emulated_kernels(plan: Plan) -> Kernels:
+    """The plan's generated CUDA kernels, built with the host compiler and launched by a loop."""
+
+    def lanes(slots: torch.Tensor) -> tuple[int, int, int]:
+        b, t, _, d = slots.shape
+        return b, t, d
+
+    return Kernels(plan, *emulated_launchers(generate_cuda(plan), lanes))
 
 
 @pytest.fixture(scope="module")

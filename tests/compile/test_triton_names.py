@@ -33,6 +33,7 @@ from kleene.automata import get_semiring
 from kleene.automata.examples import paper_automaton_f
 from kleene.compile import Options, Template, dense_template, lower, sopa_pattern
 from kleene.compile.chunked import basis_plan
+from kleene.compile.codegen.bank import BankLayout, generate_bank_triton
 from kleene.compile.codegen.dense import generate_dense_triton
 from kleene.compile.codegen.triton import generate_triton
 
@@ -101,6 +102,8 @@ def _sources() -> dict[str, str]:
     out["dense template"] = generate_triton(lower(dense_template(3), "log"))
     for semiring in (*SEMIRINGS, "min-plus"):
         out[f"dense path {semiring}"] = generate_dense_triton(get_semiring(semiring))
+    bank = [lower(sopa_pattern(n), "max-times", Options(restart=True, output="sum")) for n in (2, 4)]
+    out["bank of sopa patterns"] = generate_bank_triton(BankLayout.of(bank, [3, 5]))
     return out
 
 

@@ -1,4 +1,5 @@
-"""``CompiledBank``: several compiled recurrences (a SoPa bank's pattern groups) run by one generated kernel call.
+"""``CompiledBank``: several compiled recurrences (a SoPa bank's pattern groups) run by one generated kernel call
+(one launch per direction on a GPU), on the recurrences' backend: ``cpp``, ``triton`` or ``cuda``.
 
 The recurrences keep their parameters (a bank is not a module and owns none: it reads each recurrence's static
 parameter table, ``CompiledRecurrence.cached_params``, at every call); the bank fixes the layout of its rows
@@ -37,24 +38,42 @@ def prebuild(plans: Sequence[Plan], counts: Sequence[int], align: int | None = N
     build_many([cpp_source(plan) for plan in plans] + [generate_bank_cpp(layout)])
 
 
+def bank_runs_on(backend: str, device: torch.device) -> bool:
+    """Whether a bank of recurrences on ``backend`` runs its one kernel on tensors on ``device``: ``cpp`` on the
+    CPU, ``cuda`` on a GPU, ``triton`` on a GPU (or on the CPU in Triton's interpreter, ``TRITON_INTERPRET=1``)."""
+    if backend == "cpp":
+        return device.type == "cpu"
+    if backend == "cuda":
+        return device.type == "cuda"
+    if backend == "triton":
+        from kleene.compile.runtime.gpu import triton_interpreting
+
+        return device.type == "cuda" or (device.type == "cpu" and triton_interpreting())
+    return False
+
+
 class CompiledBank:
-    """One kernel running ``recurrences`` (each a cpp-backend ``CompiledRecurrence`` with ``output="sum"``) side
-    by side over the same sequences; ``align``: the lane alignment of its blocks (default: the one padding fewest
-    lanes, ``kleene.compile.codegen.bank.choose_align``).
+    """One kernel running ``recurrences`` (``CompiledRecurrence``s with ``output="sum"``, all on one of the backends
+    cpp, triton and cuda) side by side over the same sequences; ``align``: the lane alignment of its blocks
+    (default: the one padding fewest lanes, ``kleene.compile.codegen.bank.choose_align``).
 
     Raises:
-        CompileError: no recurrences, one not on the cpp backend, bidirectional or whose output is not "sum", or a
-            kernel that does not build.
+        CompileError: no recurrences, recurrences on different backends or on another backend, one bidirectional
+            or whose output is not "sum", or a kernel that does not build.
     """
 
     def __init__(self, recurrences: Sequence[CompiledRecurrence], align: int | None = None):
-        from kleene.compile.runtime.bank import bank_runner
+        from kleene.compile.runtime.bank import BANK_BACKENDS, bank_runner
 
-        for r in recurrences:
-            if r.backend != "cpp":
-                raise CompileError(f"a bank runs cpp-backend recurrences; {r.template.name} runs on {r.backend}")
+        backends = sorted({r.backend for r in recurrences})
+        if len(backends) > 1 or (backends and backends[0] not in BANK_BACKENDS):
+            raise CompileError(
+                f"a bank runs recurrences of one backend among {BANK_BACKENDS}; got {', '.join(backends)}"
+            )
         self.layout = BankLayout.of([r.plan for r in recurrences], [r.dim for r in recurrences], align)
-        self._run = bank_runner(self.layout)
+        #: where the bank's kernel runs: its recurrences' backend
+        self.backend = backends[0]
+        self._run = bank_runner(self.layout, self.backend)
         widths, counts = self.layout.widths, self.layout.counts
         lanes = [torch.arange(c) + o for c, o in zip(counts, self.layout.lane_offsets)]
         #: the output columns holding real lanes (not padding), in recurrence order
@@ -89,10 +108,13 @@ class CompiledBank:
         (B, sum count_g) in order.
 
         Raises:
-            CompileError: slots or h0 of the wrong shape or dtype, or lengths not in 0..T.
+            CompileError: slots on a device the backend does not run on (``bank_runs_on``), slots or h0 of the wrong
+                shape or dtype, or lengths not in 0..T.
         """
         if torch.jit.is_tracing():
             refuse_torchscript("torch.jit.trace of a model holding a bank of compiled recurrences")
+        if not bank_runs_on(self.backend, slots.device):
+            raise CompileError(f"a bank on the {self.backend} backend cannot run on tensors on {slots.device}")
         if slots.dim() != 3 or slots.shape[-1] != self.row or not slots.dtype.is_floating_point:
             raise CompileError(
                 f"bank slots must be floating (B, T, R={self.row}); got {slots.dtype} {tuple(slots.shape)}"

@@ -53,7 +53,7 @@ from torch.nn.utils import parametrize
 from kleene.automata.semiring import SEMIRINGS as ALL_SEMIRINGS
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
-from kleene.compile.bank import CompiledBank, prebuild
+from kleene.compile.bank import CompiledBank, bank_runs_on, prebuild
 from kleene.compile.runtime.op import onnx_exporting
 from kleene.compile.template import Options, OutputMode, lower
 from kleene.errors import CompileError, SemiringError, SoPaError, WeightError
@@ -772,14 +772,16 @@ class SoftPatterns(nn.Module):
         return [group for group in self.groups if isinstance(group, PatternGroup)]
 
     def _one_call(self, like: Tensor) -> CompiledBank | None:
-        """The bank's one-call kernel (built on first use) when ``one_call`` is on and every group runs its
-        generated C++ kernel on ``like``'s device and dtype, else None (then each group runs its own kernel)."""
+        """The bank's one-call kernel (built on first use) when ``one_call`` is on and every group runs a generated
+        kernel of one backend (cpp, triton, cuda) that runs on ``like``'s device (``bank_runs_on``) and dtype, else
+        None (then each group runs its own kernel)."""
         groups = self._groups()
-        if not self.one_call or like.device.type != "cpu" or not like.dtype.is_floating_point:
+        if not self.one_call or not like.dtype.is_floating_point:
             return None
         if onnx_exporting():  # the bank's kernel has no ONNX form; each group's recurrence has one
             return None
-        if any(group.recurrence.backend != "cpp" for group in groups):
+        backends = {group.recurrence.backend for group in groups}
+        if len(backends) != 1 or not bank_runs_on(backends.pop(), like.device):
             return None
         if self._bank is None:
             if torch.compiler.is_compiling():  # loading a kernel cannot be traced: each group runs its own kernel
@@ -793,11 +795,15 @@ class SoftPatterns(nn.Module):
         same values as ``cat([group.score(slots_g, lengths) ...])``.
 
         Raises:
-            SoPaError: the bank's kernel is off or cannot run (``one_call`` False, a group not on the cpp backend).
+            SoPaError: the bank's kernel is off or cannot run (``one_call`` False, groups on the torch backend, or
+                slots on a device their backend does not run on).
         """
         bank = self._one_call(slots)
         if bank is None:
-            raise SoPaError("bank_scores runs the one-call kernel: it needs one_call=True and cpp-backend groups")
+            raise SoPaError(
+                "bank_scores runs the one-call kernel: it needs one_call=True and groups on one generated-kernel "
+                "backend (cpp, triton, cuda) that runs on the slots' device"
+            )
         groups = self._groups()
         floored = floor and groups[0].floored
         h0 = slots.new_full((slots.shape[0], bank.layout.state_offsets[-1]), REFERENCE_ZERO) if floored else None
@@ -807,14 +813,18 @@ class SoftPatterns(nn.Module):
         return torch.cat([g.finish(s, lengths, steps, floored=floored) for g, s in zip(groups, scores)], 1)
 
     def one_call_layout(self) -> CompiledBank:
-        """The one-call kernel's bank (its row layout, ``pad_lanes``), building it if needed.
+        """The one-call kernel's bank (its row layout, ``pad_lanes``) for the device of the bank's parameters,
+        building it if needed.
 
         Raises:
             SoPaError: the bank's kernel is off or cannot run (see ``bank_scores``).
         """
-        bank = self._one_call(torch.empty(0))
+        bank = self._one_call(torch.empty(0, device=next(self.parameters()).device))
         if bank is None:
-            raise SoPaError("the one-call kernel needs one_call=True and cpp-backend groups")
+            raise SoPaError(
+                "the one-call kernel needs one_call=True and groups on one generated-kernel backend (cpp, triton, "
+                "cuda) that runs on the parameters' device"
+            )
         return bank
 
 

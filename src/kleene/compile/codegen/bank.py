@@ -1,4 +1,4 @@
-"""C++ source for a bank of plans run in one call: each plan's lanes as one block of a shared row.
+"""C++, CUDA and Triton source for a bank of plans run in one call: each plan's lanes as one block of a shared row.
 
 A bank is several plans (e.g. SoPa's pattern groups, one template per pattern length), plan ``g`` running
 ``count_g`` copies. The bank lays every per-step tensor out as one row per (sequence, step) holding each plan's
@@ -30,16 +30,36 @@ would stream ``S_g * width_g`` values at a stride of R). Each block's step is it
 Padding lanes compute on whatever the padding holds (the caller fills it with zeros) and are never read back.
 The backward is ``cpp``'s: per chunk of steps (last to first), recompute every block's states from the chunk's
 checkpoint into a per-thread buffer, then reverse mode one vector of ``backward_lanes`` lanes of one block at a
-time with its adjoints in registers. The bank always recomputes from checkpoints (it never stores every state).
+time with its adjoints in registers. The C++ bank always recomputes from checkpoints (it never stores every state).
+
+On a GPU (``generate_bank_cuda``, ``generate_bank_triton``) the bank is the template kernels' one-lane skeleton
+(``kleene.compile.codegen.writer.lane_forward``/``lane_backward``, the contract of ``codegen.cuda`` and
+``codegen.triton`` with D the bank's lanes WT), each block's lanes at the block's offsets (``BankLane``): CUDA runs
+a thread per (sequence, lane of the bank), Triton a program per (sequence, BLOCK lanes of one block), each running
+its block's plan. They store every state (states (B, T, QT)) as the template GPU kernels do. The C++ kernel keeps
+its own skeleton (blocks as vectors of lanes, checkpoints, a thread pool over sequences): the one-lane skeleton is
+one scalar lane per task, which the CPU would not vectorize.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kleene.compile.codegen.cpp import _PRELUDE, PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers
+from kleene.compile.codegen.cuda import CudaDialect, assemble_cuda
+from kleene.compile.codegen.triton import BACKWARD_SIGNATURE, FORWARD_SIGNATURE, TritonDialect, assemble_triton
+from kleene.compile.codegen.writer import (
+    BACKWARD_ARGS,
+    FORWARD_ARGS,
+    PARAM_TABLE,
+    LaneLayout,
+    LaneWriter,
+    lane_backward,
+    lane_forward,
+    param,
+)
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
 
@@ -391,3 +411,154 @@ def generate_bank_cpp(layout: BankLayout) -> str:
             "}",
         ]
     return "\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# The GPU dialects: CUDA and Triton, one lane per thread, the template kernels' skeleton
+# --------------------------------------------------------------------------------------------
+class BankLane(LaneLayout):
+    """Block ``g`` of a bank's rows (the module docstring's layout) as the lane kernels' ``LaneLayout``: the lane
+    ``d`` counts from the block's first, so every block runs the one-lane skeleton of ``codegen.writer``
+    unchanged. Every offset is a number but for the sequence ``b`` and the position."""
+
+    def __init__(self, layout: BankLayout, g: int):
+        super().__init__(layout.plans[g])
+        self.layout, self.g, self.width = layout, g, layout.widths[g]
+
+    def param(self, k: int) -> str:
+        return str(self.layout.param_offsets[self.g] + k * self.width)
+
+    def slot(self, s: int, position: str = "tt") -> str:
+        r, at = self.layout.slot_offsets[-1], self.layout.slot_offsets[self.g] + s * self.width
+        return f"(b * Tn + {position}) * {r} + {at}"
+
+    def state(self, j: int, position: str) -> str:
+        qt, at = self.layout.state_offsets[-1], self.layout.state_offsets[self.g] + j * self.width
+        return f"(b * Tn + {position}) * {qt} + {at}"
+
+    def row(self, j: int) -> str:
+        return f"b * {self.layout.state_offsets[-1]} + {self.layout.state_offsets[self.g] + j * self.width}"
+
+    def out(self, position: str | None = None) -> str:
+        if position is not None:
+            raise CompileError("a bank's blocks have output='sum': one output per sequence")
+        return f"b * {self.layout.lane_offsets[-1]} + {self.layout.lane_offsets[self.g]}"
+
+    def grad_param(self, k: int) -> str:
+        return f"b * {self.layout.param_offsets[-1]} + {self.layout.param_offsets[self.g] + k * self.width}"
+
+
+def _header(layout: BankLayout, comment: str) -> str:
+    blocks = ", ".join(f"{p.template.name} x{c} (width {w})" for p, c, w in zip(layout.plans, layout.counts,
+                                                                                 layout.widths))
+    return f"{comment} bank of {len(layout.plans)} plans, semiring {layout.plans[0].semiring.name}: {blocks}"
+
+
+_CUDA_GROUP_PARAMS = {
+    "forward": "const T* __restrict__ slots, const T* __restrict__ {table}, const int64_t* __restrict__ lengths, "
+    "const T* h0, T* out, T* final_state, T* states",
+    "backward": "const T* __restrict__ slots, const T* __restrict__ {table}, const int64_t* __restrict__ lengths, "
+    "const T* h0, const T* states, const T* out, const T* grad_out, const T* grad_final, T* grad_slots, "
+    "T* grad_params, T* grad_h0",
+}
+
+
+def _cuda_direction(layout: BankLayout, kind: str, body: Callable[[LaneWriter, LaneLayout], None]) -> list[str]:
+    """``{kind}_impl``: thread -> (sequence b, bank lane), then the lane's block's device function ``{kind}_g<g>``
+    (its plan's one-lane skeleton at the block's offsets)."""
+    params = _CUDA_GROUP_PARAMS[kind].format(table=PARAM_TABLE)
+    args = ", ".join(FORWARD_ARGS if kind == "forward" else BACKWARD_ARGS)
+    lines: list[str] = []
+    for g, plan in enumerate(layout.plans):
+        w = LaneWriter(plan, CudaDialect(plan), "  ")
+        at = BankLane(layout, g)
+        w("template <typename T>")
+        w.open(f"__device__ __forceinline__ void {kind}_g{g}({params}, int64_t b, int64_t d, int64_t Tn) {{")
+        w("const int64_t rev = 0;  // (a bank's plans run forwards)")
+        w("const int64_t n_steps = lengths[b];")
+        for k in range(plan.num_params):
+            w(f"const T {param(k)} = {PARAM_TABLE}[{at.param(k)} + d];")
+        body(w, at)
+        w.close()
+        lines += [*w.lines, ""]
+    lines += [
+        "template <typename T>",
+        f"__device__ __forceinline__ void {kind}_impl({params}, int64_t B, int64_t Tn, int64_t D) {{",
+        "  // D: the bank's lanes WT (every block's, padding included)",
+        "  const int64_t task = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;",
+        "  if (task >= B * D) return;",
+        "  const int64_t b = task / D, lane = task % D;",
+    ]
+    ends = layout.lane_offsets
+    for g in range(len(layout.plans)):
+        test = "" if g == len(layout.plans) - 1 else f"if (lane < {ends[g + 1]}) "
+        lines.append(f"  {'else ' if g else ''}{test}{kind}_g{g}<T>({args}, b, lane - {ends[g]}, Tn);")
+    lines.append("}")
+    return lines
+
+
+def generate_bank_cuda(layout: BankLayout) -> str:
+    """The CUDA source of ``layout``'s bank kernels: the template kernels' contract (``kleene.compile.codegen.cuda``:
+    the same kernels, launchers and arguments) with D the bank's lanes WT, slots (B, T, R), param_table (KT,),
+    h0 / final_state / grad_h0 (B, QT), states (B, T, QT), out / grad_out (B, WT), grad_params (B, KT). One thread
+    per (sequence, lane), each running its block's plan; every state is stored (no checkpoints)."""
+    forward = _cuda_direction(layout, "forward", lane_forward)
+    backward = _cuda_direction(layout, "backward", lane_backward)
+    return assemble_cuda(_header(layout, "//"), forward, backward)
+
+
+def _triton_direction(
+    layout: BankLayout, kind: str, body: Callable[[LaneWriter, LaneLayout], None]
+) -> tuple[list[str], list[str]]:
+    """(helpers, kernel): the jit function of each block (``_bank_{kind}_<g>``: its plan's one-lane skeleton at the
+    block's offsets, over BLOCK lanes from the block's program ``blk``), then the kernel choosing one by its program
+    id."""
+    args = list(FORWARD_ARGS if kind == "forward" else BACKWARD_ARGS)
+    flags = ["HAS_H0", "SAVE_STATES"] if kind == "forward" else ["HAS_H0"]
+    lines: list[str] = []
+    for g, plan in enumerate(layout.plans):
+        w = LaneWriter(plan, TritonDialect(plan), "    ")
+        at = BankLane(layout, g)
+        constexprs = ", ".join(f"{f}: tl.constexpr" for f in [*flags, "BLOCK"])
+        w("@triton.jit")
+        w(f"def _bank_{kind}_{g}({', '.join(args)}, Tn, b, blk, {constexprs}):")
+        w.depth += 1
+        w(f"d = blk * BLOCK + tl.arange(0, BLOCK)  # block {g}: {plan.template.name}")
+        w(f"end = {layout.widths[g]}")
+        w("mask = d < end")
+        w("rev = 0  # (a bank's plans run forwards)")
+        w("n_steps = tl.load(lengths + b)")
+        w("FZERO = tl.full([BLOCK], 0.0, slots.dtype.element_ty)")
+        w(f"ZERO = FZERO + {w.d.number(float(plan.storage.zero))}")
+        w(f"ONE = FZERO + {w.d.number(float(plan.storage.one))}")
+        for k in range(plan.num_params):
+            w(f"{param(k)} = tl.load({PARAM_TABLE} + {at.param(k)} + d, mask=mask, other=0.0)")
+        body(w, at)
+        lines += [*w.lines, "", ""]
+    signature = FORWARD_SIGNATURE if kind == "forward" else BACKWARD_SIGNATURE
+    kernel = ["@triton.jit", *signature]
+    kernel += ["    # (D, HALF unused: the templates' contract) a program per (sequence, BLOCK lanes of a block)"]
+    kernel += ["    b = tl.program_id(0).to(tl.int64)", "    blk = tl.program_id(1)"]
+    first = "0"
+    for g, width in enumerate(layout.widths):
+        end = f"{first} + ({width} + BLOCK - 1) // BLOCK" if g else f"({width} + BLOCK - 1) // BLOCK"
+        test = "else:" if g == len(layout.widths) - 1 else f"{'elif' if g else 'if'} blk < {end}:"
+        kernel.append(f"    {test}")
+        call = ", ".join([*args, "Tn", "b", f"blk - ({first})", *flags, "BLOCK"])
+        kernel.append(f"        _bank_{kind}_{g}({call})")
+        first = end
+    return lines, kernel
+
+
+def bank_blocks(layout: BankLayout, block: int) -> int:
+    """Programs per sequence of the Triton bank kernels with ``block`` lanes a program."""
+    return sum(-(-width // block) for width in layout.widths)
+
+
+def generate_bank_triton(layout: BankLayout) -> str:
+    """The Python source of ``layout``'s Triton bank kernels: the template kernels' contract
+    (``kleene.compile.codegen.triton``) with D = HALF = WT and the shapes of ``generate_bank_cuda``; the grid is
+    (B, ``bank_blocks(layout, BLOCK)``), a program holding BLOCK lanes of one block."""
+    helpers, forward = _triton_direction(layout, "forward", lane_forward)
+    more, backward = _triton_direction(layout, "backward", lane_backward)
+    return assemble_triton(_header(layout, "#"), forward, backward, helpers + more)

@@ -41,6 +41,7 @@ from kleene.compile.codegen.writer import (
     BACKWARD_ARGS,
     FORWARD_ARGS,
     PARAM_TABLE,
+    LaneLayout,
     LaneWriter,
     lane_backward,
     lane_forward,
@@ -85,8 +86,9 @@ def _kernel(plan: Plan, signature: str, body: Callable[[LaneWriter], None]) -> l
     w("const int64_t half = " + ("D / 2;" if plan.options.bidirectional else "D;"))
     w("const int64_t rev = d >= half ? 1 : 0;")
     w("const int64_t n_steps = lengths[b];")
+    at = LaneLayout(plan)
     for k in range(plan.num_params):
-        w(f"const T {param(k)} = {PARAM_TABLE}[{k} * D + d];")
+        w(f"const T {param(k)} = {PARAM_TABLE}[{at.param(k)} + d];")
     body(w)
     w.close()
     return w.lines
@@ -170,6 +172,12 @@ def generate_cuda(plan: Plan) -> str:
         "const T* grad_final, T* grad_slots, T* grad_params, T* grad_h0, int64_t B, int64_t Tn, int64_t D)",
         lane_backward,
     )
+    return assemble_cuda(header, forward, backward)
+
+
+def assemble_cuda(header: str, forward: list[str], backward: list[str]) -> str:
+    """A CUDA source of the contract above from the lines of its ``forward_impl`` and ``backward_impl`` device
+    functions (templates of ``T`` with the kernels' parameters and then ``B, Tn, D``; ``B * D`` threads)."""
     helpers = c_helpers("__device__ __forceinline__", "")
     parts = [_PRELUDE, helpers, header, "", *forward, "", *backward, ""]
     parts += _kernels_and_launcher(

@@ -23,7 +23,7 @@ in the Triton dialect: every value a vector of BLOCK lanes, conditionals ``tl.wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from kleene.compile.codegen.writer import (
@@ -31,6 +31,7 @@ from kleene.compile.codegen.writer import (
     FORWARD_ARGS,
     PARAM_TABLE,
     Dialect,
+    LaneLayout,
     LaneWriter,
     lane_backward,
     lane_forward,
@@ -132,8 +133,9 @@ def _lane_setup(w: LaneWriter) -> None:
     storage = w.plan.storage
     w(f"ZERO = FZERO + {w.d.number(float(storage.zero))}")
     w(f"ONE = FZERO + {w.d.number(float(storage.one))}")
+    at = LaneLayout(w.plan)
     for k in range(w.plan.num_params):
-        w(f"{param(k)} = tl.load({PARAM_TABLE} + {k} * D + d, mask=mask, other=0.0)")
+        w(f"{param(k)} = tl.load({PARAM_TABLE} + {at.param(k)} + d, mask=mask, other=0.0)")
 
 
 def _kernel(plan: Plan, signature: list[str], body: Callable[[LaneWriter], None]) -> list[str]:
@@ -152,19 +154,29 @@ def generate_triton(plan: Plan) -> str:
     header = f"# plan: {plan.template.name}, semiring {plan.semiring.name}, {plan.options}"
     forward = _kernel(
         plan,
-        [
-            f"def kleene_forward({', '.join(FORWARD_ARGS)}, Tn, D, HALF,",
-            "                   HAS_H0: tl.constexpr, SAVE_STATES: tl.constexpr, BLOCK: tl.constexpr):",
-        ],
+        FORWARD_SIGNATURE,
         lane_forward,
     )
     backward = _kernel(
         plan,
-        [
-            f"def kleene_backward({', '.join(BACKWARD_ARGS)},",
-            "                    Tn, D, HALF, HAS_H0: tl.constexpr, BLOCK: tl.constexpr):",
-        ],
+        BACKWARD_SIGNATURE,
         lane_backward,
     )
-    parts = [_PRELUDE, header, "", "", *forward, "", "", *backward]
+    return assemble_triton(header, forward, backward)
+
+
+#: The kernels' signatures (``writer.FORWARD_ARGS``/``BACKWARD_ARGS``, then the sizes and constants).
+FORWARD_SIGNATURE = [
+    f"def kleene_forward({', '.join(FORWARD_ARGS)}, Tn, D, HALF,",
+    "                   HAS_H0: tl.constexpr, SAVE_STATES: tl.constexpr, BLOCK: tl.constexpr):",
+]
+BACKWARD_SIGNATURE = [
+    f"def kleene_backward({', '.join(BACKWARD_ARGS)},",
+    "                    Tn, D, HALF, HAS_H0: tl.constexpr, BLOCK: tl.constexpr):",
+]
+
+
+def assemble_triton(header: str, forward: list[str], backward: list[str], helpers: Sequence[str] = ()) -> str:
+    """A Triton module of the contract above from its kernels' lines (``helpers``: jit functions they call)."""
+    parts = [_PRELUDE, *helpers, header, "", "", *forward, "", "", *backward]
     return "\n".join(parts) + "\n"

@@ -433,19 +433,41 @@ class LaneWriter:
 # --------------------------------------------------------------------------------------------
 # The one-lane-per-thread skeleton shared by CUDA and Triton
 # --------------------------------------------------------------------------------------------
-def _slot_offset(plan: Plan, s: int, position: str = "tt") -> str:
-    return f"((b * Tn + {position}) * {plan.num_slots} + {s}) * D"
+class LaneLayout:
+    """Where one lane's values sit in the lane kernels' tensors: offsets (expressions of ``b``, ``Tn``, ``D`` and a
+    step's position) to which the dialect adds the lane ``d``. This one is the template kernels' (the shapes of
+    ``kleene.compile.template``: slots (B, T, S, D), states (B, T, Q, D), rows (B, Q, D), out (B, T, D) or (B, D),
+    grad_params (B, K, D)); a bank of plans (``kleene.compile.codegen.bank``) places each plan's block in its rows.
+    """
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def param(self, k: int) -> str:
+        """Static parameter ``k`` in the parameter table (read once, before the time loop)."""
+        return f"{k} * D"
+
+    def slot(self, s: int, position: str = "tt") -> str:
+        return f"((b * Tn + {position}) * {self.plan.num_slots} + {s}) * D"
+
+    def state(self, j: int, position: str) -> str:
+        """A saved state (after the step at ``position``)."""
+        return f"((b * Tn + {position}) * {self.plan.num_states} + {j}) * D"
+
+    def row(self, j: int) -> str:
+        """State ``j`` in a per-sequence row: h0, final_state, grad_h0, grad_final."""
+        return f"(b * {self.plan.num_states} + {j}) * D"
+
+    def out(self, position: str | None = None) -> str:
+        """The output (and its gradient) at ``position`` (output "steps"), or the sequence's one."""
+        return "b * D" if position is None else f"(b * Tn + {position}) * D"
+
+    def grad_param(self, k: int) -> str:
+        """The per-sequence gradient of static parameter ``k``."""
+        return f"(b * {self.plan.num_params} + {k}) * D"
 
 
-def _state_offset(plan: Plan, j: int, position: str) -> str:
-    return f"((b * Tn + {position}) * {plan.num_states} + {j}) * D"
-
-
-def _row_offset(plan: Plan, j: int) -> str:
-    return f"(b * {plan.num_states} + {j}) * D"
-
-
-def _initial_states(w: LaneWriter) -> list[str]:
+def _initial_states(w: LaneWriter, at: LaneLayout) -> list[str]:
     """Bind ``init{j}``: h0 when given, else zero (restart) or the start weight."""
     plan, d = w.plan, w.d
     for j in range(plan.num_states):
@@ -453,7 +475,7 @@ def _initial_states(w: LaneWriter) -> list[str]:
         w(d.var(f"init{j}", d.zero if (plan.options.restart or p is None) else param(p)))
     w.open(d.open_if(d.has_h0))
     for j in range(plan.num_states):
-        w(d.assign(f"init{j}", d.load("h0", _row_offset(plan, j))))
+        w(d.assign(f"init{j}", d.load("h0", at.row(j))))
     w.close()
     return [f"init{j}" for j in range(plan.num_states)]
 
@@ -506,13 +528,14 @@ def _time_blocks(
     w.close()
 
 
-def lane_forward(w: LaneWriter) -> None:
+def lane_forward(w: LaneWriter, at: LaneLayout | None = None) -> None:
     """The body of the forward kernel after the dialect's lane setup (``b``, ``rev``, ``n_steps``, the
     parameters ``p{k}``): one lane's states through its sequence, saving them when asked; the steps are read
-    ``prefetch_depth`` at a time."""
+    ``prefetch_depth`` at a time. ``at``: where the lane's values sit (default: the template kernels' layout)."""
     plan, d = w.plan, w.d
+    at = LaneLayout(plan) if at is None else at
     q, output = plan.num_states, plan.options.output
-    init = _initial_states(w)
+    init = _initial_states(w, at)
     for j in range(q):
         w(d.var(f"z{j}", init[j]))
     z = [f"z{j}" for j in range(q)]
@@ -523,7 +546,7 @@ def lane_forward(w: LaneWriter) -> None:
         ints = [("tt", f"i{k} + rev * (n_steps - 1 - 2 * i{k})", True)]
         cond = f"i{k} < n_steps"
         return ints, [
-            (slot(s), "slots", _slot_offset(plan, s, f"tt_{k}"), cond, d.fzero) for s in range(plan.num_slots)
+            (slot(s), "slots", at.slot(s, f"tt_{k}"), cond, d.fzero) for s in range(plan.num_slots)
         ]
 
     def one_step(w: LaneWriter) -> None:
@@ -532,45 +555,46 @@ def lane_forward(w: LaneWriter) -> None:
             w(d.assign(f"z{j}", step.new[j]))
         w.open(d.open_if(d.save_states))
         for j in range(q):
-            w(d.store("states", _state_offset(plan, j, "tt"), f"z{j}"))
+            w(d.store("states", at.state(j, "tt"), f"z{j}"))
         w.close()
         if output == "steps":
             w(d.let("y", w.emit(step.new)))
-            w(d.store("out", "(b * Tn + tt) * D", w.map_output("y")))
+            w(d.store("out", at.out("tt"), w.map_output("y")))
         elif output == "sum":
             w(d.let("y", w.emit(step.new)))
             w(d.assign("agg", d.plus("agg", "y")))
 
     _time_blocks(w, prefetch_depth(plan.num_slots), reads, one_step)
     for j in range(q):
-        w(d.store("final_state", _row_offset(plan, j), f"z{j}"))
+        w(d.store("final_state", at.row(j), f"z{j}"))
     if output == "sum":
-        w(d.store("out", "b * D", "agg"))
+        w(d.store("out", at.out(), "agg"))
     elif output == "last":
-        w(d.store("out", "b * D", w.emit(z)))
+        w(d.store("out", at.out(), w.emit(z)))
 
 
-def lane_backward(w: LaneWriter) -> None:
+def lane_backward(w: LaneWriter, at: LaneLayout | None = None) -> None:
     """The body of the backward kernel after the dialect's lane setup: reverse mode through one lane's
-    sequence, recomputing each step from the saved previous state."""
+    sequence, recomputing each step from the saved previous state (``at`` as in ``lane_forward``)."""
     plan, d = w.plan, w.d
+    at = LaneLayout(plan) if at is None else at
     q, k_params, output = plan.num_states, plan.num_params, plan.options.output
-    init = _initial_states(w)
+    init = _initial_states(w, at)
     for k in range(k_params):
         w(d.var(param_grad(k), d.fzero))
     if output == "last":
         last = "(1 - rev) * (n_steps - 1)"  # the position of the last consumed step
         for j in range(q):
-            w(d.let(f"zf{j}", d.load_if("n_steps > 0", "states", _state_offset(plan, j, last), init[j])))
-        grads = w.emit_backward([f"zf{j}" for j in range(q)], d.load("grad_out", "b * D"), "el")
+            w(d.let(f"zf{j}", d.load_if("n_steps > 0", "states", at.state(j, last), init[j])))
+        grads = w.emit_backward([f"zf{j}" for j in range(q)], d.load("grad_out", at.out()), "el")
         for j in range(q):
-            w(d.var(f"g{j}", f"{d.load('grad_final', _row_offset(plan, j))} + {grads[j]}"))
+            w(d.var(f"g{j}", f"{d.load('grad_final', at.row(j))} + {grads[j]}"))
     else:
         for j in range(q):
-            w(d.var(f"g{j}", d.load("grad_final", _row_offset(plan, j))))
+            w(d.var(f"g{j}", d.load("grad_final", at.row(j))))
     if output == "sum":
-        w(d.let("agg", d.load("out", "b * D")))
-        w(d.let("gagg", d.load("grad_out", "b * D")))
+        w(d.let("agg", d.load("out", at.out())))
+        w(d.let("gagg", d.load("grad_out", at.out())))
     grad_out_read = output == "steps"
 
     def reads(k: int) -> StepReads:
@@ -580,10 +604,10 @@ def lane_backward(w: LaneWriter) -> None:
             ("tp", f"tt_{k} - 1 + 2 * rev", False),  # the position of the previous step
         ]
         valid = f"t_{k} >= 0"
-        loads = [(slot(s), "slots", _slot_offset(plan, s, f"tt_{k}"), valid, d.fzero) for s in range(plan.num_slots)]
-        loads += [(f"zp{j}", "states", _state_offset(plan, j, f"tp_{k}"), f"t_{k} > 0", init[j]) for j in range(q)]
+        loads = [(slot(s), "slots", at.slot(s, f"tt_{k}"), valid, d.fzero) for s in range(plan.num_slots)]
+        loads += [(f"zp{j}", "states", at.state(j, f"tp_{k}"), f"t_{k} > 0", init[j]) for j in range(q)]
         if grad_out_read:
-            loads.append(("gout", "grad_out", f"(b * Tn + tt_{k}) * D", valid, d.fzero))
+            loads.append(("gout", "grad_out", at.out(f"tt_{k}"), valid, d.fzero))
         return ints, loads
 
     def one_step(w: LaneWriter) -> None:
@@ -605,7 +629,7 @@ def lane_backward(w: LaneWriter) -> None:
             gn = [f"gn{j}" for j in range(q)]
         gx, g_prev = w.step_backward(step, z_prev, gn)
         for s in range(plan.num_slots):
-            w(d.store("grad_slots", _slot_offset(plan, s), f"{gx[s]} + {mapped[s]}" if s in mapped else gx[s]))
+            w(d.store("grad_slots", at.slot(s), f"{gx[s]} + {mapped[s]}" if s in mapped else gx[s]))
         for j in range(q):
             w(d.assign(f"g{j}", g_prev[j]))
 
@@ -613,7 +637,7 @@ def lane_backward(w: LaneWriter) -> None:
     _time_blocks(w, prefetch_depth(loads_per_step), reads, one_step)
     w.open(d.open_if(d.has_h0))
     for j in range(q):
-        w(d.store("grad_h0", _row_offset(plan, j), f"g{j}"))
+        w(d.store("grad_h0", at.row(j), f"g{j}"))
     w.close()
     starts = [(j, p) for j, p in enumerate(plan.start) if p is not None]
     if not plan.options.restart and starts:
@@ -622,4 +646,4 @@ def lane_backward(w: LaneWriter) -> None:
             w.accumulate(param_grad(p), f"g{j}")
         w.close()
     for k in range(k_params):
-        w(d.store("grad_params", f"(b * {k_params} + {k}) * D", param_grad(k)))
+        w(d.store("grad_params", at.grad_param(k), param_grad(k)))

@@ -1,20 +1,43 @@
-"""A bank's kernel (``kleene.compile.codegen.bank``) built, loaded and called like a plan's (``runtime.cpu``).
+"""A bank's kernels (``kleene.compile.codegen.bank``) built, loaded and called like a plan's (``runtime.cpu``,
+``runtime.gpu``).
 
-The same cache and compiler as ``runtime.cpu``; the bank's kernels are one ``kleene.compile.runtime.op.NativeOp``
-(``kleene::bank_fwd_<key>``, ``kleene::bank_bwd_<key>``). The bank's kernels always recompute from checkpoints
-(``op.save_mode`` of kernels that cannot store every state).
+On the CPU (``cpp``): the same cache and compiler as ``runtime.cpu``; the bank's kernels are one
+``kleene.compile.runtime.op.NativeOp`` (``kleene::bank_fwd_<key>``, ``kleene::bank_bwd_<key>``) that always
+recomputes from checkpoints (``op.save_mode`` of kernels that cannot store every state). On a GPU (``triton``,
+``cuda``): one launch per direction for the whole bank, through the template GPU kernels' launchers and op
+(``runtime.gpu.lane_op``: ``kleene::bank_gpu_fwd_<key>``, ``kleene::bank_gpu_bwd_<key>``); those kernels store every
+state (``op.save_mode`` of kernels without checkpoints).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from kleene.compile.codegen.bank import BankLayout, generate_bank_cpp
+from kleene.compile.codegen.bank import (
+    BankLayout,
+    bank_blocks,
+    generate_bank_cpp,
+    generate_bank_cuda,
+    generate_bank_triton,
+)
 from kleene.compile.runtime.cpu import NativeKernel, _check_cpu, _ptr, load_native
+from kleene.compile.runtime.gpu import (
+    cuda_launchers_of,
+    lane_op,
+    require_cuda,
+    triton_block,
+    triton_interpreting,
+    triton_launchers,
+)
 from kleene.compile.runtime.op import SAVE_CHECKPOINTS, NativeOp, checkpoint_steps, save_mode
+from kleene.errors import CompileError
+
+#: The backends a bank runs on: its recurrences' (every one the same).
+BANK_BACKENDS = ("cpp", "triton", "cuda")
 
 Tensor = torch.Tensor
 
@@ -123,10 +146,59 @@ def bank_op(layout: BankLayout) -> NativeOp:
     return NativeOp("bank_", key, inputs, differentiable, 3, 2, forward, backward, shapes, saving)
 
 
-def bank_runner(layout: BankLayout) -> Any:
+def bank_gpu_op(layout: BankLayout, backend: str, block: int | None = None) -> NativeOp:
+    """The bank's Triton or CUDA kernels (``codegen.bank.generate_bank_triton``, ``generate_bank_cuda``) as one op of
+    ``bank_op``'s signature (``runtime.gpu.lane_op``); ``block``: Triton's lanes per program (default: the widest
+    block's next power of two, at most ``runtime.gpu.TRITON_BLOCK``).
+
+    Raises:
+        CompileError: a ``block`` that is not a power of two, triton missing, or (cuda) no CUDA build of torch, no
+            GPU or a failed build.
+    """
+    wt = layout.lane_offsets[-1]
+    if block is not None and (not isinstance(block, int) or block < 1 or block & (block - 1)):
+        raise CompileError(f"a Triton bank's block (lanes per program) must be a power of two; got {block!r}")
+    if backend == "triton":
+        block = triton_block(max(layout.widths)) if block is None else block
+        options = {} if triton_interpreting() else {"num_warps": max(1, block // 32)}
+
+        def geometry(slots: Tensor) -> tuple[int, int, int, int, tuple[int, int], dict[str, Any]]:
+            return slots.shape[1], wt, wt, block, (slots.shape[0], bank_blocks(layout, block)), options
+
+        forward, backward, key = triton_launchers(generate_bank_triton(layout), geometry)
+    elif backend == "cuda":
+        require_cuda()
+        forward, backward, key = cuda_launchers_of(generate_bank_cuda(layout), lambda x: (x.shape[0], x.shape[1], wt))
+    else:
+        raise CompileError(f"a bank's GPU kernels are 'triton' or 'cuda', not {backend!r}")
+    return bank_lane_op(layout, forward, backward, key)
+
+
+def bank_lane_op(
+    layout: BankLayout, forward: Callable[..., None], backward: Callable[..., None], key: str
+) -> NativeOp:
+    """Launchers of ``layout``'s lane kernels (``runtime.gpu.Kernels``' arguments, D the bank's lanes WT) as one op
+    of ``bank_op``'s signature (``runtime.gpu.lane_op``); ``key`` identifies the kernels."""
+    qt, wt, kt = layout.state_offsets[-1], layout.lane_offsets[-1], layout.param_offsets[-1]
+
+    def shapes(slots: Tensor) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+        b, t = slots.shape[:2]
+        return (b, wt), (b, qt), (b, t, qt), (b, kt)
+
+    return lane_op("bank_gpu_", key, forward, backward, shapes, float(layout.plans[0].storage.zero))
+
+
+def bank_runner(layout: BankLayout, backend: str = "cpp") -> Any:
     """``run(slots (B, T, R), params (KT,), lengths, h0 (B, QT) | None) -> (out (B, WT), final (B, QT))`` calling
-    ``layout``'s kernel (``bank_op``: through its custom ops under ``torch.compile``, directly otherwise)."""
-    op = bank_op(layout)
+    ``layout``'s kernels on ``backend`` (one of ``BANK_BACKENDS``: ``bank_op`` or ``bank_gpu_op``; through their
+    custom ops under ``torch.compile``, directly otherwise).
+
+    Raises:
+        CompileError: a backend not in ``BANK_BACKENDS``, or its kernels cannot be built.
+    """
+    if backend not in BANK_BACKENDS:
+        raise CompileError(f"a bank runs on one of {BANK_BACKENDS}, not {backend!r}")
+    op = bank_op(layout) if backend == "cpp" else bank_gpu_op(layout, backend)
 
     def run(slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
         out, final = op(slots, params, lengths, h0)

@@ -11,9 +11,11 @@ ctypes (``build_cuda_library``; seconds), or by ``torch.utils.cpp_extension.load
 exists where kleene's tests run: the CUDA backend is compiled (``nvcc -ptx``, the library for sm_80) but never
 run in CI.
 
-Both run through one ``kleene.compile.runtime.op.NativeOp`` per kernel (custom ops ``kleene::gpu_fwd_<key>``,
-``kleene::gpu_bwd_<key>`` under ``torch.compile``): the forward saves every state (the kernels have no
-checkpoints), the backward runs the generated reverse kernel; per-sequence parameter gradients are summed here.
+Both run through one ``kleene.compile.runtime.op.NativeOp`` per kernel (``lane_op``; custom ops
+``kleene::gpu_fwd_<key>``, ``kleene::gpu_bwd_<key>`` under ``torch.compile``): the forward saves every state (the
+kernels have no checkpoints), the backward runs the generated reverse kernel; per-sequence parameter gradients are
+summed here. A bank of plans (``kleene.compile.runtime.bank``) launches its kernels through the same launchers
+(``triton_launchers``, ``cuda_launchers_of``) and ``lane_op``.
 """
 
 from __future__ import annotations
@@ -87,56 +89,75 @@ class Kernels:
     key: str
 
 
-def gpu_op(kernels: Kernels) -> NativeOp:
-    """``kernels`` as one op: ``op(slots, params, lengths, h0) -> (output, final state)``; its custom ops
-    ``op.custom_forward(slots, params, lengths, h0, save) -> (output, final state, states)`` and
-    ``op.custom_backward``. The kernels store every state (they have no checkpoints); the states past a
-    sequence's length are left unwritten (nothing reads them)."""
-    plan = kernels.plan
-    q = plan.num_states
+#: The shapes of a lane kernel's results from its slots: (output, final state, every state, per-sequence parameter
+#: gradients).
+LaneShapes = Callable[[Tensor], tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
 
-    def output_shape(slots: Tensor) -> tuple[Any, ...]:
-        b, t, _, d = slots.shape
-        return (b, t, d) if plan.options.output == "steps" else (b, d)
+
+def lane_op(
+    prefix: str,
+    key: str,
+    forward_kernel: Callable[..., None],
+    backward_kernel: Callable[..., None],
+    shapes: LaneShapes,
+    padding: float,
+) -> NativeOp:
+    """Lane kernels of ``codegen.writer``'s contract (a plan's, a bank's) as one op: ``op(slots, params, lengths,
+    h0) -> (output, final state)``; its custom ops ``op.custom_forward(slots, params, lengths, h0, save) ->
+    (output, final state, states)`` and ``op.custom_backward``. The kernels store every state (they have no
+    checkpoints); the states past a sequence's length are left unwritten (nothing reads them), the output's
+    unwritten positions hold ``padding``; per-sequence parameter gradients are summed here."""
 
     def states_shape(slots: Tensor, save: int) -> tuple[Any, ...]:
-        b, t, _, d = slots.shape
-        return (b, t, q, d) if save == SAVE_STATES else (0,)
+        return shapes(slots)[2] if save == SAVE_STATES else (0,)
 
     def forward(inputs: tuple[Any, ...], save: int) -> tuple[Tensor, Tensor, Tensor]:
         slots, params, lengths, h0 = inputs
         slots, params, lengths = slots.contiguous(), params.contiguous(), lengths.contiguous()
         h0 = None if h0 is None else h0.contiguous()
-        b, _, _, d = slots.shape
-        out = slots.new_full(output_shape(slots), plan.padding)  # (the storage zero, or 0 under an output map)
-        final = slots.new_empty((b, q, d))
+        out_shape, final_shape, _, _ = shapes(slots)
+        out = slots.new_full(out_shape, padding)
+        final = slots.new_empty(final_shape)
         states = slots.new_empty(states_shape(slots, save))
-        kernels.forward(slots, params, lengths, h0, out, final, states)
+        forward_kernel(slots, params, lengths, h0, out, final, states)
         return out, final, states
 
     def backward(inputs: tuple[Any, ...], save: int, outputs: tuple[Tensor, ...], grads: tuple[Tensor, ...]) -> Any:
         slots, params, lengths, h0 = (None if x is None else x.contiguous() for x in inputs)
         assert slots is not None and params is not None and lengths is not None
-        out, _, states = outputs
+        out, final, states = outputs
         grad_out, grad_final = (g.contiguous() for g in grads)
-        b, _, _, d = slots.shape
         grad_slots = torch.zeros_like(slots)
-        grad_params = slots.new_zeros((b, plan.num_params, d))
-        grad_h0 = slots.new_zeros((b, q, d))
-        kernels.backward(
+        grad_params = slots.new_zeros(shapes(slots)[3])
+        grad_h0 = torch.zeros_like(final)
+        backward_kernel(
             slots, params, lengths, h0, states, out, grad_out, grad_final, grad_slots, grad_params, grad_h0
         )
         return grad_slots, grad_params.sum(0), grad_h0
 
-    def shapes(inputs: tuple[Any, ...], save: int) -> list[tuple[Any, ...]]:
-        b, _, _, d = inputs[0].shape
-        return [output_shape(inputs[0]), (b, q, d), states_shape(inputs[0], save)]
+    def output_shapes(inputs: tuple[Any, ...], save: int) -> list[tuple[Any, ...]]:
+        out_shape, final_shape, _, _ = shapes(inputs[0])
+        return [out_shape, final_shape, states_shape(inputs[0], save)]
 
     def saving(inputs: tuple[Any, ...]) -> int:
         return save_mode(can_store=True, can_checkpoint=False)
 
     inputs, differentiable = ("slots", "params", "lengths", "h0?"), ("slots", "params", "h0")
-    return NativeOp("gpu_", kernels.key, inputs, differentiable, 3, 2, forward, backward, shapes, saving)
+    return NativeOp(prefix, key, inputs, differentiable, 3, 2, forward, backward, output_shapes, saving)
+
+
+def gpu_op(kernels: Kernels) -> NativeOp:
+    """``kernels`` as one op (``lane_op``, custom ops ``kleene::gpu_fwd_<key>``, ``kleene::gpu_bwd_<key>``)."""
+    plan = kernels.plan
+    q = plan.num_states
+
+    def shapes(slots: Tensor) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+        b, t, _, d = slots.shape
+        out = (b, t, d) if plan.options.output == "steps" else (b, d)
+        return out, (b, q, d), (b, t, q, d), (b, plan.num_params, d)
+
+    # (the output's padding: the storage zero, or 0 under an output map)
+    return lane_op("gpu_", kernels.key, kernels.forward, kernels.backward, shapes, plan.padding)
 
 
 def gpu_runner(kernels: Kernels, accepts: Callable[[Tensor], bool], where: str) -> Callable[..., tuple[Tensor, Tensor]]:
@@ -206,24 +227,22 @@ def triton_block(d: int, most: int | None = TRITON_BLOCK) -> int:
     return block
 
 
-def triton_kernels(plan: Plan) -> Kernels:
-    """Launchers of ``plan``'s Triton kernels."""
-    source = generate_triton(plan)
+#: Where a Triton launch runs: (steps Tn, lanes D, HALF, BLOCK, grid, further launch options) of its slots.
+TritonGeometry = Callable[[Tensor], tuple[int, int, int, int, tuple[int, int], dict[str, Any]]]
+
+
+def triton_launchers(source: str, geometry: TritonGeometry) -> tuple[Callable[..., None], Callable[..., None], str]:
+    """(forward, backward, key) launching the kernels of a Triton ``source`` of ``codegen.triton``'s contract (a
+    plan's, or a bank's: ``codegen.bank.generate_bank_triton``) where ``geometry`` says, with the arguments of
+    ``Kernels``' launchers."""
     module = import_triton_source(source, "kleene_triton")
     mode = "interpreted" if triton_interpreting() else "compiled"
     key = f"triton_{hashlib.sha256(source.encode()).hexdigest()[:16]}_{mode}"
 
-    def geometry(slots: Tensor) -> tuple[int, int, int, int, tuple[int, int]]:
-        b, t, _, d = slots.shape
-        half = d // 2 if plan.options.bidirectional else d
-        block = triton_block(d)
-        blocks = -(-half // block) + -(-(d - half) // block)
-        return t, d, half, block, (b, blocks)
-
     def forward(
         slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, out: Tensor, final: Tensor, states: Tensor
     ) -> None:
-        t, d, half, block, grid = geometry(slots)
+        t, d, half, block, grid, options = geometry(slots)
         if grid[0] * grid[1] == 0:
             return
         module.kleene_forward[grid](
@@ -240,6 +259,7 @@ def triton_kernels(plan: Plan) -> Kernels:
             HAS_H0=h0 is not None,
             SAVE_STATES=states.numel() > 0,
             BLOCK=block,
+            **options,
         )
 
     def backward(
@@ -255,7 +275,7 @@ def triton_kernels(plan: Plan) -> Kernels:
         grad_params: Tensor,
         grad_h0: Tensor,
     ) -> None:
-        t, d, half, block, grid = geometry(slots)
+        t, d, half, block, grid, options = geometry(slots)
         if grid[0] * grid[1] == 0:
             return
         if states.numel() == 0 and t > 0:
@@ -277,9 +297,23 @@ def triton_kernels(plan: Plan) -> Kernels:
             half,
             HAS_H0=h0 is not None,
             BLOCK=block,
+            **options,
         )
 
-    return Kernels(plan, forward, backward, key)
+    return forward, backward, key
+
+
+def triton_kernels(plan: Plan) -> Kernels:
+    """Launchers of ``plan``'s Triton kernels."""
+
+    def geometry(slots: Tensor) -> tuple[int, int, int, int, tuple[int, int], dict[str, Any]]:
+        b, t, _, d = slots.shape
+        half = d // 2 if plan.options.bidirectional else d
+        block = triton_block(d)
+        blocks = -(-half // block) + -(-(d - half) // block)
+        return t, d, half, block, (b, blocks), {}
+
+    return Kernels(plan, *triton_launchers(generate_triton(plan), geometry))
 
 
 _TRITON_TYPES = {torch.float32: "fp32", torch.float64: "fp64"}
@@ -297,11 +331,23 @@ def triton_ptx(
         CompileError: triton is missing, the dtype is not float32/float64, or the kernels are
             currently loaded in interpreter mode (unset ``TRITON_INTERPRET``).
     """
+    return triton_source_ptx(generate_triton(plan), dtype, capability, block)
+
+
+def triton_source_ptx(
+    source: str, dtype: torch.dtype = torch.float32, capability: int = 80, block: int = TRITON_BLOCK
+) -> dict[str, str]:
+    """``triton_ptx`` of the kernels of a generated Triton ``source`` of ``codegen.triton``'s contract (a plan's, a
+    bank's).
+
+    Raises:
+        CompileError: as ``triton_ptx``.
+    """
     if dtype not in _TRITON_TYPES:
         raise CompileError(f"triton kernels are compiled for float32 or float64, not {dtype}")
     if triton_interpreting():
         raise CompileError("ahead-of-time compilation needs TRITON_INTERPRET unset (it is set)")
-    module = load_triton_module(plan)
+    module = import_triton_source(source, "kleene_triton")
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -464,15 +510,22 @@ def cuda_launchers(source: str, declarations: str, functions: list[str], name: s
     return _CUDA_EXTENSIONS[name]
 
 
-def cuda_kernels(plan: Plan) -> Kernels:
-    """Build (``load_inline``, cached by torch under a name hashing the source) ``plan``'s CUDA kernels.
-
-    Raises:
-        CompileError: torch is not a CUDA build or no GPU is present.
-    """
+def require_cuda() -> None:
+    """Raises CompileError: torch is not a CUDA build or no GPU is present."""
     if torch.version.cuda is None or not torch.cuda.is_available():
         raise CompileError("the cuda backend needs a CUDA build of torch and a GPU (it is compiled, not run, in CI)")
-    source = generate_cuda(plan)
+
+
+def cuda_launchers_of(
+    source: str, lanes: Callable[[Tensor], tuple[int, int, int]]
+) -> tuple[Callable[..., None], Callable[..., None], str]:
+    """(forward, backward, key) launching the kernels of a CUDA ``source`` of ``codegen.cuda``'s contract (a plan's,
+    or a bank's: ``codegen.bank.generate_bank_cuda``) with ``(B, Tn, D) = lanes(slots)``, with the arguments of
+    ``Kernels``' launchers (built by ``cuda_launchers``).
+
+    Raises:
+        CompileError: the build failed.
+    """
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     declarations, functions = generate_cuda_bindings()
     ext = cuda_launchers(source, declarations, functions, f"kleene_cuda_{key}")
@@ -481,7 +534,7 @@ def cuda_kernels(plan: Plan) -> Kernels:
         return 0 if x is None or x.numel() == 0 else int(x.data_ptr())
 
     def launch_args(slots: Tensor) -> tuple[bool, int, int, int, int]:
-        b, t, _, d = slots.shape
+        b, t, d = lanes(slots)
         return slots.dtype == torch.float64, b, t, d, int(torch.cuda.current_stream(slots.device).cuda_stream)
 
     def forward(
@@ -525,7 +578,22 @@ def cuda_kernels(plan: Plan) -> Kernels:
             stream,
         )
 
-    return Kernels(plan, forward, backward, f"cuda_{key}")
+    return forward, backward, f"cuda_{key}"
+
+
+def cuda_kernels(plan: Plan) -> Kernels:
+    """Build (``cuda_launchers``) ``plan``'s CUDA kernels.
+
+    Raises:
+        CompileError: torch is not a CUDA build, no GPU is present, or the build failed.
+    """
+    require_cuda()
+
+    def lanes(slots: Tensor) -> tuple[int, int, int]:
+        b, t, _, d = slots.shape
+        return b, t, d
+
+    return Kernels(plan, *cuda_launchers_of(generate_cuda(plan), lanes))
 
 
 def cuda_runner(plan: Plan) -> Callable[..., tuple[Tensor, Tensor]]:
