@@ -799,13 +799,19 @@ def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> 
     q = best_q
     for t in range(len(symbols), 0, -1):
         position, previous = back[t - 1][q]
-        original = int(store.arc_id[position])
-        arc = wfsa.arcs[original]
-        steps.append(Step(original, store.names[arc.src], store.names[arc.dst], arc.kind, symbols[t - 1],
-                          plain(store.weight[position])))
+        steps.append(_stored_step(store, position, symbols[t - 1]))
         q = previous
     steps.reverse()
     return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
+
+
+def _stored_step(store: ArcStore, position: int, symbol: Hashable | None) -> Step:
+    """The ``Step`` of stored arc ``position`` consuming ``symbol`` (None: an epsilon arc), read from the store's
+    arrays (``Arc.kind``'s rule, without materialising ``wfsa.arcs``)."""
+    src, dst = int(store.src[position]), int(store.dst[position])
+    kind = "epsilon" if symbol is None else "self-loop" if src == dst else "main"
+    return Step(int(store.arc_id[position]), store.names[src], store.names[dst], kind, symbol,
+                plain(store.weight[position]))
 
 
 def _arc_table(store: ArcStore, q: int, useful: np.ndarray) -> dict[int, list[tuple[int, Any, int, int]]]:
@@ -944,11 +950,8 @@ def _viterbi_store(
         arc = int(layer.arcs[layer.lookup(q)])
         if arc < 0:
             break
-        original = int(store.arc_id[arc])
         consumes = int(store.label[arc]) != EPSILON_ID
-        symbol = symbols[t - 1] if consumes else None
-        a = wfsa.arcs[original]
-        steps.append(Step(original, store.names[a.src], store.names[a.dst], a.kind, symbol, plain(store.weight[arc])))
+        steps.append(_stored_step(store, arc, symbols[t - 1] if consumes else None))
         q = int(store.src[arc])
         if consumes:
             t -= 1
