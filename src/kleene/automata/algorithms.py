@@ -749,20 +749,70 @@ class _ViterbiArcs:
         self.arcs = np.full(store.num_states, -1, dtype=np.int64)
 
 
-def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> ViterbiPath | None:
-    """``viterbi`` in plain Python over per-state label tables, as ``score_on_store``'s small frontiers: for stores
-    without useful epsilon arcs and predicate labels, in a semiring with no sign condition, while every frontier
-    holds at most ``SMALL_FRONTIER`` states; None otherwise (the array search runs)."""
+def _viterbi_small(
+    wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable], epsilon_cap: int | None, useful: np.ndarray
+) -> ViterbiPath | None:
+    """``_viterbi_store`` in plain Python over per-state label tables (as ``score_on_store``'s small frontiers),
+    while every layer holds at most ``SMALL_FRONTIER`` states: for stores without predicate labels, in a semiring
+    with no sign condition; None otherwise (the array search runs). The epsilon relaxation is the array search's,
+    round for round (a round offers every arc out of the states the previous round improved, from their weights at
+    its start; ties go to the arc first in ``wfsa.arcs``), so both find the same path.
+
+    Raises:
+        DivergenceError: as ``_viterbi_store``.
+    """
     s, v = store.semiring, store.semiring.viterbi
-    if store.predicates or s.is_field or store.useful_epsilons():
+    if store.predicates or s.is_field:
         return None
     for i, x in enumerate(symbols):
         wfsa.check_symbol(x, i)
-    tables: dict[int, dict[int, list[tuple[int, Any, int, int]]]] = store.memo("viterbi_tables", dict)
-    useful = store.useful()
+    # the tables of the usual mask are kept on the store; a narrower one (after a divergence) builds its own
+    tables: dict[int, dict[int, list[tuple[int, Any, int, int]]]] = (
+        store.memo("viterbi_tables", dict) if useful is store.useful() else {}
+    )
     times, better, zero = v.times, v.better, s.zero
-    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
-    back: list[dict[int, tuple[int, int]]] = []  # per position: state -> (stored arc, previous state)
+    limit = store.num_states if epsilon_cap is None else epsilon_cap
+    epsilons = store.useful_epsilons()
+
+    def table(q: int) -> dict[int, list[tuple[int, Any, int, int]]]:
+        found = tables.get(q)
+        if found is None:
+            found = tables[q] = _arc_table(store, q, useful)
+        return found
+
+    # a layer maps a state to (weight, arc id, stored arc) of the best path into it (-1, -1: none, at the start)
+    Layer = dict[int, tuple[Any, int, int]]
+
+    def relax(layer: Layer) -> bool:
+        """Improve ``layer`` along epsilon arcs in place; False when it outgrows ``SMALL_FRONTIER``."""
+        frontier = list(layer)
+        for count in range(1, limit + 1):
+            offers: Layer = {}
+            for q in frontier:
+                w = layer[q][0]
+                for d, aw, arc_id, position in table(q).get(EPSILON_ID, ()):
+                    candidate = times(w, aw)
+                    if candidate == zero:
+                        continue
+                    held = offers.get(d)
+                    if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
+                        offers[d] = (candidate, arc_id, position)
+            frontier = [d for d, offer in offers.items() if d not in layer or better(offer[0], layer[d][0])]
+            if not frontier:
+                break
+            for d in frontier:
+                layer[d] = offers[d]
+            if len(layer) > SMALL_FRONTIER:
+                return False
+            if epsilon_cap is None and count == limit:
+                names = ", ".join(store.names[q] for q in sorted(frontier))
+                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
+        return True
+
+    start: Layer = {q: (w, -1, -1) for q, w in store.initial_items() if useful[q]}
+    if epsilons and not relax(start):
+        return None
+    history = [start]
     for x in symbols:
         try:
             ident = store.symbol_ids.get(x)
@@ -770,37 +820,36 @@ def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> 
             return None
         if ident is None:
             return ViterbiPath(s.zero)
-        layer: dict[int, tuple[Any, int, int]] = {}  # state -> (weight, arc id, stored arc), and the previous state
-        came: dict[int, int] = {}
-        for q, w in frontier.items():
-            table = tables.get(q)
-            if table is None:
-                table = tables[q] = _arc_table(store, q, useful)
-            for d, aw, arc_id, position in table.get(ident, ()):
+        layer: Layer = {}
+        for q, (w, _, _) in history[-1].items():
+            for d, aw, arc_id, position in table(q).get(ident, ()):
                 candidate = times(w, aw)
                 if candidate == zero:
                     continue
                 held = layer.get(d)
                 if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
                     layer[d] = (candidate, arc_id, position)
-                    came[d] = q
-        if len(layer) > SMALL_FRONTIER:
+        if len(layer) > SMALL_FRONTIER or (epsilons and not relax(layer)):
             return None
-        frontier = {q: held[0] for q, held in layer.items()}
-        back.append({q: (held[2], came[q]) for q, held in layer.items()})
+        history.append(layer)
     best_q, best = -1, zero
-    for q, w in sorted(frontier.items()):  # ties: the lowest state, as the array search
+    for q, (w, _, _) in sorted(history[-1].items()):  # ties: the lowest state, as the array search
         total = times(w, store.final[q].item())
         if total != zero and (best_q < 0 or better(total, best)):
             best_q, best = q, total
     if best_q < 0:
         return ViterbiPath(s.zero)
     steps: list[Step] = []
-    q = best_q
-    for t in range(len(symbols), 0, -1):
-        position, previous = back[t - 1][q]
-        steps.append(_stored_step(store, position, symbols[t - 1]))
-        q = previous
+    q, t = best_q, len(symbols)
+    while True:
+        position = history[t][q][2]
+        if position < 0:
+            break
+        consumes = int(store.label[position]) != EPSILON_ID
+        steps.append(_stored_step(store, position, symbols[t - 1] if consumes else None))
+        q = int(store.src[position])
+        if consumes:
+            t -= 1
     steps.reverse()
     return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
 
@@ -852,13 +901,15 @@ def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int |
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
     store = require_store(wfsa)
-    small = _viterbi_small(wfsa, store, symbols)
-    if small is not None:
-        return small
+
+    def search(useful: np.ndarray) -> ViterbiPath:
+        small = _viterbi_small(wfsa, store, symbols, epsilon_cap, useful)
+        return small if small is not None else _viterbi_store(wfsa, store, symbols, epsilon_cap, useful)
+
     try:
-        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful())
+        return search(store.useful())
     except DivergenceError:  # only cycles on a successful path of ``symbols`` count
-        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful_for(symbols))
+        return search(store.useful_for(symbols))
 
 
 def _viterbi_store(
