@@ -162,3 +162,34 @@ def test_viterbi_small_layers_and_array_layers_find_the_same_path(semiring: str,
                 array.weight, array.steps, array.start, array.end), (trial, word)
             compared += small.found
     assert compared >= 10  # most words have a path
+
+
+def test_exact_closure_rows_and_the_component_walk_score_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward's two readings of the exact epsilon closure (rows computed once per store; the component walk from
+    the vector's support, when the rows would outgrow their budget) give the same scores, on a log automaton with
+    epsilon cycles."""
+    from kleene.automata import algorithms
+
+    rng = np.random.default_rng(7)
+    n = 80
+    a = WFSA("log", alphabet=["a", "b"])
+    for q in range(n):
+        a.add_state(str(q))
+        a.set_final(q, math.log(0.1))
+    a.set_initial(0)
+    for q in range(n):
+        share = rng.dirichlet(np.ones(4)) * 0.9
+        for p in share:
+            label = [EPSILON, "a", "b"][int(rng.integers(0, 3))]
+            a.add_arc(q, int(rng.integers(0, n)), label, math.log(p))
+    words = [[["a", "b"][int(i)] for i in rng.integers(0, 2, length)] for length in range(6)]
+    store = sparse.require_store(a)
+    assert algorithms.SparseStepper(a, store, None).rows is not None
+    with_rows = [a.score(w) for w in words]
+    monkeypatch.setattr(algorithms, "CLOSURE_ROWS_MIN", 0)
+    monkeypatch.setattr(algorithms, "CLOSURE_ROWS_PER_ARC", 0)
+    b = a.copy()  # a fresh store: its memo has no rows
+    assert algorithms.SparseStepper(b, sparse.require_store(b), None).rows is None
+    walked = [b.score(w) for w in words]
+    assert walked == pytest.approx(with_rows, rel=1e-12, abs=1e-12)
+    assert min(with_rows) > -math.inf

@@ -39,7 +39,7 @@ from kleene.automata.star import closure_matrix as closure_matrix  # re-exported
 from kleene.automata.star import closure_where_useful
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
-from kleene.errors import AlphabetError, ArgumentError, DivergenceError, WeightError
+from kleene.errors import AlphabetError, ArgumentError, BudgetExceededError, DivergenceError, WeightError
 
 # ----------------------------------------------------------------------------------------
 # Forward
@@ -143,11 +143,33 @@ def _capped_rows(store: ArcStore, cap: int) -> ClosureRows:
                            store.names, cap)
 
 
+#: The most entries (per arc of the store, at least ``CLOSURE_ROWS_MIN``) that the exact epsilon closure of the
+#: useful states may hold for Forward to read it as rows; a larger one is walked a component level at a time.
+CLOSURE_ROWS_PER_ARC, CLOSURE_ROWS_MIN = 4, 1_000_000
+
+
+def _exact_rows(store: ArcStore) -> ClosureRows | None:
+    """The rows of ``E*`` for the epsilon arcs between useful states; None when a useful component's star diverges
+    (then only the components a string reaches may count) or the rows outgrow their budget."""
+    eps = store.arcs_with_label(EPSILON_ID)
+    useful = store.useful()
+    eps = eps[useful[store.src[eps]] & useful[store.dst[eps]]]
+    budget = max(CLOSURE_ROWS_MIN, CLOSURE_ROWS_PER_ARC * store.num_arcs)
+    try:
+        return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
+                               store.names, budget=budget)
+    except (DivergenceError, BudgetExceededError):
+        return None
+
+
 class SparseStepper:
     """The Forward algorithm's steps on the sparse store (same interface as the dense stepper).
 
     Caution:
-        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row.
+        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row;
+        either is read as closure rows (computed once per store) where they exist, else the exact one walks the
+        epsilon graph's components from the vector's support (which raises only for a divergent component the
+        vector reaches).
     """
 
     def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None, live: np.ndarray | None = None):
@@ -158,20 +180,22 @@ class SparseStepper:
         self.semiring = store.semiring
         self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
         self.epsilons = None
-        if self.has_epsilons and epsilon_cap is None:
-            self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
-        self.capped: ClosureRows | None = None
+        self.rows: ClosureRows | None = None
         if self.has_epsilons and epsilon_cap is not None:
-            self.capped = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+            self.rows = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+        elif self.has_epsilons and live is None:
+            self.rows = store.memo("exact closure", lambda: _exact_rows(store))
+        if self.has_epsilons and self.rows is None:
+            self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
 
     def close(self, vector: np.ndarray) -> np.ndarray:
         if self.epsilons is not None:
             return self.epsilons.close(vector)
-        if self.capped is None:
+        if self.rows is None:
             return vector
         s = self.semiring
         active = np.flatnonzero(vector != s.zero)
-        owner, cols, vals = self.capped.expand(active)
+        owner, cols, vals = self.rows.expand(active)
         out: np.ndarray = s.segment_sum(s.times(vector[active][owner], vals), cols, len(vector))
         return out
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AlphabetError, DivergenceError, SemiringError, WeightError
+from ..errors import AlphabetError, BudgetExceededError, DivergenceError, SemiringError, WeightError
 from .labels import EPSILON, Label, Sym
 from .semiring import Semiring
 from .weights import is_symbolic
@@ -868,11 +868,11 @@ class _RowBuffer:
 
 def epsilon_closure(
     semiring: Semiring, n: int, src: IntArray, dst: IntArray, weight: np.ndarray, names: Sequence[str],
-    cap: int | None = None,
+    cap: int | None = None, budget: int | None = None,
 ) -> ClosureRows:
     """The rows of ``E*`` (``cap=None``) or of ``I + E + ... + E^cap`` for the n x n matrix E of the arcs
     ``src -> dst`` (parallel arcs add), in time and memory proportional to its non-zeros (for components of
-    bounded size).
+    bounded size). ``budget``: the most entries the exact rows may hold (None: no limit).
 
     The graph's strongly connected components are visited in reverse topological order of the condensation, a
     level at a time: a state's row is ``e_q ⊕ ⊕_{q -w-> t leaving its component} w ⊗ row(t)`` (vectorised over the
@@ -881,6 +881,7 @@ def epsilon_closure(
 
     Raises:
         DivergenceError: a component whose star diverges (naming a cycle of it, by ``names``).
+        BudgetExceededError: the exact rows outgrow ``budget`` entries (checked a level at a time).
     """
     s = semiring
     if cap is not None:
@@ -922,6 +923,8 @@ def epsilon_closure(
             rows, cols, vals = _star_times(graph, rows, cols, vals, cyclic, n)
         live = vals != s.zero
         buffer.append(rows[live], cols[live], vals[live])
+        if budget is not None and buffer.size > budget:
+            raise BudgetExceededError(f"the epsilon closure holds more than {budget} entries")
     return buffer.rows()
 
 
