@@ -732,11 +732,20 @@ class _Layer:
 DENSE_LAYER_STATES = 8192
 
 
+#: Up to this many candidates, ``_best_per_destination`` first checks whether each has its own destination.
+DISTINCT_CHECK = 64
+
+
 def _best_per_destination(
     v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
 ) -> tuple[IntArray, np.ndarray, IntArray]:
     """Per destination (ascending) the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order;
     in time proportional to the candidates (few of them: a sort) or to the n states (many: a scatter)."""
+    if len(dst) <= DISTINCT_CHECK:  # few candidates, often one per destination: then a sort is the whole answer
+        order = np.argsort(dst, kind="stable")
+        ordered = dst[order]
+        if not np.any(ordered[1:] == ordered[:-1]):
+            return ordered, candidate[order], positions[order]
     if 16 * len(dst) < n and n > DENSE_LAYER_STATES:
         states, inverse = np.unique(dst, return_inverse=True)
         inverse = inverse.reshape(-1)
@@ -755,6 +764,10 @@ def _best_per_destination(
     return states, best, positions[first]
 
 
+#: Up to this many epsilon arcs out of every state, Viterbi reads a state's epsilon arcs from a padded table.
+PADDED_EPSILONS = 4
+
+
 class _ViterbiArcs:
     """What every Viterbi search of one store over the states of one mask reads: the kept arcs, the epsilon arcs
     by source, and two state-indexed buffers (all zero between searches) for the epsilon relaxation."""
@@ -768,6 +781,14 @@ class _ViterbiArcs:
         eps = eps[self.keep[eps]]
         order, self.eps_ptr = csr_index(store.src[eps], store.num_states)
         self.eps = eps[order]
+        # with few epsilon arcs per state, a state's arcs are one row of a padded table (-1: none)
+        degree = np.diff(self.eps_ptr)
+        widest = int(degree.max(initial=0))
+        self.eps_table: IntArray | None = None
+        if widest <= PADDED_EPSILONS:
+            rank = np.arange(len(self.eps)) - np.repeat(self.eps_ptr[:-1], degree)
+            self.eps_table = np.full((store.num_states, widest), -1, dtype=np.int64)
+            self.eps_table[store.src[self.eps], rank] = self.eps
         self.start = np.flatnonzero((store.initial != s.zero) & useful)
         self.weights = s.zeros((store.num_states,))
         self.arcs = np.full(store.num_states, -1, dtype=np.int64)
@@ -913,6 +934,11 @@ def _nonnegative(s: Semiring, values: np.ndarray, what: Any) -> None:
         )
 
 
+#: After this many searches in plain Python that outgrew ``SMALL_FRONTIER`` on one store, and when they are
+#: half of those begun there, Viterbi on that store goes straight to the arrays (both find the same path).
+SMALL_GIVE_UPS = 8
+
+
 def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
     """The best single path deriving ``symbols`` on the arc store (see ``viterbi``).
 
@@ -926,9 +952,17 @@ def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int |
     """
     store = require_store(wfsa)
 
+    tries = store.memo("viterbi small tries", lambda: [0, 0])  # Python searches begun, and given up
+
     def search(useful: np.ndarray) -> ViterbiPath:
-        small = _viterbi_small(wfsa, store, symbols, epsilon_cap, useful)
-        return small if small is not None else _viterbi_store(wfsa, store, symbols, epsilon_cap, useful)
+        if tries[1] < SMALL_GIVE_UPS or 2 * tries[1] < tries[0]:  # while it mostly succeeds on this store
+            tries[0] += 1
+            small = _viterbi_small(wfsa, store, symbols, epsilon_cap, useful)
+            if small is not None:
+                return small
+            tries[1] += 1
+        path: ViterbiPath = _viterbi_store(wfsa, store, symbols, epsilon_cap, useful)
+        return path
 
     try:
         return search(store.useful())
@@ -959,7 +993,11 @@ def _viterbi_store(
         limit = n if epsilon_cap is None else epsilon_cap
         try:
             for count in range(1, limit + 1):
-                out = eps[gather_ranges(eps_ptr, frontier)]
+                if prepared.eps_table is not None:
+                    out = prepared.eps_table[frontier].reshape(-1)
+                    out = out[out >= 0]
+                else:
+                    out = eps[gather_ranges(eps_ptr, frontier)]
                 if not out.size:
                     break
                 candidate = v.times(weights[store.src[out]], store.weight[out])
