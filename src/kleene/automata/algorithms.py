@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import sympy
 
+from kleene.automata.binding import bind_with_origins
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
     EPSILON_ID,
@@ -468,20 +469,6 @@ def all_spans(
     return SpanScores(plain(total), ends)
 
 
-def _consumable_symbols(wfsa: WFSA) -> list[Hashable]:
-    from kleene.automata.labels import Sym
-
-    if wfsa.alphabet is not None:
-        return list(wfsa.alphabet)
-    symbols: list[Hashable] = []
-    for i, arc in enumerate(wfsa.arcs):
-        if arc.label.consumes and not isinstance(arc.label, Sym):
-            raise AlphabetError(f"arc {i} has predicate label {arc.label}; pathsum needs the automaton's alphabet")
-        if isinstance(arc.label, Sym) and arc.label.symbol not in symbols:
-            symbols.append(arc.label.symbol)
-    return symbols
-
-
 def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The semiring sum of the scores of all strings: ``lambda (E + sum_a T(a))* rho``.
 
@@ -496,30 +483,9 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
     check_epsilon_cap(epsilon_cap, "pathsum")
     from . import sparse
 
-    if sparse.engine_store(wfsa) is not None:
-        return sparse.pathsum(wfsa, epsilon_cap)
-    s = wfsa.semiring
-    moves = s.zeros((wfsa.num_states, wfsa.num_states))
-    for symbol in _consumable_symbols(wfsa):
-        moves = s.plus(moves, wfsa.transition_matrix(symbol, env))
-    initial, final = wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env)
-    if epsilon_cap is None:
-        step = s.plus(wfsa.epsilon_matrix(env), moves)
-    else:
-        capped = closure_matrix(wfsa.epsilon_matrix(env), s, epsilon_cap)
-        initial, step = _vecmat(s, initial, capped), s.matmul(moves, capped)
-    star = closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
-    return plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
-
-
-def _useful_in(semiring: Semiring, step: Any, initial: Any, final: Any) -> np.ndarray:
-    """The (Q,) mask of the states on some path ``initial step* final`` with no zero factor (the states that a
-    pathsum of that form reads; only their cycles can make it diverge)."""
-    from .sparse import useful_states
-
-    src, dst = np.nonzero(np.asarray(step) != semiring.zero)
-    starts, ends = np.asarray(initial) != semiring.zero, np.asarray(final) != semiring.zero
-    return useful_states(src, dst, len(starts), starts, ends)
+    if sparse.arc_store(wfsa) is None:  # symbolic weights: evaluated in env first, then the one sum
+        wfsa = bind_with_origins(wfsa, env)[0]
+    return sparse.pathsum(wfsa, epsilon_cap)
 
 
 def useful_mask(wfsa: WFSA) -> np.ndarray:
@@ -600,115 +566,16 @@ def viterbi(
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
     check_epsilon_cap(epsilon_cap, "viterbi")
-    from . import sparse
+    from .sparse import arc_store
 
-    if sparse.engine_store(wfsa) is not None:
+    if arc_store(wfsa) is not None:
         path: ViterbiPath = viterbi_of_store(wfsa, symbols, epsilon_cap)
         return path
-    try:
-        return _viterbi(wfsa, symbols, env, epsilon_cap, useful_mask(wfsa))
-    except DivergenceError:  # only cycles on a successful path of ``symbols`` count
-        return _viterbi(wfsa, symbols, env, epsilon_cap, _useful_states(wfsa, symbols))
-
-
-def _viterbi(
-    wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None, epsilon_cap: int | None, useful: np.ndarray
-) -> ViterbiPath:
-    """``viterbi`` over the states of the mask ``useful``."""
-    s, v = wfsa.semiring, wfsa.semiring.viterbi
-
-    def nonnegative(w: Any, where: str) -> Any:
-        if v is not s and not is_symbolic(w):
-            try:
-                v.check(w, where)
-            except WeightError:
-                raise WeightError(
-                    f"{where}: Viterbi in the {s.name} semiring ranks paths by {v.name} and needs weights of that "
-                    f"semiring; got {w}"
-                ) from None
-        return w
-
-    def weight_of(i: int, x: Hashable | None) -> Any:
-        return nonnegative(wfsa.arc_weight(i, x, env), f"arc {i} on {x!r}")
-
-    eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]  # all checked
-    eps = [(i, a, w) for i, a, w in eps if useful[a.src] and useful[a.dst]]
-    # A layer maps a state to (weight, pointer). A pointer is None (an initial state),
-    # ("node", p, q) (state q of the finished layer at position p), or (arc index, pointer).
-    Layer = dict[int, tuple[Any, Any]]
-
-    def offer(layer: Layer, q: int, weight: Any, pointer: Any) -> bool:
-        if s.is_zero(weight) or (q in layer and not v.better(weight, layer[q][0])):
-            return False
-        layer[q] = (weight, pointer)
-        return True
-
-    def relax(layer: Layer) -> Layer:
-        best, frontier = dict(layer), dict(layer)
-        limit = wfsa.num_states if epsilon_cap is None else epsilon_cap
-        for count in range(1, limit + 1):
-            improved: Layer = {}
-            for i, arc, weight in eps:
-                if arc.src in frontier:
-                    w, pointer = frontier[arc.src]
-                    if offer(best, arc.dst, s.times(w, weight), (i, pointer)):
-                        improved[arc.dst] = best[arc.dst]
-            if improved and epsilon_cap is None and count == limit:
-                names = ", ".join(wfsa.state_name(q) for q in improved)
-                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
-            if not improved:
-                break
-            frontier = improved
-        return best
-
-    start: Layer = {}
-    for q, value in enumerate(wfsa.vector(wfsa.initial, env)):
-        if not useful[q]:
-            continue
-        offer(start, q, nonnegative(plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
-    history = [relax(start)]
-    for position, x in enumerate(symbols):
-        wfsa.check_symbol(x, position)
-        layer: Layer = {}
-        for i, arc in enumerate(wfsa.arcs):
-            if arc.src in history[-1] and useful[arc.dst] and arc.label.matches(x):
-                w = s.times(history[-1][arc.src][0], weight_of(i, x))
-                offer(layer, arc.dst, w, (i, ("node", position, arc.src)))
-        history.append(relax(layer))
-    final = wfsa.vector(wfsa.final, env)
-    ends: Layer = {}
-    for q, (w, _) in history[-1].items():
-        rho = nonnegative(plain(final[q]), f"final weight of {wfsa.state_name(q)}")
-        offer(ends, q, plain(s.times(w, rho)), None)
-    if not ends:
-        return ViterbiPath(s.zero)
-    best_q = next(iter(ends))
-    for q in ends:
-        if v.better(ends[q][0], ends[best_q][0]):
-            best_q = q
-    return _backtrace(wfsa, symbols, history, best_q, ends[best_q][0], env)
-
-
-def _backtrace(
-    wfsa: WFSA, symbols: Sequence[Hashable], history: list[dict[int, tuple[Any, Any]]], end: int, weight: Any,
-    env: Env | None,
-) -> ViterbiPath:
-    steps: list[Step] = []
-    pointer = history[len(symbols)][end][1]
-    while pointer is not None:
-        if pointer[0] == "node":
-            _, position, state = pointer
-            pointer = history[position][state][1]
-            continue
-        arc_index, previous = pointer
-        arc: Arc = wfsa.arcs[arc_index]
-        symbol = symbols[previous[1]] if arc.label.consumes else None
-        weight_here = plain(wfsa.arc_weight(arc_index, symbol, env))
-        steps.append(Step(arc_index, wfsa.state_name(arc.src), wfsa.state_name(arc.dst), arc.kind, symbol, weight_here))
-        pointer = previous
-    steps.reverse()
-    start = steps[0].src if steps else wfsa.state_name(end)
-    return ViterbiPath(weight, steps, start, wfsa.state_name(end))
+    # symbolic weights: evaluated in env first, then the one search; the steps name the arcs of ``wfsa``
+    bound, origins = bind_with_origins(wfsa, env)
+    path = viterbi_of_store(bound, symbols, epsilon_cap)
+    steps = [Step(origins[step.arc], step.src, step.dst, step.kind, step.symbol, step.weight) for step in path.steps]
+    return ViterbiPath(path.weight, steps, path.start, path.end)
 
 
 # ----------------------------------------------------------------------------------------

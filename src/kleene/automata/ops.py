@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kleene.automata.algorithms import useful_mask
+from kleene.automata.binding import bind as bind  # re-exported: kleene.automata.bind
 from kleene.automata.labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
 from kleene.automata.labels import label_of as _label_of
 from kleene.automata.labels import meet as _meet
@@ -44,7 +45,7 @@ from kleene.automata.sparse import (
     store_backed,
 )
 from kleene.automata.star import closure_where_useful as _closure_where_useful
-from kleene.automata.weights import ALPHA, Env, Weight, is_symbolic
+from kleene.automata.weights import Env, Weight, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc, IdNames, LazyNames, WeightVector
 from kleene.errors import AlphabetError, DivergenceError, SemiringError
 
@@ -1041,40 +1042,3 @@ def _moves_by_state(a: WFSA) -> tuple[list[_Moves], bool]:
         elif not _is_void(arc.label, alphabet):
             moves[arc.src].consuming.append(arc)
     return moves, symbolic
-
-
-# ----------------------------------------------------------------------------------------
-# Binding symbolic weights
-
-
-def bind(a: WFSA, env: Env, alphabet: Iterable[Hashable] | None = None) -> WFSA:
-    """``a`` with every symbolic weight evaluated in ``env``: a constant automaton with the same scores.
-
-    An arc whose weight reads the consumed symbol (``mu(α)``) becomes one ``Sym`` arc per symbol its
-    label admits, each with that symbol's value; other weights are evaluated once and keep their label.
-    ``alphabet`` (default: ``a``'s own) is the result's alphabet, over which predicates are expanded.
-
-    Raises:
-        AlphabetError: a predicate label with a symbol-dependent weight and no alphabet to expand it over.
-        WeightError: a weight that ``env`` does not determine (naming the arc).
-    """
-    table = SymbolTable(list(alphabet)) if alphabet is not None else _copy_table(a.alphabet)
-    out = WFSA(a.semiring, table, a.name)
-    for name in a.states:
-        out.add_state(name)
-    for index, arc in enumerate(a.arcs):
-        where = f"arc {index} ({a.state_name(arc.src)} -> {a.state_name(arc.dst)}, {arc.label})"
-        if is_symbolic(arc.weight) and arc.label.consumes and ALPHA in getattr(arc.weight, "free_symbols", ()):
-            try:
-                symbols = arc.label.symbols(table)
-            except AlphabetError as exc:
-                raise AlphabetError(f"{where}: {exc}") from None
-            for symbol in symbols:
-                out.add_arc(arc.src, arc.dst, Sym(symbol), a.numeric(arc.weight, symbol, env, where))
-        else:
-            out.add_arc(arc.src, arc.dst, arc.label, a.numeric(arc.weight, None, env, where))
-    for q, w in a.initial.items():
-        out.set_initial(q, a.numeric(w, None, env, f"initial weight of {a.state_name(q)}"))
-    for q, w in a.final.items():
-        out.set_final(q, a.numeric(w, None, env, f"final weight of {a.state_name(q)}"))
-    return out
