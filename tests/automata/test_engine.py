@@ -198,3 +198,32 @@ def test_exact_closure_rows_and_the_component_walk_score_alike(monkeypatch: pyte
     walked = [b.score(w) for w in words]
     assert walked == pytest.approx(with_rows, rel=1e-12, abs=1e-12)
     assert min(with_rows) > -math.inf
+
+
+@pytest.mark.parametrize("cap", [1, 2, 4])
+def test_capped_viterbi_through_improving_epsilon_cycles_backtraces_the_path_it_scored(cap: int) -> None:
+    """With an epsilon cap, the best path may go round an improving epsilon cycle (a state twice) or stop before its
+    source's later improvements: both strategies give the same path, its steps multiply to its weight and no run
+    of epsilon arcs exceeds the cap (a regression: one back pointer per state looped for ever or named a path of
+    another weight)."""
+    from kleene.automata.algorithms import _viterbi_small, _viterbi_store
+
+    a = chain(4, "min-plus")  # 0 -a-> 1 -a-> 2 -a-> 3, final 3
+    a.add_arc(1, 1, EPSILON, -1.0)  # an improving self-loop
+    a.add_arc(2, 1, EPSILON, -0.5)  # and a cycle 1 -> 2 -> ... through the chain's states
+    a.add_arc(1, 2, EPSILON, -0.25)
+    store = sparse.require_store(a)
+    rng = np.random.default_rng(cap)
+    for word in (["a"], ["a", "a"], ["a", "a", "a"], ["a"] * int(rng.integers(1, 5))):
+        small = _viterbi_small(a, store, word, cap, store.useful())
+        array = _viterbi_store(a, store, word, cap, store.useful())
+        assert small is not None and (small.weight, small.steps) == (array.weight, array.steps)
+        if not small.found:
+            continue
+        assert sum(step.weight for step in small.steps) == pytest.approx(small.weight, abs=1e-12)
+        run = longest = 0
+        for step in small.steps:
+            run = run + 1 if step.symbol is None else 0
+            longest = max(longest, run)
+        assert longest <= cap
+        assert [step.symbol for step in small.steps if step.symbol is not None] == word

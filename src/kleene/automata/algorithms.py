@@ -584,14 +584,24 @@ def viterbi(
 
 @dataclass
 class _Layer:
-    """The best paths into the states of one position: states, weights, and the stored arc that set each (-1: none)."""
+    """The best paths into the states of one position: states (ascending), weights, and the stored arc that set each
+    (-1: none); ``rounds`` keeps, per round of the epsilon relaxation (round 0: before it), the states it set and
+    their arcs, so that a backtrace follows each arc from its source's value at that round (a path may pass a state
+    twice, or stop short of its source's later improvements, when the relaxation is capped)."""
 
     states: IntArray
     weights: np.ndarray
     arcs: IntArray
+    rounds: list[tuple[IntArray, IntArray]] = field(default_factory=list)
 
-    def lookup(self, q: int) -> int:
-        return int(np.searchsorted(self.states, q))
+    def pointer(self, q: int, last: int) -> tuple[int, int]:
+        """The arc that set state q's value as of round ``last``, and the round that set it."""
+        for r in range(min(last, len(self.rounds) - 1), -1, -1):
+            states, arcs = self.rounds[r]
+            i = int(np.searchsorted(states, q))
+            if i < len(states) and int(states[i]) == q:
+                return int(arcs[i]), r
+        raise AssertionError(f"state {q} has no value in its layer")  # the search only backtraces states it set
 
 
 #: Up to this many states, Viterbi's layers are read by a pass over every state (cheaper than sorting the few
@@ -695,9 +705,11 @@ def _viterbi_small(
     # a layer maps a state to (weight, arc id, stored arc) of the best path into it (-1, -1: none, at the start)
     Layer = dict[int, tuple[Any, int, int]]
 
-    def relax(layer: Layer) -> bool:
-        """Improve ``layer`` along epsilon arcs in place; False when it outgrows ``SMALL_FRONTIER``."""
-        frontier = list(layer)
+    def relax(layer: Layer) -> list[dict[int, int]] | None:
+        """Improve ``layer`` along epsilon arcs in place; per round (0: before it), the states it set and their
+        stored arcs (as ``_Layer.rounds``); None when the layer outgrows ``SMALL_FRONTIER``."""
+        rounds = [{q: held[2] for q, held in layer.items()}]
+        frontier = list(layer) if epsilons else []
         for count in range(1, limit + 1):
             offers: Layer = {}
             for q in frontier:
@@ -714,17 +726,19 @@ def _viterbi_small(
                 break
             for d in frontier:
                 layer[d] = offers[d]
+            rounds.append({d: offers[d][2] for d in frontier})
             if len(layer) > SMALL_FRONTIER:
-                return False
+                return None
             if epsilon_cap is None and count == limit:
                 names = ", ".join(store.names[q] for q in sorted(frontier))
                 raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
-        return True
+        return rounds
 
     start: Layer = {q: (w, -1, -1) for q, w in store.initial_items() if useful[q]}
-    if epsilons and not relax(start):
+    rounds = relax(start)
+    if rounds is None:
         return None
-    history = [start]
+    history, pointers = [start], [rounds]
     for x in symbols:
         try:
             ident = store.symbol_ids.get(x)
@@ -741,9 +755,11 @@ def _viterbi_small(
                 held = layer.get(d)
                 if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
                     layer[d] = (candidate, arc_id, position)
-        if len(layer) > SMALL_FRONTIER or (epsilons and not relax(layer)):
+        rounds = None if len(layer) > SMALL_FRONTIER else relax(layer)
+        if rounds is None:
             return None
         history.append(layer)
+        pointers.append(rounds)
     best_q, best = -1, zero
     for q, (w, _, _) in sorted(history[-1].items()):  # ties: the lowest state, as the array search
         total = times(w, store.final[q].item())
@@ -753,8 +769,10 @@ def _viterbi_small(
         return ViterbiPath(s.zero)
     steps: list[Step] = []
     q, t = best_q, len(symbols)
-    while True:
-        position = history[t][q][2]
+    last = len(pointers[t]) - 1
+    while True:  # as the array search's backtrace: each arc from its source's value at the round it was taken
+        set_at = next(r for r in range(last, -1, -1) if q in pointers[t][r])
+        position = pointers[t][set_at][q]
         if position < 0:
             break
         consumes = int(store.label[position]) != EPSILON_ID
@@ -762,6 +780,9 @@ def _viterbi_small(
         q = int(store.src[position])
         if consumes:
             t -= 1
+            last = len(pointers[t]) - 1
+        else:
+            last = set_at - 1
     steps.reverse()
     return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
 
@@ -850,6 +871,7 @@ def _viterbi_store(
     keep, eps, eps_ptr = prepared.keep, prepared.eps, prepared.eps_ptr
 
     def relax(layer: _Layer) -> _Layer:
+        layer.rounds.append((layer.states, layer.arcs))
         if not eps.size:
             return layer
         weights, arcs = prepared.weights, prepared.arcs  # zero / -1 everywhere, and again on return
@@ -877,6 +899,7 @@ def _viterbi_store(
                     break
                 weights[frontier], arcs[frontier] = best[improved], chosen[improved]
                 touched.append(frontier)
+                layer.rounds.append((frontier, chosen[improved]))
                 if epsilon_cap is None and count == limit:
                     names = ", ".join(store.names[q] for q in frontier)
                     raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
@@ -884,7 +907,7 @@ def _viterbi_store(
                 states = np.flatnonzero(weights != s.zero)
             else:
                 states = np.unique(np.concatenate(touched))
-            return _Layer(states, weights[states], arcs[states])
+            return _Layer(states, weights[states], arcs[states], layer.rounds)
         finally:
             for states in touched:
                 weights[states] = s.zero
@@ -925,9 +948,9 @@ def _viterbi_store(
     end = int(last.states[winner])
     steps: list[Any] = []
     q, t = end, len(symbols)
+    upto = len(history[t].rounds) - 1
     while True:
-        layer = history[t]
-        arc = int(layer.arcs[layer.lookup(q)])
+        arc, set_at = history[t].pointer(q, upto)
         if arc < 0:
             break
         consumes = int(store.label[arc]) != EPSILON_ID
@@ -935,6 +958,9 @@ def _viterbi_store(
         q = int(store.src[arc])
         if consumes:
             t -= 1
+            upto = len(history[t].rounds) - 1
+        else:
+            upto = set_at - 1
     steps.reverse()
     start_name = steps[0].src if steps else store.names[end]
     return ViterbiPath(plain(ends[winner]), steps, start_name, store.names[end])

@@ -197,10 +197,15 @@ class ArcStore:
         return self._useful
 
     def useful_epsilons(self) -> bool:
-        """Whether an epsilon arc joins two useful states."""
-        eps = self.arcs_with_label(EPSILON_ID)
-        useful = self.useful()
-        return bool(np.any(useful[self.src[eps]] & useful[self.dst[eps]]))
+        """Whether an epsilon arc joins two useful states (computed once per store)."""
+
+        def find() -> bool:
+            eps = self.arcs_with_label(EPSILON_ID)
+            useful = self.useful()
+            return bool(np.any(useful[self.src[eps]] & useful[self.dst[eps]]))
+
+        found: bool = self.memo("useful epsilons", find)
+        return found
 
     def useful_for(self, symbols: Sequence[Hashable]) -> np.ndarray:
         """The states on some successful path deriving ``symbols`` (see ``useful_for_string``)."""
@@ -215,10 +220,15 @@ class ArcStore:
         eps = self.arcs_with_label(EPSILON_ID)
         return _Graph(self, np.sort(eps[live[self.src[eps]] & live[self.dst[eps]]]))
 
-    def initial_items(self) -> list[tuple[int, Any]]:
-        """(state, weight) of the initial states, as Python numbers."""
-        states = np.flatnonzero(self.initial != self.semiring.zero)
-        return list(zip(states.tolist(), self.initial[states].tolist()))
+    def initial_items(self) -> tuple[tuple[int, Any], ...]:
+        """(state, weight) of the initial states, as Python numbers (computed once per store)."""
+
+        def find() -> tuple[tuple[int, Any], ...]:
+            states = np.flatnonzero(self.initial != self.semiring.zero)
+            return tuple(zip(states.tolist(), self.initial[states].tolist()))
+
+        items: tuple[tuple[int, Any], ...] = self.memo("initial items", find)
+        return items
 
     def label_tables(self) -> dict[int, dict[int, list[tuple[int, Any]]]]:
         """The per-state tables of ``label_table`` built so far (a cache on the store)."""
