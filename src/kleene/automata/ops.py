@@ -804,8 +804,11 @@ def trim(a: WFSA) -> WFSA:
     ends = [q for q, w in a.final.items() if not _is_zero(s, w)]
     keep = sorted(_reachable(starts, forward) & _reachable(ends, backward))
     index = {q: i for i, q in enumerate(keep)}
-    kept = [Arc(index[arc.src], index[arc.dst], arc.label, arc.weight) for arc in arcs
-            if arc.src in index and arc.dst in index]
+    if len(keep) == a.num_states:  # every state stays, under its own index: the (immutable) arcs are reused
+        kept = arcs
+    else:
+        kept = [Arc(index[arc.src], index[arc.dst], arc.label, arc.weight) for arc in arcs
+                if arc.src in index and arc.dst in index]
     initial = {index[q]: a.initial[q] for q in keep if q in a.initial and not _is_zero(s, a.initial[q])}
     final = {index[q]: a.final[q] for q in keep if q in a.final and not _is_zero(s, a.final[q])}
     return WFSA.assembled(s, _copy_table(a.alphabet), a.name, [a.state_name(q) for q in keep], kept, initial, final)
