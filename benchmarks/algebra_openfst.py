@@ -13,11 +13,13 @@ The automata are made here (numpy; a seed), written as AT&T text once and read b
 
 Operations: ``union`` and ``concat`` of the automaton with a copy of itself, ``closure`` (Kleene star),
 ``intersect`` with a 3-state automaton over the same symbols (with an epsilon arc, so both sides have epsilons on
-the epsilon-heavy automata), and the 10 best distinct strings (tropical automata; log ones in their Viterbi
-semiring on both sides; the n-gram's on a tenth of it, 2k histories: OpenFst's exhausted 23 GB on the full one).
-OpenFst runs pynini's ``union``, ``concat``, ``closure``, ``intersect`` (each on a copy,
-as pynini's functions) and ``shortestpath(nshortest=10, unique=True)``. ``small`` folds 300 automata by union,
-by concat and, pairwise, intersects each with its neighbour.
+the epsilon-heavy automata), the scores of 1,000 strings (``score`` per string and ``score_batch``; OpenFst: the
+string's acceptor composed with the automaton, then ``shortestdistance``), the best paths of 300 strings
+(``viterbi``; OpenFst: compose, ``shortestpath``, of the tropical image for log), and the 10 best distinct
+strings (tropical automata; log ones in their Viterbi semiring on both sides; the n-gram's on a tenth of it, 2k
+histories: OpenFst's exhausted 23 GB on the full one). OpenFst runs pynini's ``union``, ``concat``, ``closure``,
+``intersect`` (each on a copy, as pynini's functions) and ``shortestpath(nshortest=10, unique=True)``. ``small``
+folds 300 automata by union, by concat and, pairwise, intersects each with its neighbour.
 
 Every result is checked against OpenFst's: the scores of 19 strings sampled by random walks (and their
 concatenations), kleene's ``score`` against OpenFst's string acceptor composed with its result and
@@ -285,6 +287,10 @@ def side_by_side(name: str, kind: Kind, table: SymbolTable, partner_text: str, e
         if op.startswith("intersect") and not epsilons:  # both connected: the same product states and arcs
             theirs_counts = (machine.num_states(), sum(machine.num_arcs(q) for q in machine.states()))
             assert (result.num_states, result.num_arcs) == theirs_counts, (result, theirs_counts)
+    if "score" in chosen:
+        rows += scoring(name, a, x, text)
+    if "viterbi" in chosen:
+        rows += best_paths(name, a, x, text)
     if "nbest" not in chosen:
         return rows
     if nbest_kind is not None:
@@ -303,6 +309,51 @@ def side_by_side(name: str, kind: Kind, table: SymbolTable, partner_text: str, e
     for u, v in zip(ours_costs, theirs_costs):
         agree(f"{name} n-best", u, v, 1e-4)  # OpenFst's float32 costs
     return rows
+
+
+#: How many strings the score rows score, and how many of them the Viterbi row decodes.
+SCORED_STRINGS, VITERBI_STRINGS = 1000, 300
+
+
+def scoring(name: str, a: WFSA, machine: Any, text: str) -> list[Any]:
+    """Scores of ``SCORED_STRINGS`` random-walk strings: kleene ``score`` per string and ``score_batch`` against
+    OpenFst's string acceptor composed with the automaton, then ``shortestdistance`` (``theirs_score``), each score
+    checked to 1e-6 relative."""
+    words = walks(text, SCORED_STRINGS, 8, np.random.default_rng(1))
+    k, ours = timed(lambda: [a.score(word) for word in words])
+    kb, batch = timed(lambda: a.score_batch(words))
+    o, theirs = timed(lambda: [theirs_score(machine, word) for word in words])
+    sign = -1.0 if a.semiring.name == "log" else 1.0
+    for word, u, v, w in zip(words, ours, batch, theirs):
+        agree(f"{name} score of {word}", sign * float(u), w)
+        agree(f"{name} score_batch of {word}", sign * float(v), w)
+    print(f"    score {len(words)} strings: kleene {k:.4f} s (score_batch {kb:.4f} s), OpenFst {o:.4f} s", flush=True)
+    return [(name, f"score {len(words)} strings", k, o), (name, f"score_batch {len(words)} strings", kb, o)]
+
+
+def best_paths(name: str, a: WFSA, machine: Any, text: str) -> list[Any]:
+    """The best path of ``VITERBI_STRINGS`` random-walk strings: kleene ``viterbi`` (weight and arcs) against
+    OpenFst's string acceptor composed with the automaton (its tropical image for log), ``shortestpath`` and the
+    path's ``shortestdistance``, each best weight checked to 1e-4 relative (OpenFst's float32 costs)."""
+    words = walks(text, VITERBI_STRINGS, 8, np.random.default_rng(2))
+    ranked = machine if machine.arc_type() != "log" else fst.arcmap(machine, map_type="to_std")
+
+    def theirs_best(word: list[str]) -> float:
+        line = fst.Compiler(arc_type="standard", acceptor=True)
+        line.write("".join(f"{i}\t{i + 1}\t{x}\n" for i, x in enumerate(word)) + f"{len(word)}\n")
+        best = fst.shortestpath(fst.compose(line.compile(), ranked))
+        if best.start() == pynini.NO_STATE_ID:
+            return math.inf
+        distance = fst.shortestdistance(best, reverse=True)
+        return float(distance[best.start()]) if len(distance) else math.inf
+
+    k, ours = timed(lambda: [a.viterbi(word) for word in words])
+    o, theirs = timed(lambda: [theirs_best(word) for word in words])
+    sign = -1.0 if a.semiring.name == "log" else 1.0
+    for word, path, w in zip(words, ours, theirs):
+        agree(f"{name} viterbi of {word}", sign * float(path.weight), w, 1e-4)
+    print(f"    viterbi {len(words)} strings: kleene {k:.4f} s, OpenFst {o:.4f} s", flush=True)
+    return [(name, f"viterbi {len(words)} strings", k, o)]
 
 
 def _path_costs(machine: Any) -> list[float]:
@@ -345,7 +396,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     kinds = ["random-log", "trie", "chains", "eps-cycles", "ngram", "small"]
     parser.add_argument("--only", choices=kinds, action="append", help="run only this automaton (repeatable)")
-    operations = ["union", "concat", "closure", "intersect", "nbest"]
+    operations = ["union", "concat", "closure", "intersect", "score", "viterbi", "nbest"]
     parser.add_argument("--ops", choices=operations, action="append", help="run only this operation (repeatable)")
     args = parser.parse_args()
     chosen = args.only or kinds

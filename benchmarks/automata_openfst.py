@@ -24,6 +24,7 @@ text size.
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import math
 import platform
@@ -170,6 +171,9 @@ def walks(text: str, count: int, length: int, rng: np.random.Generator) -> list[
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Seconds of ``fn()`` and its value; the garbage of earlier steps is collected first (as ``timeit`` keeps the
+    collector out of its timings), so that no row pays for another's cyclic garbage."""
+    gc.collect()
     start = time.perf_counter()
     value = fn()
     return time.perf_counter() - start, value

@@ -268,3 +268,37 @@ def test_batched_divergence_names_the_matrix_and_cycle() -> None:
         closure_matrix(np.where(batch == 0, -np.inf, batch), get_semiring("max-plus"))
     with pytest.raises(DivergenceError, match=r"matrix \[1\] of the batch.*spectral radius 1\.5"):
         closure_matrix(np.stack([np.zeros((2, 2)), np.diag([0.0, 1.5])]), get_semiring("real"))
+
+
+def test_viterbi_and_pathsum_of_symbolic_weights_bind_them_and_name_the_original_arcs() -> None:
+    """Symbolic weights are bound in ``env`` (an ``ANY`` arc of weight ``mu(α)`` becomes one arc per symbol) and
+    the one arc-store search runs: the best path's steps name the arcs of the symbolic automaton, its weight is
+    the product of their evaluated weights and equals the bound automaton's best path; pathsum sums the evaluated
+    weights (with and without an epsilon cap)."""
+    from kleene.automata import bind
+    from kleene.automata.examples import paper_automaton_b
+    from kleene.automata.weights import weight_functions
+
+    b = paper_automaton_b("real", alphabet=["x", "y"])
+    env = {"mu": {"x": 0.3, "y": 0.5}, "phi": {"x": 0.7, "y": 2.0}}
+    bound = bind(b, env)
+    for word in ["x", "xy", "yyx", "xyxy"]:
+        path = viterbi(b, list(word), env)
+        assert path.found and path.weight == pytest.approx(viterbi(bound, list(word)).weight, rel=1e-12)
+        product = 1.0
+        for step in path.steps:
+            arc = b.arcs[step.arc]  # an index into the symbolic automaton's arcs
+            assert (b.state_name(arc.src), b.state_name(arc.dst)) == (step.src, step.dst)
+            assert step.weight == pytest.approx(b.arc_weight(step.arc, step.symbol, env), rel=1e-12)
+            product *= step.weight
+        assert product == pytest.approx(path.weight, rel=1e-12)
+    # p -ANY/mu(α)-> q (final 0.5), q -ε/0.25-> p: the strings' total is 0.4 * 0.5 / (1 - 0.4 * 0.25)
+    (mu,) = weight_functions("mu")
+    loop = WFSA("real", alphabet=["x", "y"])
+    loop.add_states("p", "q")
+    loop.set_initial("p")
+    loop.set_final("q", 0.5)
+    loop.add_arc("p", "q", ANY, mu)
+    loop.add_arc("q", "p", EPSILON, 0.25)
+    assert pathsum(loop, {"mu": {"x": 0.3, "y": 0.1}}) == pytest.approx(0.2 / 0.9, rel=1e-12)
+    assert pathsum(loop, {"mu": {"x": 0.3, "y": 0.1}}, epsilon_cap=0) == pytest.approx(0.2, rel=1e-12)

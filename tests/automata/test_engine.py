@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kleene.automata import EPSILON, WFSA, sparse
@@ -126,3 +127,103 @@ def test_state_distances_with_predicate_labels_ignore_a_divergent_cycle_off_thei
     a.add_arc(2, 2, EPSILON, 0.5)  # divergent, on no path from 0 or to 1
     expected = {"initial": [0.0, math.log(0.5), -math.inf], "final": [math.log(0.5), 0.0, -math.inf]}[towards]
     assert state_distances(a, towards) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("semiring", ["min-plus", "log", "max-plus"])
+@pytest.mark.parametrize("cap", [None, 1, 3])
+def test_viterbi_small_layers_and_array_layers_find_the_same_path(
+    semiring: str, cap: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Viterbi's two layer strategies (Python dicts for small layers, arrays otherwise) relax epsilon arcs round for
+    round alike: the same best path, arc for arc, on random automata with epsilon cycles (weights of 3 values, so
+    ties are common and the tie rule is exercised). The arrays read epsilon arcs from the padded table (capped
+    searches) or by CSR ranges (exact ones)."""
+    from kleene.automata import algorithms
+    from kleene.automata.algorithms import _viterbi_small, _viterbi_store
+
+    monkeypatch.setattr(algorithms, "PADDED_EPSILONS", 64 if cap else 0)
+    rng = np.random.default_rng(len(semiring) + (cap or 0))
+    s = get_semiring(semiring)
+    compared = 0
+    for trial in range(12):
+        n = int(rng.integers(8, 60))
+        a = WFSA(semiring, alphabet=["a", "b"])
+        for q in range(n):
+            a.add_state(str(q))
+        a.set_initial(0)
+        for q in rng.choice(n, 6, replace=False).tolist():
+            a.set_final(q, s.one)
+        cost = [0.0, 0.5, 1.0] if semiring == "min-plus" else [0.0, -0.5, -1.0]
+        for _ in range(3 * n):
+            label = [EPSILON, "a", "b"][int(rng.integers(0, 3))]
+            a.add_arc(int(rng.integers(0, n)), int(rng.integers(0, n)), label, cost[int(rng.integers(0, 3))])
+        store = sparse.require_store(a)
+        for _ in range(4):
+            word = [["a", "b"][int(i)] for i in rng.integers(0, 2, int(rng.integers(0, 6)))]
+            small = _viterbi_small(a, store, word, cap, store.useful())
+            assert small is not None  # a layer holds at most n < SMALL_FRONTIER (64) states
+            array = _viterbi_store(a, store, word, cap, store.useful())
+            assert (small.weight, small.steps, small.start, small.end) == (
+                array.weight, array.steps, array.start, array.end), (trial, word)
+            compared += small.found
+    assert compared >= 10  # most words have a path
+
+
+def test_exact_closure_rows_and_the_component_walk_score_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward's two readings of the exact epsilon closure (rows computed once per store; the component walk from
+    the vector's support, when the rows would outgrow their budget) give the same scores, on a log automaton with
+    epsilon cycles."""
+    from kleene.automata import algorithms
+
+    rng = np.random.default_rng(7)
+    n = 80
+    a = WFSA("log", alphabet=["a", "b"])
+    for q in range(n):
+        a.add_state(str(q))
+        a.set_final(q, math.log(0.1))
+    a.set_initial(0)
+    for q in range(n):
+        share = rng.dirichlet(np.ones(4)) * 0.9
+        for p in share:
+            label = [EPSILON, "a", "b"][int(rng.integers(0, 3))]
+            a.add_arc(q, int(rng.integers(0, n)), label, math.log(p))
+    words = [[["a", "b"][int(i)] for i in rng.integers(0, 2, length)] for length in range(6)]
+    store = sparse.require_store(a)
+    assert algorithms.SparseStepper(a, store, None).rows is not None
+    with_rows = [a.score(w) for w in words]
+    monkeypatch.setattr(algorithms, "CLOSURE_ROWS_MIN", 0)
+    monkeypatch.setattr(algorithms, "CLOSURE_ROWS_PER_ARC", 0)
+    b = a.copy()  # a fresh store: its memo has no rows
+    assert algorithms.SparseStepper(b, sparse.require_store(b), None).rows is None
+    walked = [b.score(w) for w in words]
+    assert walked == pytest.approx(with_rows, rel=1e-12, abs=1e-12)
+    assert min(with_rows) > -math.inf
+
+
+@pytest.mark.parametrize("cap", [1, 2, 4])
+def test_capped_viterbi_through_improving_epsilon_cycles_backtraces_the_path_it_scored(cap: int) -> None:
+    """With an epsilon cap, the best path may go round an improving epsilon cycle (a state twice) or stop before its
+    source's later improvements: both strategies give the same path, its steps multiply to its weight and no run
+    of epsilon arcs exceeds the cap (a regression: one back pointer per state looped for ever or named a path of
+    another weight)."""
+    from kleene.automata.algorithms import _viterbi_small, _viterbi_store
+
+    a = chain(4, "min-plus")  # 0 -a-> 1 -a-> 2 -a-> 3, final 3
+    a.add_arc(1, 1, EPSILON, -1.0)  # an improving self-loop
+    a.add_arc(2, 1, EPSILON, -0.5)  # and a cycle 1 -> 2 -> ... through the chain's states
+    a.add_arc(1, 2, EPSILON, -0.25)
+    store = sparse.require_store(a)
+    rng = np.random.default_rng(cap)
+    for word in (["a"], ["a", "a"], ["a", "a", "a"], ["a"] * int(rng.integers(1, 5))):
+        small = _viterbi_small(a, store, word, cap, store.useful())
+        array = _viterbi_store(a, store, word, cap, store.useful())
+        assert small is not None and (small.weight, small.steps) == (array.weight, array.steps)
+        if not small.found:
+            continue
+        assert sum(step.weight for step in small.steps) == pytest.approx(small.weight, abs=1e-12)
+        run = longest = 0
+        for step in small.steps:
+            run = run + 1 if step.symbol is None else 0
+            longest = max(longest, run)
+        assert longest <= cap
+        assert [step.symbol for step in small.steps if step.symbol is not None] == word

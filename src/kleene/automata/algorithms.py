@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import sympy
 
+from kleene.automata.binding import bind_with_origins
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
     EPSILON_ID,
@@ -39,7 +40,7 @@ from kleene.automata.star import closure_matrix as closure_matrix  # re-exported
 from kleene.automata.star import closure_where_useful
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
-from kleene.errors import AlphabetError, ArgumentError, DivergenceError, WeightError
+from kleene.errors import AlphabetError, ArgumentError, BudgetExceededError, DivergenceError, WeightError
 
 # ----------------------------------------------------------------------------------------
 # Forward
@@ -143,11 +144,33 @@ def _capped_rows(store: ArcStore, cap: int) -> ClosureRows:
                            store.names, cap)
 
 
+#: The most entries (per arc of the store, at least ``CLOSURE_ROWS_MIN``) that the exact epsilon closure of the
+#: useful states may hold for Forward to read it as rows; a larger one is walked a component level at a time.
+CLOSURE_ROWS_PER_ARC, CLOSURE_ROWS_MIN = 4, 1_000_000
+
+
+def _exact_rows(store: ArcStore) -> ClosureRows | None:
+    """The rows of ``E*`` for the epsilon arcs between useful states; None when a useful component's star diverges
+    (then only the components a string reaches may count) or the rows outgrow their budget."""
+    eps = store.arcs_with_label(EPSILON_ID)
+    useful = store.useful()
+    eps = eps[useful[store.src[eps]] & useful[store.dst[eps]]]
+    budget = max(CLOSURE_ROWS_MIN, CLOSURE_ROWS_PER_ARC * store.num_arcs)
+    try:
+        return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
+                               store.names, budget=budget)
+    except (DivergenceError, BudgetExceededError):
+        return None
+
+
 class SparseStepper:
     """The Forward algorithm's steps on the sparse store (same interface as the dense stepper).
 
     Caution:
-        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row.
+        Constant weights only. Epsilon closures are exact (``epsilon_cap=None``) or capped at k arcs in a row;
+        either is read as closure rows (computed once per store) where they exist, else the exact one walks the
+        epsilon graph's components from the vector's support (which raises only for a divergent component the
+        vector reaches).
     """
 
     def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None, live: np.ndarray | None = None):
@@ -158,20 +181,22 @@ class SparseStepper:
         self.semiring = store.semiring
         self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
         self.epsilons = None
-        if self.has_epsilons and epsilon_cap is None:
-            self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
-        self.capped: ClosureRows | None = None
+        self.rows: ClosureRows | None = None
         if self.has_epsilons and epsilon_cap is not None:
-            self.capped = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+            self.rows = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+        elif self.has_epsilons and live is None:
+            self.rows = store.memo("exact closure", lambda: _exact_rows(store))
+        if self.has_epsilons and self.rows is None:
+            self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
 
     def close(self, vector: np.ndarray) -> np.ndarray:
         if self.epsilons is not None:
             return self.epsilons.close(vector)
-        if self.capped is None:
+        if self.rows is None:
             return vector
         s = self.semiring
         active = np.flatnonzero(vector != s.zero)
-        owner, cols, vals = self.capped.expand(active)
+        owner, cols, vals = self.rows.expand(active)
         out: np.ndarray = s.segment_sum(s.times(vector[active][owner], vals), cols, len(vector))
         return out
 
@@ -444,20 +469,6 @@ def all_spans(
     return SpanScores(plain(total), ends)
 
 
-def _consumable_symbols(wfsa: WFSA) -> list[Hashable]:
-    from kleene.automata.labels import Sym
-
-    if wfsa.alphabet is not None:
-        return list(wfsa.alphabet)
-    symbols: list[Hashable] = []
-    for i, arc in enumerate(wfsa.arcs):
-        if arc.label.consumes and not isinstance(arc.label, Sym):
-            raise AlphabetError(f"arc {i} has predicate label {arc.label}; pathsum needs the automaton's alphabet")
-        if isinstance(arc.label, Sym) and arc.label.symbol not in symbols:
-            symbols.append(arc.label.symbol)
-    return symbols
-
-
 def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The semiring sum of the scores of all strings: ``lambda (E + sum_a T(a))* rho``.
 
@@ -472,30 +483,9 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
     check_epsilon_cap(epsilon_cap, "pathsum")
     from . import sparse
 
-    if sparse.engine_store(wfsa) is not None:
-        return sparse.pathsum(wfsa, epsilon_cap)
-    s = wfsa.semiring
-    moves = s.zeros((wfsa.num_states, wfsa.num_states))
-    for symbol in _consumable_symbols(wfsa):
-        moves = s.plus(moves, wfsa.transition_matrix(symbol, env))
-    initial, final = wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env)
-    if epsilon_cap is None:
-        step = s.plus(wfsa.epsilon_matrix(env), moves)
-    else:
-        capped = closure_matrix(wfsa.epsilon_matrix(env), s, epsilon_cap)
-        initial, step = _vecmat(s, initial, capped), s.matmul(moves, capped)
-    star = closure_where_useful(wfsa, step, None, lambda: _useful_in(s, step, initial, final))
-    return plain(s.sum(s.times(_vecmat(s, initial, star), final), axis=0))
-
-
-def _useful_in(semiring: Semiring, step: Any, initial: Any, final: Any) -> np.ndarray:
-    """The (Q,) mask of the states on some path ``initial step* final`` with no zero factor (the states that a
-    pathsum of that form reads; only their cycles can make it diverge)."""
-    from .sparse import useful_states
-
-    src, dst = np.nonzero(np.asarray(step) != semiring.zero)
-    starts, ends = np.asarray(initial) != semiring.zero, np.asarray(final) != semiring.zero
-    return useful_states(src, dst, len(starts), starts, ends)
+    if sparse.arc_store(wfsa) is None:  # symbolic weights: evaluated in env first, then the one sum
+        wfsa = bind_with_origins(wfsa, env)[0]
+    return sparse.pathsum(wfsa, epsilon_cap)
 
 
 def useful_mask(wfsa: WFSA) -> np.ndarray:
@@ -576,115 +566,16 @@ def viterbi(
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
     check_epsilon_cap(epsilon_cap, "viterbi")
-    from . import sparse
+    from .sparse import arc_store
 
-    if sparse.engine_store(wfsa) is not None:
+    if arc_store(wfsa) is not None:
         path: ViterbiPath = viterbi_of_store(wfsa, symbols, epsilon_cap)
         return path
-    try:
-        return _viterbi(wfsa, symbols, env, epsilon_cap, useful_mask(wfsa))
-    except DivergenceError:  # only cycles on a successful path of ``symbols`` count
-        return _viterbi(wfsa, symbols, env, epsilon_cap, _useful_states(wfsa, symbols))
-
-
-def _viterbi(
-    wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None, epsilon_cap: int | None, useful: np.ndarray
-) -> ViterbiPath:
-    """``viterbi`` over the states of the mask ``useful``."""
-    s, v = wfsa.semiring, wfsa.semiring.viterbi
-
-    def nonnegative(w: Any, where: str) -> Any:
-        if v is not s and not is_symbolic(w):
-            try:
-                v.check(w, where)
-            except WeightError:
-                raise WeightError(
-                    f"{where}: Viterbi in the {s.name} semiring ranks paths by {v.name} and needs weights of that "
-                    f"semiring; got {w}"
-                ) from None
-        return w
-
-    def weight_of(i: int, x: Hashable | None) -> Any:
-        return nonnegative(wfsa.arc_weight(i, x, env), f"arc {i} on {x!r}")
-
-    eps = [(i, a, weight_of(i, None)) for i, a in enumerate(wfsa.arcs) if not a.label.consumes]  # all checked
-    eps = [(i, a, w) for i, a, w in eps if useful[a.src] and useful[a.dst]]
-    # A layer maps a state to (weight, pointer). A pointer is None (an initial state),
-    # ("node", p, q) (state q of the finished layer at position p), or (arc index, pointer).
-    Layer = dict[int, tuple[Any, Any]]
-
-    def offer(layer: Layer, q: int, weight: Any, pointer: Any) -> bool:
-        if s.is_zero(weight) or (q in layer and not v.better(weight, layer[q][0])):
-            return False
-        layer[q] = (weight, pointer)
-        return True
-
-    def relax(layer: Layer) -> Layer:
-        best, frontier = dict(layer), dict(layer)
-        limit = wfsa.num_states if epsilon_cap is None else epsilon_cap
-        for count in range(1, limit + 1):
-            improved: Layer = {}
-            for i, arc, weight in eps:
-                if arc.src in frontier:
-                    w, pointer = frontier[arc.src]
-                    if offer(best, arc.dst, s.times(w, weight), (i, pointer)):
-                        improved[arc.dst] = best[arc.dst]
-            if improved and epsilon_cap is None and count == limit:
-                names = ", ".join(wfsa.state_name(q) for q in improved)
-                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
-            if not improved:
-                break
-            frontier = improved
-        return best
-
-    start: Layer = {}
-    for q, value in enumerate(wfsa.vector(wfsa.initial, env)):
-        if not useful[q]:
-            continue
-        offer(start, q, nonnegative(plain(value), f"initial weight of {wfsa.state_name(q)}"), None)
-    history = [relax(start)]
-    for position, x in enumerate(symbols):
-        wfsa.check_symbol(x, position)
-        layer: Layer = {}
-        for i, arc in enumerate(wfsa.arcs):
-            if arc.src in history[-1] and useful[arc.dst] and arc.label.matches(x):
-                w = s.times(history[-1][arc.src][0], weight_of(i, x))
-                offer(layer, arc.dst, w, (i, ("node", position, arc.src)))
-        history.append(relax(layer))
-    final = wfsa.vector(wfsa.final, env)
-    ends: Layer = {}
-    for q, (w, _) in history[-1].items():
-        rho = nonnegative(plain(final[q]), f"final weight of {wfsa.state_name(q)}")
-        offer(ends, q, plain(s.times(w, rho)), None)
-    if not ends:
-        return ViterbiPath(s.zero)
-    best_q = next(iter(ends))
-    for q in ends:
-        if v.better(ends[q][0], ends[best_q][0]):
-            best_q = q
-    return _backtrace(wfsa, symbols, history, best_q, ends[best_q][0], env)
-
-
-def _backtrace(
-    wfsa: WFSA, symbols: Sequence[Hashable], history: list[dict[int, tuple[Any, Any]]], end: int, weight: Any,
-    env: Env | None,
-) -> ViterbiPath:
-    steps: list[Step] = []
-    pointer = history[len(symbols)][end][1]
-    while pointer is not None:
-        if pointer[0] == "node":
-            _, position, state = pointer
-            pointer = history[position][state][1]
-            continue
-        arc_index, previous = pointer
-        arc: Arc = wfsa.arcs[arc_index]
-        symbol = symbols[previous[1]] if arc.label.consumes else None
-        weight_here = plain(wfsa.arc_weight(arc_index, symbol, env))
-        steps.append(Step(arc_index, wfsa.state_name(arc.src), wfsa.state_name(arc.dst), arc.kind, symbol, weight_here))
-        pointer = previous
-    steps.reverse()
-    start = steps[0].src if steps else wfsa.state_name(end)
-    return ViterbiPath(weight, steps, start, wfsa.state_name(end))
+    # symbolic weights: evaluated in env first, then the one search; the steps name the arcs of ``wfsa``
+    bound, origins = bind_with_origins(wfsa, env)
+    path = viterbi_of_store(bound, symbols, epsilon_cap)
+    steps = [Step(origins[step.arc], step.src, step.dst, step.kind, step.symbol, step.weight) for step in path.steps]
+    return ViterbiPath(path.weight, steps, path.start, path.end)
 
 
 # ----------------------------------------------------------------------------------------
@@ -693,14 +584,24 @@ def _backtrace(
 
 @dataclass
 class _Layer:
-    """The best paths into the states of one position: states, weights, and the stored arc that set each (-1: none)."""
+    """The best paths into the states of one position: states (ascending), weights, and the stored arc that set each
+    (-1: none); ``rounds`` keeps, per round of the epsilon relaxation (round 0: before it), the states it set and
+    their arcs, so that a backtrace follows each arc from its source's value at that round (a path may pass a state
+    twice, or stop short of its source's later improvements, when the relaxation is capped)."""
 
     states: IntArray
     weights: np.ndarray
     arcs: IntArray
+    rounds: list[tuple[IntArray, IntArray]] = field(default_factory=list)
 
-    def lookup(self, q: int) -> int:
-        return int(np.searchsorted(self.states, q))
+    def pointer(self, q: int, last: int) -> tuple[int, int]:
+        """The arc that set state q's value as of round ``last``, and the round that set it."""
+        for r in range(min(last, len(self.rounds) - 1), -1, -1):
+            states, arcs = self.rounds[r]
+            i = int(np.searchsorted(states, q))
+            if i < len(states) and int(states[i]) == q:
+                return int(arcs[i]), r
+        raise AssertionError(f"state {q} has no value in its layer")  # the search only backtraces states it set
 
 
 #: Up to this many states, Viterbi's layers are read by a pass over every state (cheaper than sorting the few
@@ -708,11 +609,20 @@ class _Layer:
 DENSE_LAYER_STATES = 8192
 
 
+#: Up to this many candidates, ``_best_per_destination`` first checks whether each has its own destination.
+DISTINCT_CHECK = 64
+
+
 def _best_per_destination(
     v: Semiring, dst: IntArray, candidate: np.ndarray, arc_id: IntArray, positions: IntArray, n: int
 ) -> tuple[IntArray, np.ndarray, IntArray]:
     """Per destination (ascending) the best candidate and, among equal ones, the arc first in ``wfsa.arcs`` order;
     in time proportional to the candidates (few of them: a sort) or to the n states (many: a scatter)."""
+    if len(dst) <= DISTINCT_CHECK:  # few candidates, often one per destination: then a sort is the whole answer
+        order = np.argsort(dst, kind="stable")
+        ordered = dst[order]
+        if not np.any(ordered[1:] == ordered[:-1]):
+            return ordered, candidate[order], positions[order]
     if 16 * len(dst) < n and n > DENSE_LAYER_STATES:
         states, inverse = np.unique(dst, return_inverse=True)
         inverse = inverse.reshape(-1)
@@ -731,6 +641,10 @@ def _best_per_destination(
     return states, best, positions[first]
 
 
+#: Up to this many epsilon arcs out of every state, Viterbi reads a state's epsilon arcs from a padded table.
+PADDED_EPSILONS = 4
+
+
 class _ViterbiArcs:
     """What every Viterbi search of one store over the states of one mask reads: the kept arcs, the epsilon arcs
     by source, and two state-indexed buffers (all zero between searches) for the epsilon relaxation."""
@@ -744,25 +658,87 @@ class _ViterbiArcs:
         eps = eps[self.keep[eps]]
         order, self.eps_ptr = csr_index(store.src[eps], store.num_states)
         self.eps = eps[order]
+        # with few epsilon arcs per state, a state's arcs are one row of a padded table (-1: none)
+        degree = np.diff(self.eps_ptr)
+        widest = int(degree.max(initial=0))
+        self.eps_table: IntArray | None = None
+        if widest <= PADDED_EPSILONS:
+            rank = np.arange(len(self.eps)) - np.repeat(self.eps_ptr[:-1], degree)
+            self.eps_table = np.full((store.num_states, widest), -1, dtype=np.int64)
+            self.eps_table[store.src[self.eps], rank] = self.eps
         self.start = np.flatnonzero((store.initial != s.zero) & useful)
         self.weights = s.zeros((store.num_states,))
         self.arcs = np.full(store.num_states, -1, dtype=np.int64)
 
 
-def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> ViterbiPath | None:
-    """``viterbi`` in plain Python over per-state label tables, as ``score_on_store``'s small frontiers: for stores
-    without useful epsilon arcs and predicate labels, in a semiring with no sign condition, while every frontier
-    holds at most ``SMALL_FRONTIER`` states; None otherwise (the array search runs)."""
+def _viterbi_small(
+    wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable], epsilon_cap: int | None, useful: np.ndarray
+) -> ViterbiPath | None:
+    """``_viterbi_store`` in plain Python over per-state label tables (as ``score_on_store``'s small frontiers),
+    while every layer holds at most ``SMALL_FRONTIER`` states: for stores without predicate labels, in a semiring
+    with no sign condition; None otherwise (the array search runs). The epsilon relaxation is the array search's,
+    round for round (a round offers every arc out of the states the previous round improved, from their weights at
+    its start; ties go to the arc first in ``wfsa.arcs``), so both find the same path.
+
+    Raises:
+        DivergenceError: as ``_viterbi_store``.
+    """
     s, v = store.semiring, store.semiring.viterbi
-    if store.predicates or s.is_field or store.useful_epsilons():
+    if store.predicates or s.is_field:
         return None
     for i, x in enumerate(symbols):
         wfsa.check_symbol(x, i)
-    tables: dict[int, dict[int, list[tuple[int, Any, int, int]]]] = store.memo("viterbi_tables", dict)
-    useful = store.useful()
+    # the tables of the usual mask are kept on the store; a narrower one (after a divergence) builds its own
+    tables: dict[int, dict[int, list[tuple[int, Any, int, int]]]] = (
+        store.memo("viterbi_tables", dict) if useful is store.useful() else {}
+    )
     times, better, zero = v.times, v.better, s.zero
-    frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
-    back: list[dict[int, tuple[int, int]]] = []  # per position: state -> (stored arc, previous state)
+    limit = store.num_states if epsilon_cap is None else epsilon_cap
+    epsilons = store.useful_epsilons()
+
+    def table(q: int) -> dict[int, list[tuple[int, Any, int, int]]]:
+        found = tables.get(q)
+        if found is None:
+            found = tables[q] = _arc_table(store, q, useful)
+        return found
+
+    # a layer maps a state to (weight, arc id, stored arc) of the best path into it (-1, -1: none, at the start)
+    Layer = dict[int, tuple[Any, int, int]]
+
+    def relax(layer: Layer) -> list[dict[int, int]] | None:
+        """Improve ``layer`` along epsilon arcs in place; per round (0: before it), the states it set and their
+        stored arcs (as ``_Layer.rounds``); None when the layer outgrows ``SMALL_FRONTIER``."""
+        rounds = [{q: held[2] for q, held in layer.items()}]
+        frontier = list(layer) if epsilons else []
+        for count in range(1, limit + 1):
+            offers: Layer = {}
+            for q in frontier:
+                w = layer[q][0]
+                for d, aw, arc_id, position in table(q).get(EPSILON_ID, ()):
+                    candidate = times(w, aw)
+                    if candidate == zero:
+                        continue
+                    held = offers.get(d)
+                    if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
+                        offers[d] = (candidate, arc_id, position)
+            frontier = [d for d, offer in offers.items() if d not in layer or better(offer[0], layer[d][0])]
+            if not frontier:
+                break
+            for d in frontier:
+                layer[d] = offers[d]
+            rounds.append({d: offers[d][2] for d in frontier})
+            if len(layer) > SMALL_FRONTIER:
+                return None
+            if epsilon_cap is None and count == limit:
+                names = ", ".join(store.names[q] for q in sorted(frontier))
+                raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
+        return rounds
+
+    start: Layer = {q: (w, -1, -1) for q, w in store.initial_items() if useful[q]}
+    rounds = relax(start)
+    if rounds is None:
+        return None
+    history, pointers = [start], [rounds]
     for x in symbols:
         try:
             ident = store.symbol_ids.get(x)
@@ -770,42 +746,54 @@ def _viterbi_small(wfsa: WFSA, store: ArcStore, symbols: Sequence[Hashable]) -> 
             return None
         if ident is None:
             return ViterbiPath(s.zero)
-        layer: dict[int, tuple[Any, int, int]] = {}  # state -> (weight, arc id, stored arc), and the previous state
-        came: dict[int, int] = {}
-        for q, w in frontier.items():
-            table = tables.get(q)
-            if table is None:
-                table = tables[q] = _arc_table(store, q, useful)
-            for d, aw, arc_id, position in table.get(ident, ()):
+        layer: Layer = {}
+        for q, (w, _, _) in history[-1].items():
+            for d, aw, arc_id, position in table(q).get(ident, ()):
                 candidate = times(w, aw)
                 if candidate == zero:
                     continue
                 held = layer.get(d)
                 if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
                     layer[d] = (candidate, arc_id, position)
-                    came[d] = q
-        if len(layer) > SMALL_FRONTIER:
+        rounds = None if len(layer) > SMALL_FRONTIER else relax(layer)
+        if rounds is None:
             return None
-        frontier = {q: held[0] for q, held in layer.items()}
-        back.append({q: (held[2], came[q]) for q, held in layer.items()})
+        history.append(layer)
+        pointers.append(rounds)
     best_q, best = -1, zero
-    for q, w in sorted(frontier.items()):  # ties: the lowest state, as the array search
+    for q, (w, _, _) in sorted(history[-1].items()):  # ties: the lowest state, as the array search
         total = times(w, store.final[q].item())
         if total != zero and (best_q < 0 or better(total, best)):
             best_q, best = q, total
     if best_q < 0:
         return ViterbiPath(s.zero)
     steps: list[Step] = []
-    q = best_q
-    for t in range(len(symbols), 0, -1):
-        position, previous = back[t - 1][q]
-        original = int(store.arc_id[position])
-        arc = wfsa.arcs[original]
-        steps.append(Step(original, store.names[arc.src], store.names[arc.dst], arc.kind, symbols[t - 1],
-                          plain(store.weight[position])))
-        q = previous
+    q, t = best_q, len(symbols)
+    last = len(pointers[t]) - 1
+    while True:  # as the array search's backtrace: each arc from its source's value at the round it was taken
+        set_at = next(r for r in range(last, -1, -1) if q in pointers[t][r])
+        position = pointers[t][set_at][q]
+        if position < 0:
+            break
+        consumes = int(store.label[position]) != EPSILON_ID
+        steps.append(_stored_step(store, position, symbols[t - 1] if consumes else None))
+        q = int(store.src[position])
+        if consumes:
+            t -= 1
+            last = len(pointers[t]) - 1
+        else:
+            last = set_at - 1
     steps.reverse()
     return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
+
+
+def _stored_step(store: ArcStore, position: int, symbol: Hashable | None) -> Step:
+    """The ``Step`` of stored arc ``position`` consuming ``symbol`` (None: an epsilon arc), read from the store's
+    arrays (``Arc.kind``'s rule, without materialising ``wfsa.arcs``)."""
+    src, dst = int(store.src[position]), int(store.dst[position])
+    kind = "epsilon" if symbol is None else "self-loop" if src == dst else "main"
+    return Step(int(store.arc_id[position]), store.names[src], store.names[dst], kind, symbol,
+                plain(store.weight[position]))
 
 
 def _arc_table(store: ArcStore, q: int, useful: np.ndarray) -> dict[int, list[tuple[int, Any, int, int]]]:
@@ -834,6 +822,11 @@ def _nonnegative(s: Semiring, values: np.ndarray, what: Any) -> None:
         )
 
 
+#: After this many searches in plain Python that outgrew ``SMALL_FRONTIER`` on one store, and when they are
+#: half of those begun there, Viterbi on that store goes straight to the arrays (both find the same path).
+SMALL_GIVE_UPS = 8
+
+
 def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> Any:
     """The best single path deriving ``symbols`` on the arc store (see ``viterbi``).
 
@@ -846,13 +839,23 @@ def viterbi_of_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int |
         DivergenceError: an epsilon cycle improves paths without bound (exact mode).
     """
     store = require_store(wfsa)
-    small = _viterbi_small(wfsa, store, symbols)
-    if small is not None:
-        return small
+
+    tries = store.memo("viterbi small tries", lambda: [0, 0])  # Python searches begun, and given up
+
+    def search(useful: np.ndarray) -> ViterbiPath:
+        if tries[1] < SMALL_GIVE_UPS or 2 * tries[1] < tries[0]:  # while it mostly succeeds on this store
+            tries[0] += 1
+            small = _viterbi_small(wfsa, store, symbols, epsilon_cap, useful)
+            if small is not None:
+                return small
+            tries[1] += 1
+        path: ViterbiPath = _viterbi_store(wfsa, store, symbols, epsilon_cap, useful)
+        return path
+
     try:
-        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful())
+        return search(store.useful())
     except DivergenceError:  # only cycles on a successful path of ``symbols`` count
-        return _viterbi_store(wfsa, store, symbols, epsilon_cap, store.useful_for(symbols))
+        return search(store.useful_for(symbols))
 
 
 def _viterbi_store(
@@ -868,6 +871,7 @@ def _viterbi_store(
     keep, eps, eps_ptr = prepared.keep, prepared.eps, prepared.eps_ptr
 
     def relax(layer: _Layer) -> _Layer:
+        layer.rounds.append((layer.states, layer.arcs))
         if not eps.size:
             return layer
         weights, arcs = prepared.weights, prepared.arcs  # zero / -1 everywhere, and again on return
@@ -878,7 +882,11 @@ def _viterbi_store(
         limit = n if epsilon_cap is None else epsilon_cap
         try:
             for count in range(1, limit + 1):
-                out = eps[gather_ranges(eps_ptr, frontier)]
+                if prepared.eps_table is not None:
+                    out = prepared.eps_table[frontier].reshape(-1)
+                    out = out[out >= 0]
+                else:
+                    out = eps[gather_ranges(eps_ptr, frontier)]
                 if not out.size:
                     break
                 candidate = v.times(weights[store.src[out]], store.weight[out])
@@ -891,6 +899,7 @@ def _viterbi_store(
                     break
                 weights[frontier], arcs[frontier] = best[improved], chosen[improved]
                 touched.append(frontier)
+                layer.rounds.append((frontier, chosen[improved]))
                 if epsilon_cap is None and count == limit:
                     names = ", ".join(store.names[q] for q in frontier)
                     raise DivergenceError(f"an epsilon cycle through {names} improves paths without bound")
@@ -898,7 +907,7 @@ def _viterbi_store(
                 states = np.flatnonzero(weights != s.zero)
             else:
                 states = np.unique(np.concatenate(touched))
-            return _Layer(states, weights[states], arcs[states])
+            return _Layer(states, weights[states], arcs[states], layer.rounds)
         finally:
             for states in touched:
                 weights[states] = s.zero
@@ -939,19 +948,19 @@ def _viterbi_store(
     end = int(last.states[winner])
     steps: list[Any] = []
     q, t = end, len(symbols)
+    upto = len(history[t].rounds) - 1
     while True:
-        layer = history[t]
-        arc = int(layer.arcs[layer.lookup(q)])
+        arc, set_at = history[t].pointer(q, upto)
         if arc < 0:
             break
-        original = int(store.arc_id[arc])
         consumes = int(store.label[arc]) != EPSILON_ID
-        symbol = symbols[t - 1] if consumes else None
-        a = wfsa.arcs[original]
-        steps.append(Step(original, store.names[a.src], store.names[a.dst], a.kind, symbol, plain(store.weight[arc])))
+        steps.append(_stored_step(store, arc, symbols[t - 1] if consumes else None))
         q = int(store.src[arc])
         if consumes:
             t -= 1
+            upto = len(history[t].rounds) - 1
+        else:
+            upto = set_at - 1
     steps.reverse()
     start_name = steps[0].src if steps else store.names[end]
     return ViterbiPath(plain(ends[winner]), steps, start_name, store.names[end])

@@ -106,6 +106,8 @@ def _logaddexp(a: Array, b: Array) -> Array:
 
 def _scalar_result(value: Array, *inputs: Array) -> Array:
     """Give plain Python scalars back for plain scalar inputs."""
+    if type(value) is float or type(value) is int or type(value) is bool:  # already one (only scalars give one)
+        return value
     if all(_is_scalar(v) for v in inputs):
         return np.asarray(value).item()
     return value

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AlphabetError, DivergenceError, SemiringError, WeightError
+from ..errors import AlphabetError, BudgetExceededError, DivergenceError, SemiringError, WeightError
 from .labels import EPSILON, Label, Sym
 from .semiring import Semiring
 from .weights import is_symbolic
@@ -197,10 +197,15 @@ class ArcStore:
         return self._useful
 
     def useful_epsilons(self) -> bool:
-        """Whether an epsilon arc joins two useful states."""
-        eps = self.arcs_with_label(EPSILON_ID)
-        useful = self.useful()
-        return bool(np.any(useful[self.src[eps]] & useful[self.dst[eps]]))
+        """Whether an epsilon arc joins two useful states (computed once per store)."""
+
+        def find() -> bool:
+            eps = self.arcs_with_label(EPSILON_ID)
+            useful = self.useful()
+            return bool(np.any(useful[self.src[eps]] & useful[self.dst[eps]]))
+
+        found: bool = self.memo("useful epsilons", find)
+        return found
 
     def useful_for(self, symbols: Sequence[Hashable]) -> np.ndarray:
         """The states on some successful path deriving ``symbols`` (see ``useful_for_string``)."""
@@ -215,10 +220,15 @@ class ArcStore:
         eps = self.arcs_with_label(EPSILON_ID)
         return _Graph(self, np.sort(eps[live[self.src[eps]] & live[self.dst[eps]]]))
 
-    def initial_items(self) -> list[tuple[int, Any]]:
-        """(state, weight) of the initial states, as Python numbers."""
-        states = np.flatnonzero(self.initial != self.semiring.zero)
-        return list(zip(states.tolist(), self.initial[states].tolist()))
+    def initial_items(self) -> tuple[tuple[int, Any], ...]:
+        """(state, weight) of the initial states, as Python numbers (computed once per store)."""
+
+        def find() -> tuple[tuple[int, Any], ...]:
+            states = np.flatnonzero(self.initial != self.semiring.zero)
+            return tuple(zip(states.tolist(), self.initial[states].tolist()))
+
+        items: tuple[tuple[int, Any], ...] = self.memo("initial items", find)
+        return items
 
     def label_tables(self) -> dict[int, dict[int, list[tuple[int, Any]]]]:
         """The per-state tables of ``label_table`` built so far (a cache on the store)."""
@@ -868,11 +878,11 @@ class _RowBuffer:
 
 def epsilon_closure(
     semiring: Semiring, n: int, src: IntArray, dst: IntArray, weight: np.ndarray, names: Sequence[str],
-    cap: int | None = None,
+    cap: int | None = None, budget: int | None = None,
 ) -> ClosureRows:
     """The rows of ``E*`` (``cap=None``) or of ``I + E + ... + E^cap`` for the n x n matrix E of the arcs
     ``src -> dst`` (parallel arcs add), in time and memory proportional to its non-zeros (for components of
-    bounded size).
+    bounded size). ``budget``: the most entries the exact rows may hold (None: no limit).
 
     The graph's strongly connected components are visited in reverse topological order of the condensation, a
     level at a time: a state's row is ``e_q ⊕ ⊕_{q -w-> t leaving its component} w ⊗ row(t)`` (vectorised over the
@@ -881,6 +891,7 @@ def epsilon_closure(
 
     Raises:
         DivergenceError: a component whose star diverges (naming a cycle of it, by ``names``).
+        BudgetExceededError: the exact rows outgrow ``budget`` entries (checked a level at a time).
     """
     s = semiring
     if cap is not None:
@@ -922,6 +933,8 @@ def epsilon_closure(
             rows, cols, vals = _star_times(graph, rows, cols, vals, cyclic, n)
         live = vals != s.zero
         buffer.append(rows[live], cols[live], vals[live])
+        if budget is not None and buffer.size > budget:
+            raise BudgetExceededError(f"the epsilon closure holds more than {budget} entries")
     return buffer.rows()
 
 

@@ -400,6 +400,23 @@ class WFSA:
         self._initial = Weights()
         self._final = Weights()
 
+    @classmethod
+    def assembled(
+        cls, semiring: Semiring, alphabet: SymbolTable | None, name: str | None, names: list[str], arcs: list[Arc],
+        initial: dict[int, Weight], final: dict[int, Weight],
+    ) -> WFSA:
+        """An automaton from its parts as they are, for algorithms that build results from checked operands.
+
+        Caution:
+            Nothing is checked: ``names`` must be distinct, every arc's states in range, its label in ``alphabet``
+            and every weight an element of ``semiring`` (``add_arc``'s checks); the lists and dicts are taken over.
+        """
+        out = cls(semiring, alphabet, name)
+        out._names, out._index = names, {n: k for k, n in enumerate(names)}
+        out._arcs = arcs
+        out._initial, out._final = Weights(initial), Weights(final)
+        return out
+
     @property
     def initial(self) -> Weights:
         """The initial weights by state index (a dict, or a ``WeightVector`` read as one; assigning a mapping other
