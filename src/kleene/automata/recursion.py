@@ -52,17 +52,21 @@ def where(mask: Any, chosen: Any, other: Any) -> Any:
 
 
 def masked_step(
-    stepper: Stepper, semiring: Semiring, vector: Any, symbol: Any, position: int, lengths: Any = None
+    stepper: Stepper, semiring: Semiring, vector: Any, symbol: Any, position: int, lengths: Any = None,
+    score: bool = True,
 ) -> tuple[Any, Any]:
-    """One step of the recursion and its prefix score: ``(alpha_t, finish(alpha_t))``; with ``lengths`` (B,), the
-    strings no longer than ``position`` keep ``vector`` and score zero."""
+    """One step of the recursion and, with ``score``, its prefix score: ``(alpha_t, finish(alpha_t) or None)``;
+    with ``lengths`` (B,), the strings no longer than ``position`` keep ``vector`` and score zero."""
     moved = stepper.step(vector, symbol, position)
-    if lengths is None:
-        return moved, stepper.finish(moved)
-    live = lengths > position
-    kept = where(live, moved, vector)
-    score = stepper.finish(kept)
-    return kept, where(live, score, semiring.zeros(tuple(score.shape), like=score))
+    live = None if lengths is None else lengths > position
+    if live is not None:
+        moved = where(live, moved, vector)
+    if not score:
+        return moved, None
+    prefix = stepper.finish(moved)
+    if live is not None:
+        prefix = where(live, prefix, semiring.zeros(tuple(prefix.shape), like=prefix))
+    return moved, prefix
 
 
 def run_forward(
@@ -77,12 +81,10 @@ def run_forward(
     vector = stepper.start()
     outputs: list[Any] = []
     for position, symbol in enumerate(symbols):
-        if per_step or lengths is not None:
-            vector, score = masked_step(stepper, semiring, vector, symbol, position, lengths)
-            outputs.append(score)
-        else:
-            vector = stepper.step(vector, symbol, position)
-    return vector, outputs if per_step else []
+        vector, prefix = masked_step(stepper, semiring, vector, symbol, position, lengths, per_step)
+        if per_step:
+            outputs.append(prefix)
+    return vector, outputs
 
 
 class MatrixStepper:
