@@ -52,11 +52,12 @@ def where(mask: Any, chosen: Any, other: Any) -> Any:
 
 
 def masked_step(
-    stepper: Stepper, semiring: Semiring, vector: Any, symbol: Any, position: int, lengths: Any = None,
+    stepper: Stepper, semiring: Semiring, vector: Any, symbol: Any, position: Any, lengths: Any = None,
     score: bool = True,
 ) -> tuple[Any, Any]:
     """One step of the recursion and, with ``score``, its prefix score: ``(alpha_t, finish(alpha_t) or None)``;
-    with ``lengths`` (B,), the strings no longer than ``position`` keep ``vector`` and score zero."""
+    with ``lengths`` (B,), the strings no longer than ``position`` (an int, or a 0-d tensor inside a traced scan)
+    keep ``vector`` and score zero."""
     moved = stepper.step(vector, symbol, position)
     live = None if lengths is None else lengths > position
     if live is not None:
