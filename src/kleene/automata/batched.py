@@ -18,9 +18,9 @@ from kleene.automata.labels import SymbolTable
 from kleene.automata.recursion import MatrixStepper, run_forward
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.sparse import useful_states
-from kleene.automata.star import closure_matrix
+from kleene.automata.star import closure_on_useful
 from kleene.automata.weights import Env
-from kleene.errors import AlphabetError, ArgumentError, DivergenceError
+from kleene.errors import AlphabetError, ArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -91,21 +91,27 @@ def _useful_closure(
     transitions: torch.Tensor, initial: torch.Tensor, final: torch.Tensor, epsilon: torch.Tensor, s: Semiring,
     epsilon_cap: int | None,
 ) -> torch.Tensor:
-    """The epsilon closure; when the exact star diverges, the closure over the states on some successful path of
-    any string of the batch (accessible and co-accessible along non-zero weights: the others' cycles serve no
-    score), as ``score`` does."""
-    try:
-        closure: torch.Tensor = closure_matrix(epsilon, s, epsilon_cap)
-        return closure
-    except DivergenceError:
+    """The epsilon closure (``closure_on_useful``); when the exact star diverges, the closure over the states
+    accessible and co-accessible along the non-zero weights of the batch (any step of any string, and the epsilon
+    arcs): the others' cycles serve no score.
+
+    Caution:
+        The states are those of the batch's union graph, which contains every string's successful paths but may
+        contain more (an arc of step 1 of one string followed by an arc of step 3 of another): a divergent cycle
+        there raises where ``score`` of each string alone would not.
+    """
+
+    def useful() -> np.ndarray:
         moves = (transitions.detach() != s.zero).flatten(0, 1).any(0).cpu().numpy()
         moves |= (epsilon.detach() != s.zero).cpu().numpy()
         src, dst = np.nonzero(moves)
         starts = (initial.detach() != s.zero).reshape(-1, moves.shape[0]).any(0).cpu().numpy()
         ends = (final.detach() != s.zero).reshape(-1, moves.shape[0]).any(0).cpu().numpy()
-        live = useful_states(src, dst, moves.shape[0], starts, ends)
-        closure = closure_matrix(epsilon, s, epsilon_cap, live=live)
-        return closure
+        live: np.ndarray = useful_states(src, dst, moves.shape[0], starts, ends)
+        return live
+
+    closure: torch.Tensor = closure_on_useful(epsilon, s, epsilon_cap, None, useful)
+    return closure
 
 
 @dataclass
