@@ -1,10 +1,10 @@
 """The differential fuzz of the automata engine: ``python benchmarks/fuzz_engine.py [--comparisons N] [--seed S]``.
 
 Random automata across every strategy threshold and semiring, run through score, viterbi, pathsum, all-state
-distances, remove_epsilon and the epsilon closure, each result compared with an independent dense oracle (and a
-brute-force path enumeration where it is small): see ``tests/automata/engine_fuzz.py``, which the suite runs at a
-few hundred comparisons. Prints the number of comparisons, of disagreements (each described) and the time taken;
-exits 1 on a disagreement.
+distances, remove_epsilon, the epsilon closure and the Forward recursion's torch batch and sympy score, each
+result compared with an independent dense oracle (and a brute-force path enumeration where it is small): see
+``tests/automata/engine_fuzz.py``, which the suite runs at a few hundred comparisons. Prints the number of
+comparisons, of disagreements (each described) and the time taken; exits 1 on a disagreement.
 """
 
 from __future__ import annotations

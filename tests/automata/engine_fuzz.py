@@ -14,6 +14,10 @@ oracle, which shares no code with the engine:
   ``I + E + ... + E^k``;
 - where the enumeration is small, the brute-force sum over explicit paths (``tests/automata/oracle.py``).
 
+The Forward recursion's other element types are compared too: the padded torch batch (``batched_forward``, on
+automata of at most ``BATCHED_STATES`` states) and the sympy score (``score_symbolic``, at most
+``SYMBOLIC_STATES`` states, where its closure is a finite sum).
+
 The automata cross every strategy threshold (2 to 300 states, one cyclic component of 257+ states), every
 semiring, epsilon caps, divergent cycles on and off successful paths, and weights near each semiring's limits
 (log self-loops of weight -1e-16 and -1e-17, log weights of magnitude 750, real self-loops of 1 - 1e-9,
@@ -32,10 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import sympy
 
 from kleene.automata import ANY, EPSILON, WFSA, SymbolTable, algorithms, get_semiring, remove_epsilon
 from kleene.automata import sparse as engine_sparse
 from kleene.automata.algorithms import viterbi as viterbi_path
+from kleene.automata.batched import DenseWFSA
 from kleene.automata.push import state_distances
 from kleene.automata.semiring import Semiring
 from kleene.automata.star import closure_matrix
@@ -209,6 +215,30 @@ class Dense:
         live = np.zeros(self.n, dtype=bool)
         live[sorted(self.reach({q for q in range(self.n) if start[q] != s.zero}, self.support(step)))] = True
         return np.where(live, self.vecmat(np.where(live, start, s.zero), star(self.restricted(step, live), s)), s.zero)
+
+    def batch_scores(self, strings: Sequence[Sequence[Hashable]], cap: int | None) -> list[Any]:
+        """``score`` of each string with one closure over the states useful in the batch's union graph (the
+        epsilon arcs and the arcs of every symbol of the batch, at any position), as ``batched_forward`` has it."""
+        s = self.s
+        step = self.eps
+        for x in sorted({x for w in strings for x in w}):
+            step = s.plus(step, self.moves[x])
+        c = closure(self.restricted(self.eps, self.useful(step, self.initial, self.final)), s, cap)
+        out = []
+        for w in strings:
+            v = self.vecmat(self.initial, c)
+            for x in w:
+                v = self.vecmat(self.vecmat(v, self.moves[x]), c)
+            out.append(self.dot(v, self.final))
+        return out
+
+    def epsilons_acyclic(self) -> bool:
+        """Whether the epsilon arcs form no cycle (their support's n-th boolean power is empty)."""
+        support = (self.eps != self.s.zero).astype(np.int64)
+        power = np.eye(self.n, dtype=np.int64)
+        for _ in range(self.n):
+            power = np.minimum(power @ support, 1)
+        return not power.any()
 
     def epsilons_diverge(self) -> bool:
         """Whether the exact epsilon closure diverges on the useful states (as ``remove_epsilon`` sees them)."""
@@ -411,6 +441,7 @@ def comparisons(case: Case) -> Iterator[tuple[str, Callable[[], Any], Callable[[
     for towards in ("initial", "final"):
         yield (f"state_distances({towards})", lambda t=towards: state_distances(a, t),
                lambda t=towards: dense.distances(t).tolist(), _vectors_close(s))
+    yield from _forward_comparisons(case, dense)
     eps = [arc for arc in a.arcs if not arc.label.consumes]
     src = np.array([arc.src for arc in eps], dtype=np.int64)
     dst = np.array([arc.dst for arc in eps], dtype=np.int64)
@@ -427,6 +458,47 @@ def comparisons(case: Case) -> Iterator[tuple[str, Callable[[], Any], Callable[[
                    lambda w=word, c=cap: Dense.of(remove_epsilon(a, c)).score(w, 0),
                    lambda w=word, c=cap: _diverging_if(c is None and dense.epsilons_diverge(), dense.score(w, c)),
                    None)
+
+
+#: The largest automaton whose Forward score is also computed symbolically (sympy is slow).
+SYMBOLIC_STATES = 10
+#: The largest automaton run through the padded torch batch (dense Q x Q steps: no strategy threshold to cross;
+#: its cubic closures in Python loops take seconds at 300 states).
+BATCHED_STATES = 70
+
+
+def _forward_comparisons(case: Case, dense: Dense) -> Iterator[tuple[str, Callable[[], Any], Callable[[], Any],
+                                                                     Callable[[Any, Any], bool] | None]]:
+    """The element types of the one Forward recursion (``kleene.automata.recursion``) against the oracle: the
+    padded torch batch (``DenseWFSA.score_strings``: ``batched_forward``) on all the case's strings at once, and the
+    sympy score (``score_symbolic`` evaluated) on small automata where its closure is a finite sum (a cap, or no
+    epsilon cycle: a symbolic star evaluated in sympy's floats loses what the engine's log1p keeps); both also by
+    brute-force path enumeration where it is small."""
+    a, s = case.wfsa, case.wfsa.semiring
+    if a.num_states > BATCHED_STATES:
+        return
+    table = DenseWFSA.from_wfsa(a, a.alphabet if a.alphabet is not None else SymbolTable(SYMBOLS))
+    for cap in case.caps:
+        yield (f"batched_forward({case.strings}, cap={cap})",
+               lambda c=cap: table.score_strings(case.strings, epsilon_cap=c).tolist(),
+               lambda c=cap: dense.batch_scores(case.strings, c), _vectors_close(s))
+        small = cap is not None and a.num_states <= 12
+        if not small and a.num_states > SYMBOLIC_STATES:
+            continue
+        for word in case.strings[:2]:
+            if small and oracle.path_count(a, word, cap) <= 300:
+                yield (f"batched_forward([{word}], cap={cap}) by enumeration",
+                       lambda w=word, c=cap: table.score_strings([w], epsilon_cap=c).tolist()[0],
+                       lambda w=word, c=cap: oracle.brute_force_score(a, w, c), None)
+            if a.num_states <= SYMBOLIC_STATES and (cap is not None or dense.epsilons_acyclic()):
+                yield (f"score_symbolic({word}, cap={cap})",
+                       lambda w=word, c=cap: _number(algorithms.score_symbolic(a, w, c)),
+                       lambda w=word, c=cap: dense.score(w, c), None)
+
+
+def _number(expr: Any) -> float:
+    """A constant sympy expression as a float (a sympy boolean as 0 or 1)."""
+    return float(expr) if isinstance(expr, sympy.Expr) else float(bool(expr))
 
 
 def _diverging_if(condition: bool, value: Any) -> Any:

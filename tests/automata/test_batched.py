@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kleene.automata import DivergenceError
 from kleene.automata.batched import DenseWFSA, batched_forward
+from kleene.errors import ArgumentError
 
 from .strategies import strings, wfsas
 
@@ -110,7 +111,14 @@ def test_dense_wfsa_weights_receive_gradients() -> None:
 
 
 def test_shape_errors_are_named() -> None:
-    with pytest.raises(ValueError, match=r"transitions must be \[B, T, Q, Q\]"):
+    with pytest.raises(ArgumentError, match=r"transitions must be \[B, T, Q, Q\]"):
         batched_forward(torch.zeros(2, 3, 4), torch.tensor([1, 1]), torch.zeros(4), torch.zeros(4), "real")
-    with pytest.raises(ValueError, match="lengths must lie in"):
+    with pytest.raises(ArgumentError, match="lengths must lie in"):
         batched_forward(torch.zeros(1, 3, 2, 2), torch.tensor([5]), torch.zeros(2), torch.zeros(2), "real")
+    two = (torch.zeros(1, 3, 2, 2), torch.tensor([3]))
+    with pytest.raises(ArgumentError, match=r"initial must be \[Q\] or \[B, Q\] with B=1, Q=2; got shape \(3, 2\)"):
+        batched_forward(*two, torch.zeros(3, 2), torch.zeros(2), "real")
+    with pytest.raises(ArgumentError, match=r"epsilon must be \[Q, Q\] with Q=2; got shape \(3, 3\)"):
+        batched_forward(*two, torch.zeros(2), torch.zeros(2), "real", epsilon=torch.zeros(3, 3))
+    with pytest.raises(ArgumentError, match=r"batched_forward: epsilon_cap must be None .* got -1"):
+        batched_forward(*two, torch.zeros(2), torch.zeros(2), "real", epsilon=torch.zeros(2, 2), epsilon_cap=-1)

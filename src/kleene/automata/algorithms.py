@@ -23,6 +23,7 @@ import numpy as np
 import sympy
 
 from kleene.automata.binding import bind_with_origins
+from kleene.automata.recursion import MatrixStepper, SymbolicArrays, run_forward
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
     EPSILON_ID,
@@ -44,10 +45,6 @@ from kleene.errors import AlphabetError, ArgumentError, BudgetExceededError, Div
 
 # ----------------------------------------------------------------------------------------
 # Forward
-
-
-def _vecmat(semiring: Semiring, vector: Any, matrix: Any) -> Any:
-    return semiring.matmul(vector[None, :], matrix)[0]
 
 
 def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
@@ -81,39 +78,31 @@ def _matches(arc: Arc, symbol: Hashable) -> bool:
         return False
 
 
-class _Stepper:
-    """Per-symbol transition matrices and the epsilon closure of one automaton."""
+class _Stepper(MatrixStepper):
+    """Forward's dense steps for one automaton: per-symbol transition matrices (cached, symbolic weights bound by
+    ``env``) and the epsilon closure (only cycles on a successful path of ``symbols``, when given, may diverge)."""
 
     def __init__(
         self, wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None
     ):
         self.wfsa, self.env = wfsa, env
-        self.semiring = wfsa.semiring
         self._cache: dict[Hashable, np.ndarray] = {}
         useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
-        self.closure = (
+        closure = (
             closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
         )
+        super().__init__(wfsa.semiring, wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env), closure,
+                         self._matrix)
 
-    def close(self, vector: np.ndarray) -> np.ndarray:
-        return vector if self.closure is None else _vecmat(self.semiring, vector, self.closure)
-
-    def start(self) -> np.ndarray:
-        return self.close(self.wfsa.vector(self.wfsa.initial, self.env))
-
-    def step(self, vector: np.ndarray, symbol: Hashable, position: int) -> np.ndarray:
+    def _matrix(self, symbol: Hashable, position: int) -> np.ndarray:
         self.wfsa.check_symbol(symbol, position)
         try:
-            matrix = self._cache[symbol]
+            return self._cache[symbol]
         except KeyError:
             matrix = self._cache[symbol] = self.wfsa.transition_matrix(symbol, self.env)
+            return matrix
         except TypeError:  # unhashable symbol
-            matrix = self.wfsa.transition_matrix(symbol, self.env)
-        return self.close(_vecmat(self.semiring, vector, matrix))
-
-    def finish(self, vector: np.ndarray) -> Any:
-        final = self.wfsa.vector(self.wfsa.final, self.env)
-        return self.semiring.sum(self.semiring.times(vector, final), axis=0)
+            return self.wfsa.transition_matrix(symbol, self.env)
 
 
 def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None) -> Any:
@@ -125,15 +114,14 @@ def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequ
 
 
 def forward(stepper: Any, symbols: Sequence[Hashable]) -> Any:
-    """The Forward recursion, the one of kleene.automata: ``finish(step(...step(start(), x1)..., xn))``.
+    """The Forward score ``finish(step(...step(start(), x1)..., xn))`` by ``recursion.run_forward``, the one
+    recursion of kleene.automata, as a plain value.
 
     ``stepper`` is a strategy with ``start()``, ``step(vector, symbol, position)`` and ``finish(vector)``: dense
-    matrices (``_Stepper``: any weights, with ``env``), the arc store (``SparseStepper``) or sympy cells
-    (``_SymbolicStepper``); each uses its semiring's operations only.
+    matrices (``_Stepper``: any weights, with ``env``; sympy cells: ``_SymbolicStepper``) or the arc store
+    (``SparseStepper``); each uses its semiring's operations only.
     """
-    vector = stepper.start()
-    for i, x in enumerate(symbols):
-        vector = stepper.step(vector, x, i)
+    vector, _ = run_forward(stepper, stepper.semiring, symbols)
     return plain(stepper.finish(vector))
 
 
@@ -976,15 +964,19 @@ def _sym_weight(wfsa: WFSA, weight: Any, symbol: Hashable | None) -> sympy.Expr:
     return sympy_constant(weight)
 
 
-def _sym_matrix(wfsa: WFSA, symbol: Hashable | None) -> list[list[list[sympy.Expr]]]:
-    """Per (src, dst), the list of symbolic arc weights for ``symbol`` (None: epsilon)."""
+def _sym_matrix(wfsa: WFSA, s: SymbolicArrays, symbol: Hashable | None) -> np.ndarray:
+    """The (Q, Q) object array of symbolic arc weights for ``symbol`` (None: epsilon), parallel arcs summed."""
     n = wfsa.num_states
     cells: list[list[list[sympy.Expr]]] = [[[] for _ in range(n)] for _ in range(n)]
     for arc in wfsa.arcs:
         hit = (not arc.label.consumes) if symbol is None else _label_matches_symbolic(arc, symbol)
         if hit:
             cells[arc.src][arc.dst].append(_sym_weight(wfsa, arc.weight, symbol))
-    return cells
+    matrix: np.ndarray = s.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            matrix[i, j] = s.sym_plus(*cells[i][j])
+    return matrix
 
 
 def _label_matches_symbolic(arc: Arc, symbol: Hashable) -> bool:
@@ -993,58 +985,6 @@ def _label_matches_symbolic(arc: Arc, symbol: Hashable) -> bool:
     if isinstance(symbol, sympy.Basic) and not isinstance(arc.label, AnySymbol):
         return bool(arc.label.matches(str(symbol)))
     return bool(arc.label.matches(symbol))
-
-
-def _sym_vecmat(s: Semiring, vector: list[sympy.Expr], cells: list[list[list[sympy.Expr]]]) -> list[sympy.Expr]:
-    n = len(vector)
-    out = []
-    for j in range(n):
-        terms = []
-        for i in range(n):
-            if vector[i] == s.sym_zero:
-                continue
-            for w in cells[i][j]:
-                terms.append(s.sym_times(vector[i], w))
-        out.append(s.sym_plus(*terms) if terms else s.sym_zero)
-    return out
-
-
-def _sym_closure(wfsa: WFSA, cap: int | None) -> list[list[list[sympy.Expr]]] | None:
-    """Symbolic ``E*`` as cells: exact (Lehmann) or capped; acyclic graphs use the finite sum."""
-    s = wfsa.semiring
-    n = wfsa.num_states
-    if not wfsa.has_epsilons:
-        return None
-    eps = _sym_matrix(wfsa, None)
-    matrix = [[s.sym_plus(*c) if c else s.sym_zero for c in row] for row in eps]
-    if cap is None and not _has_epsilon_cycle(wfsa):
-        cap = n
-    if cap is None:
-        a = [row[:] for row in matrix]
-        for k in range(n):
-            pivot = s.sym_star(a[k][k])
-            a = [
-                [s.sym_plus(a[i][j], s.sym_times(a[i][k], pivot, a[k][j])) for j in range(n)]
-                for i in range(n)
-            ]
-        result = [[s.sym_plus(s.sym_one if i == j else s.sym_zero, a[i][j]) for j in range(n)] for i in range(n)]
-    else:
-        identity = [[s.sym_one if i == j else s.sym_zero for j in range(n)] for i in range(n)]
-        result, power = identity, identity
-        for _ in range(cap):
-            power = [
-                [s.sym_plus(*(s.sym_times(power[i][k], matrix[k][j]) for k in range(n))) for j in range(n)]
-                for i in range(n)
-            ]
-            result = [[s.sym_plus(result[i][j], power[i][j]) for j in range(n)] for i in range(n)]
-    return [[[c] if c != s.sym_zero else [] for c in row] for row in result]
-
-
-def _has_epsilon_cycle(wfsa: WFSA) -> bool:
-    import networkx as nx
-
-    graph = nx.DiGraph([(a.src, a.dst) for a in wfsa.arcs if not a.label.consumes])
-    return not nx.is_directed_acyclic_graph(graph)
 
 
 def score_symbolic(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | None = None) -> sympy.Expr:
@@ -1064,28 +1004,20 @@ def score_symbolic(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | N
     return result
 
 
-class _SymbolicStepper:
-    """The Forward steps over sympy expressions (the semiring's symbolic operations): per-symbol cells of arc
-    weights with ``ALPHA`` replaced by the symbol, and the symbolic epsilon closure."""
+class _SymbolicStepper(MatrixStepper):
+    """Forward's dense steps over sympy expressions (``SymbolicArrays``: the semiring's symbolic operations): per
+    symbol, the arc weights with ``ALPHA`` replaced by it, and ``closure_matrix`` of the epsilon weights."""
 
     def __init__(self, wfsa: WFSA, epsilon_cap: int | None):
-        self.wfsa, self.semiring = wfsa, wfsa.semiring
-        self.closure = _sym_closure(wfsa, epsilon_cap)
+        s = SymbolicArrays(wfsa.semiring)
+        self.wfsa = wfsa
 
-    def close(self, vector: list[sympy.Expr]) -> list[sympy.Expr]:
-        return vector if self.closure is None else _sym_vecmat(self.semiring, vector, self.closure)
+        def vector(weights: dict[int, Any]) -> np.ndarray:
+            out: np.ndarray = s.zeros((wfsa.num_states,))
+            for q, w in weights.items():
+                out[q] = _sym_weight(wfsa, w, None)
+            return out
 
-    def start(self) -> list[sympy.Expr]:
-        wfsa, s = self.wfsa, self.semiring
-        initial = wfsa.initial
-        return self.close([_sym_weight(wfsa, initial[q], None) if q in initial else s.sym_zero
-                           for q in range(wfsa.num_states)])
-
-    def step(self, vector: list[sympy.Expr], symbol: Hashable, position: int) -> list[sympy.Expr]:
-        return self.close(_sym_vecmat(self.semiring, vector, _sym_matrix(self.wfsa, symbol)))
-
-    def finish(self, vector: list[sympy.Expr]) -> sympy.Expr:
-        s, final = self.semiring, self.wfsa.final
-        terms = [s.sym_times(vector[q], _sym_weight(self.wfsa, final[q], None)) for q in final
-                 if vector[q] != s.sym_zero]
-        return s.sym_plus(*terms) if terms else s.sym_zero
+        closure = closure_matrix(_sym_matrix(wfsa, s, None), s, epsilon_cap) if wfsa.has_epsilons else None
+        super().__init__(s, vector(wfsa.initial), vector(wfsa.final), closure,
+                         lambda symbol, position: _sym_matrix(wfsa, s, symbol))

@@ -1,8 +1,8 @@
 """Batched, differentiable Forward over padded torch batches.
 
-torch is used here only as an array backend: the recursion is the same
-Forward algorithm as ``algorithms.score``, applied to a batch of strings given
-as per-step transition matrices. Gradients flow to every weight tensor.
+torch is used here only as an array backend: the recursion and the dense step are those of ``algorithms.score``
+(``kleene.automata.recursion``), applied to a batch of strings given as per-step transition matrices, with a lengths
+mask. Gradients flow to every weight tensor.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kleene.automata.algorithms import check_epsilon_cap
 from kleene.automata.labels import SymbolTable
+from kleene.automata.recursion import MatrixStepper, run_forward
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.automata.sparse import useful_states
-from kleene.automata.star import closure_matrix
+from kleene.automata.star import closure_on_useful
 from kleene.automata.weights import Env
-from kleene.errors import AlphabetError, DivergenceError
+from kleene.errors import AlphabetError, ArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -36,76 +38,80 @@ def batched_forward(
     epsilon_cap: int | None = None,
     per_step: bool = False,
 ) -> torch.Tensor:
-    """Forward scores of a padded batch.
+    """Forward scores of a padded batch: ``recursion.run_forward`` with the dense stepper on tensors.
 
     Args:
         transitions: ``[B, T, Q, Q]`` semiring values; step t of string b.
-        lengths: ``[B]`` true lengths (``0 <= lengths <= T``); steps past a
-            string's length are ignored, so padding never changes a result.
+        lengths: ``[B]`` true lengths (``0 <= lengths <= T``); steps past a string's length are ignored, so
+            padding never changes a result.
         initial, final: ``[Q]`` or ``[B, Q]`` initial and final weights.
-        epsilon: optional ``[Q, Q]`` epsilon weights, closed exactly
-            (``epsilon_cap=None``) or with at most ``epsilon_cap`` in a row.
-        per_step: return ``[B, T]`` prefix scores (semiring zero past the
-            length) instead of ``[B]`` whole-string scores.
+        epsilon: optional ``[Q, Q]`` epsilon weights, closed exactly (``epsilon_cap=None``) or with at most
+            ``epsilon_cap`` in a row.
+        per_step: return ``[B, T]`` prefix scores (semiring zero past the length) instead of ``[B]`` whole-string
+            scores.
 
     Raises:
-        ValueError: inconsistent shapes or lengths, named.
-        DivergenceError: a divergent exact epsilon closure.
+        ArgumentError: inconsistent shapes or lengths, or an epsilon cap that is not None or an integer >= 0,
+            named.
+        DivergenceError: a divergent exact epsilon closure on a successful path of some string.
     """
     import torch
 
     s = get_semiring(semiring)
+    check_epsilon_cap(epsilon_cap, "batched_forward")
     if transitions.dim() != 4 or transitions.shape[-1] != transitions.shape[-2]:
-        raise ValueError(f"transitions must be [B, T, Q, Q]; got shape {tuple(transitions.shape)}")
+        raise ArgumentError(
+            f"batched_forward: transitions must be [B, T, Q, Q]; got shape {tuple(transitions.shape)}"
+        )
     batch, steps, q, _ = transitions.shape
-    if lengths.shape != (batch,):
-        raise ValueError(f"lengths must be [B] = [{batch}]; got shape {tuple(lengths.shape)}")
+    if tuple(lengths.shape) != (batch,):
+        raise ArgumentError(f"batched_forward: lengths must be [B] = [{batch}]; got shape {tuple(lengths.shape)}")
     if batch and (int(lengths.min()) < 0 or int(lengths.max()) > steps):
-        raise ValueError(f"lengths must lie in [0, T={steps}]; got min {int(lengths.min())}, max {int(lengths.max())}")
+        raise ArgumentError(
+            f"batched_forward: lengths must lie in [0, T={steps}]; got min {int(lengths.min())}, "
+            f"max {int(lengths.max())}"
+        )
     for name, vec in (("initial", initial), ("final", final)):
-        if vec.shape[-1] != q or vec.dim() not in (1, 2):
-            raise ValueError(f"{name} must be [Q] or [B, Q] with Q={q}; got shape {tuple(vec.shape)}")
+        if vec.dim() not in (1, 2) or vec.shape[-1] != q or (vec.dim() == 2 and vec.shape[0] != batch):
+            raise ArgumentError(
+                f"batched_forward: {name} must be [Q] or [B, Q] with B={batch}, Q={q}; got shape {tuple(vec.shape)}"
+            )
+    if epsilon is not None and tuple(epsilon.shape) != (q, q):
+        raise ArgumentError(f"batched_forward: epsilon must be [Q, Q] with Q={q}; got shape {tuple(epsilon.shape)}")
     closure = None if epsilon is None else _useful_closure(transitions, initial, final, epsilon, s, epsilon_cap)
-
-    def close(vector: torch.Tensor) -> torch.Tensor:
-        return vector if closure is None else s.matmul(vector[:, None, :], closure)[:, 0, :]
-
-    def finish(vector: torch.Tensor) -> torch.Tensor:
-        total: torch.Tensor = s.sum(s.times(vector, final.expand(batch, q)), axis=-1)
-        return total
-
-    alpha = close(initial.expand(batch, q))
-    outputs = []
-    for t, step in enumerate(transitions.unbind(1)):
-        moved = close(s.matmul(alpha[:, None, :], step)[:, 0, :])
-        live = (lengths > t)[:, None]
-        alpha = torch.where(live, moved, alpha)
-        if per_step:
-            outputs.append(torch.where(live[:, 0], finish(alpha), s.zeros((batch,), like=finish(alpha))))
+    stepper = MatrixStepper(s, initial.expand(batch, q), final.expand(batch, q), closure, lambda step, t: step)
+    vector, prefixes = run_forward(stepper, s, transitions.unbind(1), lengths, per_step)
     if per_step:
-        return torch.stack(outputs, dim=1) if outputs else s.zeros((batch, 0), like=transitions)
-    return finish(alpha)
+        return torch.stack(prefixes, dim=1) if prefixes else s.zeros((batch, 0), like=transitions)
+    total: torch.Tensor = stepper.finish(vector)
+    return total
 
 
 def _useful_closure(
     transitions: torch.Tensor, initial: torch.Tensor, final: torch.Tensor, epsilon: torch.Tensor, s: Semiring,
     epsilon_cap: int | None,
 ) -> torch.Tensor:
-    """The epsilon closure; when the exact star diverges, the closure over the states on some successful path of
-    any string of the batch (accessible and co-accessible along non-zero weights: the others' cycles serve no
-    score), as ``score`` does."""
-    try:
-        closure: torch.Tensor = closure_matrix(epsilon, s, epsilon_cap)
-        return closure
-    except DivergenceError:
+    """The epsilon closure (``closure_on_useful``); when the exact star diverges, the closure over the states
+    accessible and co-accessible along the non-zero weights of the batch (any step of any string, and the epsilon
+    arcs): the others' cycles serve no score.
+
+    Caution:
+        The states are those of the batch's union graph, which contains every string's successful paths but may
+        contain more (an arc of step 1 of one string followed by an arc of step 3 of another): a divergent cycle
+        there raises where ``score`` of each string alone would not.
+    """
+
+    def useful() -> np.ndarray:
         moves = (transitions.detach() != s.zero).flatten(0, 1).any(0).cpu().numpy()
         moves |= (epsilon.detach() != s.zero).cpu().numpy()
         src, dst = np.nonzero(moves)
         starts = (initial.detach() != s.zero).reshape(-1, moves.shape[0]).any(0).cpu().numpy()
         ends = (final.detach() != s.zero).reshape(-1, moves.shape[0]).any(0).cpu().numpy()
-        live = useful_states(src, dst, moves.shape[0], starts, ends)
-        closure = closure_matrix(epsilon, s, epsilon_cap, live=live)
-        return closure
+        live: np.ndarray = useful_states(src, dst, moves.shape[0], starts, ends)
+        return live
+
+    closure: torch.Tensor = closure_on_useful(epsilon, s, epsilon_cap, None, useful)
+    return closure
 
 
 @dataclass

@@ -205,15 +205,23 @@ def _describe_cycle(matrix: np.ndarray, semiring: Semiring, names: Sequence[str]
 
 
 def closure_where_useful(wfsa: WFSA, matrix: Any, cap: int | None, useful: Callable[[], np.ndarray] | None) -> Any:
-    """The closure of ``matrix`` (an arc matrix of ``wfsa``), where only cycles on a successful path may diverge.
+    """``closure_on_useful`` of ``matrix`` (an arc matrix of ``wfsa``) in its semiring, naming its states."""
+    return closure_on_useful(matrix, wfsa.semiring, cap, wfsa.states, useful)
+
+
+def closure_on_useful(
+    matrix: Any, semiring: Semiring, cap: int | None, names: Sequence[str] | None,
+    useful: Callable[[], np.ndarray] | None,
+) -> Any:
+    """The closure of ``matrix``, where only cycles on a successful path may diverge.
 
     When the exact star diverges, the closure is recomputed on the states ``useful()`` names (those on some
     successful path of what is computed, as after ``trim`` and in OpenFst): the others' rows and columns serve no
     successful path. ``useful=None`` keeps every state.
     """
     try:
-        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states)
+        return closure_matrix(matrix, semiring, cap, names)
     except DivergenceError:
         if useful is None:
             raise
-        return closure_matrix(matrix, wfsa.semiring, cap, wfsa.states, live=useful())
+        return closure_matrix(matrix, semiring, cap, names, live=useful())

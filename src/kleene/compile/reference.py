@@ -3,7 +3,9 @@
 ``static_params`` builds the per-dimension parameter table of a plan from the learned
 constants (shared by every backend: kernels never see constants, only ``params``), and
 ``run_reference`` runs the recurrence of ``kleene.compile.template`` step by step with the
-storage semiring's own operations, so autograd gives its gradient.
+storage semiring's own operations, so autograd gives its gradient: the Forward recursion of
+kleene.automata (``kleene.automata.recursion.run_forward``, lengths mask and prefix scores included)
+with ``PlanStepper``, the step over the plan's moves and closure entries.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Sequence
 
 import torch
 
-from kleene.automata.algorithms import closure_matrix
+from kleene.automata.recursion import masked_step, run_forward
 from kleene.automata.semiring import Semiring
+from kleene.automata.star import closure_matrix
 from kleene.compile.functions import OUTPUT, torch_expression, torch_function
 from kleene.compile.template import Factor, Plan
 from kleene.errors import CompileError
@@ -158,9 +161,9 @@ def _run_one_direction(
     plan: Plan, slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, scan: bool = False
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Left-to-right run: per-step outputs (B, T, D), final state (B, Q, D), last output (B, D); ``scan``: the
-    steps as one traced ``scan`` (see ``_scan_one_direction``), else a Python loop."""
+    steps as one traced ``scan`` (see ``_scan_one_direction``), else ``kleene.automata.recursion.run_forward``."""
     s = plan.storage
-    b, _, _, d = slots.shape
+    b, t, _, d = slots.shape
     q = plan.num_states
     zero = s.zeros((b, d), like=slots)
     rows = params.unbind(0) if params.shape[0] else ()
@@ -173,18 +176,38 @@ def _run_one_direction(
             return zero
         return start[j].expand(b, d)  # type: ignore[union-attr]
 
-    z = [initial_state(j) for j in range(q)]
+    z = torch.stack([initial_state(j) for j in range(q)], 1)
     loaded = load_functions(plan, slots)
+    functions = torch.stack(loaded, 2) if loaded else slots.new_zeros((b, t, 0, d))
     if scan:
-        return _scan_one_direction(plan, slots, loaded, params, lengths, z, zero)
-    outputs: list[Tensor] = []
-    for step, x in enumerate(slots.unbind(1)):
-        new = _step(plan, rows, start, z, x.unbind(1), [f[:, step] for f in loaded], zero)
-        valid = (step < lengths)[:, None]
-        z = [torch.where(valid, new[j], z[j]) for j in range(q)]
-        outputs.append(torch.where(valid, _emit(plan, rows, z, zero), zero))
+        return _scan_one_direction(plan, slots, functions, params, lengths, z, zero)
+    stepper = PlanStepper(plan, rows, z, zero)
+    final, outputs = run_forward(stepper, s, zip(slots.unbind(1), functions.unbind(1)), lengths, per_step=True)
     steps = torch.stack(outputs, 1) if outputs else slots.new_zeros((b, 0, d))
-    return steps, torch.stack(z, 1), _emit(plan, rows, z, zero)
+    return steps, final, stepper.finish(final)
+
+
+class PlanStepper:
+    """Forward's steps over a plan's topology, for ``run_forward``: the state is (B, Q, D); a step reads one
+    step's slots (B, S, D) and weight-function values (B, F, D) and computes ``close(z ⊗ M_t)`` with the plan's
+    moves as ``M_t`` (per-step, per-dimension factors) and its closure entries as the closure; ``finish`` is the
+    final weights' sum (the step output)."""
+
+    def __init__(self, plan: Plan, rows: Sequence[Tensor], initial: Tensor, zero: Tensor):
+        self.plan, self.rows, self.initial, self.zero = plan, tuple(rows), initial, zero
+        self.semiring = plan.storage
+        self.restart = [rows[p] if p is not None else None for p in plan.start]
+
+    def start(self) -> Tensor:
+        return self.initial
+
+    def step(self, state: Tensor, inputs: tuple[Tensor, Tensor], position: object) -> Tensor:
+        x, f = inputs
+        new = _step(self.plan, self.rows, self.restart, list(state.unbind(1)), x.unbind(1), f.unbind(1), self.zero)
+        return torch.stack(new, 1)
+
+    def finish(self, state: Tensor) -> Tensor:
+        return _emit(self.plan, self.rows, list(state.unbind(1)), self.zero)
 
 
 def _step(
@@ -222,32 +245,28 @@ def _step(
 def _scan_one_direction(
     plan: Plan,
     slots: Tensor,
-    loaded: list[Tensor],
+    functions: Tensor,
     params: Tensor,
     lengths: Tensor,
-    z: list[Tensor],
+    z: Tensor,
     zero: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """``_run_one_direction`` with its loop over the steps as torch's ``scan`` operator: one traced step whatever
-    the length, which ``torch.onnx.export`` writes as an ONNX ``Scan`` (dynamic batch and length). The step reads
-    ``params`` whole (its rows are views, and the operator takes no aliased inputs)."""
+    """``_run_one_direction`` with its loop over the steps as torch's ``scan`` operator: one traced step (the
+    recursion's ``masked_step``) whatever the length, which ``torch.onnx.export`` writes as an ONNX ``Scan``
+    (dynamic batch and length). The step reads ``params`` whole (its rows are views, and the operator takes no
+    aliased inputs)."""
     from torch._higher_order_ops.scan import scan as scan_steps
 
-    b, t, _, d = slots.shape
-    functions = torch.stack(loaded, 2) if loaded else slots.new_zeros((b, t, 0, d))
+    t = slots.shape[1]
 
     def body(state: Tensor, inputs: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         x, f, step = inputs
         rows = params.unbind(0) if params.shape[0] else ()
-        start = [rows[p] if p is not None else None for p in plan.start]
-        old = list(state.unbind(1))
-        new = _step(plan, rows, start, old, x.unbind(1), f.unbind(1), zero)
-        valid = (step < lengths)[:, None]
-        kept = [torch.where(valid, n, o) for n, o in zip(new, old)]
-        return torch.stack(kept, 1), torch.where(valid, _emit(plan, rows, kept, zero), zero)
+        kept, output = masked_step(PlanStepper(plan, rows, state, zero), plan.storage, state, (x, f), step, lengths)
+        return kept, output
 
     steps_in = torch.arange(t, device=slots.device)
-    final, outputs = scan_steps(body, torch.stack(z, 1), (slots.transpose(0, 1), functions.transpose(0, 1), steps_in))
+    final, outputs = scan_steps(body, z, (slots.transpose(0, 1), functions.transpose(0, 1), steps_in))
     rows = params.unbind(0) if params.shape[0] else ()
     return outputs.transpose(0, 1), final, _emit(plan, rows, list(final.unbind(1)), zero)
 
