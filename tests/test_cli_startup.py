@@ -45,6 +45,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_evaluate_imports_its_model_module_only_and_nothing_that_draws(small_run: Path) -> None:
     modules = [*NOT_FOR_EVALUATION, *(f"kleene.nn.{module}" for module in set(BUILTIN_MODELS.values()))]
     loaded = fresh(
@@ -87,6 +88,7 @@ def every_model_module() -> Any:
     )
 
 
+@pytest.mark.slow
 def test_the_builtin_model_table_names_the_module_that_registers_each_model(every_model_module: Any) -> None:
     """The table must be exactly what the modules register."""
     expected = {name: f"kleene.nn.{module}" for name, module in BUILTIN_MODELS.items()}
@@ -113,6 +115,7 @@ def test_an_unknown_model_lists_every_registered_model() -> None:
         build_model("rrnn-z", vocab_size=3)
 
 
+@pytest.mark.slow
 def test_a_builtin_name_is_taken_before_its_module_is_imported() -> None:
     """Registering a built-in model's name needs ``replace=True`` even while its module is not imported, and a
     replacement stays when another model's module (which imports the replaced one's) loads later."""

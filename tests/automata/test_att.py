@@ -643,6 +643,7 @@ SYMBOL_LINES = st.lists(st.sampled_from(["a", "b", "<eps>", "0", "1", "2", "x", 
     symbols=st.one_of(st.none(), st.lists(SYMBOL_LINES, max_size=4).map("\n".join)),
     as_bytes=st.booleans(),
 )
+@pytest.mark.slow
 def test_fuzzed_att_text_reads_or_raises_a_kleene_error(
     lines: list[str], semiring: str, acceptor: bool | None, symbols: str | None, as_bytes: bool
 ) -> None:

@@ -87,6 +87,7 @@ def test_capped_epsilon_closure_rows_equal_the_dense_capped_closure() -> None:
         np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_fuzz_finds_no_disagreement() -> None:
     outcome = engine_fuzz.run(600, seed=0)
     assert outcome.comparisons >= 600

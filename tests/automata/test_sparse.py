@@ -537,6 +537,7 @@ def test_remove_epsilon_names_a_divergent_cycle_of_several_states(closure: str, 
         assert remove_epsilon(a).num_states == 4
 
 
+@pytest.mark.slow
 def test_remove_epsilon_of_a_large_automaton_is_sparse() -> None:
     """20k states with epsilon chains and loops: a dense closure would be a 20k x 20k matrix (3.2 GB)."""
     rng = np.random.default_rng(3)

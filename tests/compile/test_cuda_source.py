@@ -222,6 +222,7 @@ def test_cuda_kernels_run_on_the_cpu_agree_with_reference(variant: str, dtype: t
             torch.testing.assert_close(got, expected, **tol)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("host_compiler")
 def test_gpu_kernels_as_custom_ops_under_opcheck_and_torch_compile() -> None:
     """The GPU backends' op (``gpu_op``, here around the CUDA kernels run on the CPU): its custom ops pass opcheck

@@ -141,6 +141,7 @@ def test_output_maps_agree_with_reference(semiring: str, kind: str) -> None:
         torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("interpreter")
 def test_min_plus_and_dense_topology() -> None:
     """The fifth kernel algebra (tropical costs) on an ISAN-style dense topology, with h0."""
@@ -170,6 +171,7 @@ def test_sopa_pattern_against_the_automaton_forward() -> None:
     torch.testing.assert_close(_masked(out), _masked(expected), rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("interpreter")
 def test_float32_blocks_and_bidirectional_split(monkeypatch: pytest.MonkeyPatch) -> None:
     """Several programs per sequence (BLOCK=4, D=10 -> 2 forward + 2 reversed blocks, partial ones masked),

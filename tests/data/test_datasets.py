@@ -104,6 +104,7 @@ def test_tinyshakespeare_characters():
     assert len(data.train) == int(0.9 * 1_115_394) and data.level == "char"
 
 
+@pytest.mark.slow
 def test_glove_subset():
     vectors = load_glove({"the", "movie", "zzzz-not-a-word"})
     assert set(vectors) == {"the", "movie"}

@@ -84,6 +84,7 @@ def test_bad_input_is_named() -> None:
         choose_rank(np.zeros(3))
 
 
+@pytest.mark.slow
 def test_singular_value_plot(tmp_path: Path) -> None:
     path = plot_singular_values(np.array([3.0, 1.0, 0.01]), 2, tmp_path / "sv.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -12,6 +12,7 @@ from kleene.errors import RuleError
 from kleene.nn.rules import load_rules, parse_rules
 
 
+@pytest.mark.slow
 def test_a_huge_rule_is_a_rule_error_naming_max_arcs(tmp_path: Path) -> None:
     with pytest.raises(RuleError, match=r"label 'NEG', rule 1 \('\(bad\*\)\{3000\}'\): .*max_arcs=100000"):
         parse_rules({"NEG": ["(bad*){3000}"], "POS": ["good"]})

@@ -135,6 +135,7 @@ def test_cnn_loss_falls_on_sst2(tmp_path):
     assert load_checkpoint(tmp_path).metrics["test_accuracy"] == result.metrics["test_accuracy"]
 
 
+@pytest.mark.slow
 def test_language_model_loss_falls_on_tinyshakespeare():
     config = TrainConfig(epochs=1, max_steps=40, batch_size=32, window=32, eval_every=40, progress=False)
     model, data, vocab, kwargs = prepare(
@@ -173,6 +174,7 @@ def test_learning_rate_halving_and_early_stopping():
     assert result.metrics["steps"] == 6 and result.metrics["best_step"] == 1
 
 
+@pytest.mark.slow
 def test_seeds_make_runs_repeatable():
     def run(seed: int) -> dict:
         config = TrainConfig(epochs=1, max_steps=5, batch_size=32, progress=False, seed=seed)

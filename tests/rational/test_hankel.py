@@ -47,6 +47,7 @@ def test_lstm_and_gru_ranks_exceed_every_small_automaton(name: str, least: int) 
     assert evidence.ranks[-1] >= least
 
 
+@pytest.mark.slow
 def test_rational_ranks_do_not_depend_on_precision_but_nonrational_ones_grow() -> None:
     """The spectrum of a non-rational unit decays without ever vanishing: more digits resolve more rank."""
     low = {

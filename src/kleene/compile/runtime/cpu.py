@@ -6,7 +6,8 @@ ctypes. That keeps a first build around a second instead of the ~20 s a ``torch/
 build costs here, and the cached kernels do not depend on torch's C++ ABI, so a torch upgrade
 cannot break them. The cache lives in ``$KLEENE_CACHE`` (default ``~/.cache/kleene``), keyed by
 a hash of the source, the compiler, its flags, and the CPU; each library is compiled in a
-private temporary file and renamed into place atomically, so concurrent builds are safe.
+private temporary file and renamed into place atomically, so concurrent builds are safe. Every kernel links
+one small library built once per cache, the thread pool it runs its tasks on (``pool_library``).
 
 Each plan's kernels are one ``kleene.compile.runtime.op.NativeOp`` (``kleene::fwd_<key>``, ``kleene::bwd_<key>``):
 custom ops with fake implementations and autograd under ``torch.compile``, a plain autograd function in eager mode.
@@ -19,6 +20,7 @@ state (``backward_strategy``, the policy of ``op.save_mode``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -33,7 +35,7 @@ from typing import Any
 
 import torch
 
-from kleene.compile.codegen.cpp import LANES, generate_cpp
+from kleene.compile.codegen.cpp import LANES, POOL_SOURCE, generate_cpp
 from kleene.compile.runtime.op import (
     SAVE_CHECKPOINTS,
     SAVE_STATES,
@@ -78,6 +80,7 @@ def compiler() -> str:
     return path
 
 
+@functools.cache
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
@@ -89,41 +92,68 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.cache
 def _compiler_version(cxx: str) -> str:
     result = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
     return result.stdout.splitlines()[0] if result.stdout else cxx
 
 
 def source_key(source: str, cxx: str) -> str:
-    """The cache key of a source: hash of source, compiler, flags and CPU."""
-    material = "\n".join([source, _compiler_version(cxx), " ".join(CXX_FLAGS), _cpu_model(), platform.machine()])
-    return hashlib.sha256(material.encode()).hexdigest()[:24]
+    """The cache key of a source: hash of source, the thread pool's source it links (``POOL_SOURCE``), compiler,
+    flags and CPU."""
+    material = [source, POOL_SOURCE, _compiler_version(cxx), " ".join(CXX_FLAGS), _cpu_model(), platform.machine()]
+    return hashlib.sha256("\n".join(material).encode()).hexdigest()[:24]
 
 
-def build(source: str) -> tuple[Path, bool]:
-    """Compile ``source`` into the cache (if not there yet); returns (library path, whether it was built).
+def _compile(cxx: str, source: str, library: Path, options: Sequence[str]) -> None:
+    """Compile ``source`` with ``CXX_FLAGS`` and ``options`` into ``library`` (and keep the source beside it): in a
+    private temporary directory, renamed into place, so that concurrent builds of one source are safe.
 
     Raises:
         CompileError: the compiler failed (its output is in the message).
     """
-    cxx = compiler()
-    key = source_key(source, cxx)
-    directory = cache_dir()
-    library = directory / f"kleene_{key}.so"
-    if library.exists():
-        return library, False
+    directory = library.parent
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as tmp:
         src = Path(tmp) / "kernel.cpp"
         src.write_text(source, encoding="utf-8")
         out = Path(tmp) / "kernel.so"
         result = subprocess.run(
-            [cxx, *CXX_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True, check=False
+            [cxx, *CXX_FLAGS, str(src), "-o", str(out), *options], capture_output=True, text=True, check=False
         )
         if result.returncode != 0:
             raise CompileError(f"{cxx} failed on a generated kernel:\n{result.stderr[-4000:]}")
-        os.replace(src, directory / f"kleene_{key}.cpp")
+        os.replace(src, library.with_suffix(".cpp"))
         os.replace(out, library)
+
+
+def pool_library() -> Path:
+    """The thread pool's library (``POOL_SOURCE``) in the cache, built if not there yet: every kernel links it
+    (found beside the kernel, in the same directory).
+
+    Raises:
+        CompileError: no compiler, or it failed.
+    """
+    cxx = compiler()
+    library = cache_dir() / f"kleene_pool_{source_key(POOL_SOURCE, cxx)}.so"
+    if not library.exists():
+        _compile(cxx, POOL_SOURCE, library, [f"-Wl,-soname,{library.name}"])
+    return library
+
+
+def build(source: str) -> tuple[Path, bool]:
+    """Compile ``source`` into the cache (if not there yet), linked to the thread pool's library
+    (``pool_library``); returns (library path, whether it was built).
+
+    Raises:
+        CompileError: the compiler failed (its output is in the message).
+    """
+    cxx = compiler()
+    library = cache_dir() / f"kleene_{source_key(source, cxx)}.so"
+    if library.exists():
+        return library, False
+    pool = pool_library()
+    _compile(cxx, source, library, [str(pool), "-Wl,-rpath,$ORIGIN"])
     return library, True
 
 
@@ -135,6 +165,7 @@ def build_many(sources: Sequence[str]) -> list[Path]:
         CompileError: the compiler failed on one of them.
     """
     unique = list(dict.fromkeys(sources))
+    pool_library()  # once, before the concurrent builds that link it
     workers = min(len(unique), os.cpu_count() or 1)
     if workers <= 1:
         return [build(source)[0] for source in sources]
