@@ -27,10 +27,12 @@ from kleene.automata.recursion import MatrixStepper, SymbolicArrays, run_forward
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
     EPSILON_ID,
+    NO_LABEL,
     PREDICATE_ID,
     ArcStore,
     ClosureRows,
     IntArray,
+    LabelArc,
     csr_index,
     epsilon_closure,
     gather_ranges,
@@ -234,6 +236,16 @@ def score_on_store(wfsa: WFSA, symbols: Sequence[Hashable], epsilon_cap: int | N
 SMALL_FRONTIER = 64
 
 
+def _small_label(store: ArcStore, x: Hashable) -> int | None:
+    """The label id the small-frontier searches (``_forward_small``, ``_viterbi_small``) step on for symbol ``x``:
+    ``NO_LABEL`` for a symbol the store does not name (no path), None for an unhashable one (the searches then leave
+    the string to the array searches)."""
+    try:
+        return store.symbol_ids.get(x, NO_LABEL)
+    except TypeError:
+        return None
+
+
 def _forward_small(store: ArcStore, symbols: Sequence[Hashable]) -> Any:
     """``score_on_store`` with frontiers of at most ``SMALL_FRONTIER`` useful states as {state: weight} dicts; None
     when a frontier grows larger (or a symbol is unhashable)."""
@@ -243,18 +255,17 @@ def _forward_small(store: ArcStore, symbols: Sequence[Hashable]) -> Any:
     tables = store.label_tables()
     frontier: dict[int, Any] = {q: w for q, w in store.initial_items() if useful[q]}
     for x in symbols:
-        try:
-            ident = store.symbol_ids.get(x)
-        except TypeError:
-            return None
+        ident = _small_label(store, x)
         if ident is None:
+            return None
+        if ident == NO_LABEL:
             return plain(s.zero)
         nxt: dict[int, Any] = {}
         for q, w in frontier.items():
             table = tables.get(q)
             if table is None:
                 table = tables[q] = store.label_table(q, useful)
-            for d, aw in table.get(ident, ()):
+            for d, aw, _, _ in table.get(ident, ()):
                 v = times(w, aw)
                 nxt[d] = plus(nxt[d], v) if d in nxt else v
         frontier = {q: w for q, w in nxt.items() if w != s.zero}
@@ -324,7 +335,7 @@ def _forward_together(
     padded = np.full((count, longest), -1, dtype=np.int64)
     for b, c in enumerate(codes):
         padded[b, : len(c)] = c
-    direct = np.array([store.symbol_ids.get(x, PREDICATE_ID - 1) for x in symbols], dtype=np.int64)
+    direct = np.array([store.symbol_ids.get(x, NO_LABEL) for x in symbols], dtype=np.int64)
     accepts = (np.array([[p.matches(x) for x in symbols] for p in store.predicates], dtype=bool)
                if store.predicates and symbols else None)
     result = s.zeros((count,))
@@ -677,17 +688,15 @@ def _viterbi_small(
     for i, x in enumerate(symbols):
         wfsa.check_symbol(x, i)
     # the tables of the usual mask are kept on the store; a narrower one (after a divergence) builds its own
-    tables: dict[int, dict[int, list[tuple[int, Any, int, int]]]] = (
-        store.memo("viterbi_tables", dict) if useful is store.useful() else {}
-    )
+    tables: dict[int, dict[int, list[LabelArc]]] = store.label_tables() if useful is store.useful() else {}
     times, better, zero = v.times, v.better, s.zero
     limit = store.num_states if epsilon_cap is None else epsilon_cap
     epsilons = store.useful_epsilons()
 
-    def table(q: int) -> dict[int, list[tuple[int, Any, int, int]]]:
+    def table(q: int) -> dict[int, list[LabelArc]]:
         found = tables.get(q)
         if found is None:
-            found = tables[q] = _arc_table(store, q, useful)
+            found = tables[q] = store.label_table(q, useful)
         return found
 
     # a layer maps a state to (weight, arc id, stored arc) of the best path into it (-1, -1: none, at the start)
@@ -728,11 +737,10 @@ def _viterbi_small(
         return None
     history, pointers = [start], [rounds]
     for x in symbols:
-        try:
-            ident = store.symbol_ids.get(x)
-        except TypeError:
-            return None
+        ident = _small_label(store, x)
         if ident is None:
+            return None
+        if ident == NO_LABEL:
             return ViterbiPath(s.zero)
         layer: Layer = {}
         for q, (w, _, _) in history[-1].items():
@@ -782,18 +790,6 @@ def _stored_step(store: ArcStore, position: int, symbol: Hashable | None) -> Ste
     kind = "epsilon" if symbol is None else "self-loop" if src == dst else "main"
     return Step(int(store.arc_id[position]), store.names[src], store.names[dst], kind, symbol,
                 plain(store.weight[position]))
-
-
-def _arc_table(store: ArcStore, q: int, useful: np.ndarray) -> dict[int, list[tuple[int, Any, int, int]]]:
-    """State q's arcs into useful states by label id: [(destination, weight, arc id, stored position)]."""
-    lo, hi = int(store.indptr[q]), int(store.indptr[q + 1])
-    table: dict[int, list[tuple[int, Any, int, int]]] = {}
-    rows = zip(store.label[lo:hi].tolist(), store.dst[lo:hi].tolist(), store.weight[lo:hi].tolist(),
-               store.arc_id[lo:hi].tolist(), range(lo, hi))
-    for label, d, w, arc_id, position in rows:
-        if useful[d]:
-            table.setdefault(label, []).append((d, w, arc_id, position))
-    return table
 
 
 def _nonnegative(s: Semiring, values: np.ndarray, what: Any) -> None:

@@ -53,11 +53,15 @@ if TYPE_CHECKING:  # pragma: no cover  (scipy is imported where it is used: klee
 #: Label id of epsilon arcs and of predicate arcs (symbols have ids >= 0).
 EPSILON_ID = -1
 PREDICATE_ID = -2
+#: A label id no arc has: what a symbol the store does not name looks up as.
+NO_LABEL = PREDICATE_ID - 1
 #: Components up to this size are solved densely (their star is cached); larger ones by sparse solves/relaxation.
 DENSE_BLOCK = 256
 #: Linear components larger than this are solved iteratively (GMRES) instead of by a sparse LU.
 ITERATIVE_FROM = 2000
 IntArray = np.ndarray
+#: One entry of ``ArcStore.label_table``: (destination, weight, arc id, stored position).
+LabelArc = tuple[int, Any, int, int]
 
 
 def gather_ranges(indptr: IntArray, rows: IntArray) -> IntArray:
@@ -110,7 +114,6 @@ class ArcStore:
     _matches: dict[Hashable, IntArray] = field(default_factory=dict, repr=False)
     _graphs: dict[str, _Graph] = field(default_factory=dict, repr=False)
     _useful: np.ndarray | None = field(default=None, repr=False)
-    _tables: dict[int, dict[int, list[tuple[int, Any]]]] | None = field(default=None, repr=False)
     _memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
@@ -158,7 +161,7 @@ class ArcStore:
         except TypeError:  # unhashable
             ident = None
         labels = self.label[arcs]
-        hit: np.ndarray = labels == (ident if ident is not None else PREDICATE_ID - 1)
+        hit: np.ndarray = labels == (ident if ident is not None else NO_LABEL)
         if self.predicates:
             accepts = np.array([p.matches(symbol) for p in self.predicates], dtype=bool)
             hit |= (labels == PREDICATE_ID) & accepts[np.maximum(self.predicate_of[arcs], 0)]
@@ -230,19 +233,22 @@ class ArcStore:
         items: tuple[tuple[int, Any], ...] = self.memo("initial items", find)
         return items
 
-    def label_tables(self) -> dict[int, dict[int, list[tuple[int, Any]]]]:
-        """The per-state tables of ``label_table`` built so far (a cache on the store)."""
-        if self._tables is None:
-            self._tables = {}
-        return self._tables
+    def label_tables(self) -> dict[int, dict[int, list[LabelArc]]]:
+        """The per-state tables of ``label_table`` under the usual mask (``useful()``) built so far: a cache on the
+        store (``memo``), shared by the small-frontier searches of ``score`` and ``viterbi``."""
+        tables: dict[int, dict[int, list[LabelArc]]] = self.memo("label tables", dict)
+        return tables
 
-    def label_table(self, q: int, useful: np.ndarray) -> dict[int, list[tuple[int, Any]]]:
-        """State q's arcs into useful states by label id: [(destination, weight)] in arc order."""
+    def label_table(self, q: int, useful: np.ndarray) -> dict[int, list[LabelArc]]:
+        """State q's arcs into useful states by label id, in arc order: [(destination, weight, arc id, stored
+        position)]."""
         lo, hi = int(self.indptr[q]), int(self.indptr[q + 1])
-        table: dict[int, list[tuple[int, Any]]] = {}
-        for lab, d, w in zip(self.label[lo:hi].tolist(), self.dst[lo:hi].tolist(), self.weight[lo:hi].tolist()):
+        table: dict[int, list[LabelArc]] = {}
+        rows = zip(self.label[lo:hi].tolist(), self.dst[lo:hi].tolist(), self.weight[lo:hi].tolist(),
+                   self.arc_id[lo:hi].tolist(), range(lo, hi))
+        for label, d, w, arc_id, position in rows:
             if useful[d]:
-                table.setdefault(lab, []).append((d, w))
+                table.setdefault(label, []).append((d, w, arc_id, position))
         return table
 
     def graph(self, which: str) -> _Graph:
