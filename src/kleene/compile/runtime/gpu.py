@@ -210,15 +210,6 @@ def import_triton_source(source: str, prefix: str) -> ModuleType:
     return _TRITON_MODULES[(key, interpret)]
 
 
-def load_triton_module(plan: Plan) -> ModuleType:
-    """Import ``plan``'s generated Triton module (``import_triton_source``).
-
-    Raises:
-        CompileError: triton is not installed.
-    """
-    return import_triton_source(generate_triton(plan), "kleene_triton")
-
-
 def triton_block(d: int, most: int | None = TRITON_BLOCK) -> int:
     """Dimensions per program: the next power of two of ``d``, at most ``most`` (``None``: no bound)."""
     block = 1
