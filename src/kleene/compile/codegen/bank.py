@@ -49,7 +49,9 @@ from dataclasses import dataclass
 
 from kleene.compile.codegen.cpp import _PRELUDE, PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers
 from kleene.compile.codegen.cuda import CudaDialect, assemble_cuda
+from kleene.compile.codegen.cuda import lane_values as cuda_lane_values
 from kleene.compile.codegen.triton import BACKWARD_SIGNATURE, FORWARD_SIGNATURE, TritonDialect, assemble_triton
+from kleene.compile.codegen.triton import lane_values as triton_lane_values
 from kleene.compile.codegen.writer import (
     BACKWARD_ARGS,
     FORWARD_ARGS,
@@ -58,7 +60,6 @@ from kleene.compile.codegen.writer import (
     LaneWriter,
     lane_backward,
     lane_forward,
-    param,
 )
 from kleene.compile.template import Plan
 from kleene.errors import CompileError
@@ -475,9 +476,7 @@ def _cuda_direction(layout: BankLayout, kind: str, body: Callable[[LaneWriter, L
         w("template <typename T>")
         w.open(f"__device__ __forceinline__ void {kind}_g{g}({params}, int64_t b, int64_t d, int64_t Tn) {{")
         w("const int64_t rev = 0;  // (a bank's plans run forwards)")
-        w("const int64_t n_steps = lengths[b];")
-        for k in range(plan.num_params):
-            w(f"const T {param(k)} = {PARAM_TABLE}[{at.param(k)} + d];")
+        cuda_lane_values(w, at)
         body(w, at)
         w.close()
         lines += [*w.lines, ""]
@@ -527,12 +526,7 @@ def _triton_direction(
         w(f"end = {layout.widths[g]}")
         w("mask = d < end")
         w("rev = 0  # (a bank's plans run forwards)")
-        w("n_steps = tl.load(lengths + b)")
-        w("FZERO = tl.full([BLOCK], 0.0, slots.dtype.element_ty)")
-        w(f"ZERO = FZERO + {w.d.number(float(plan.storage.zero))}")
-        w(f"ONE = FZERO + {w.d.number(float(plan.storage.one))}")
-        for k in range(plan.num_params):
-            w(f"{param(k)} = tl.load({PARAM_TABLE} + {at.param(k)} + d, mask=mask, other=0.0)")
+        triton_lane_values(w, at)
         body(w, at)
         lines += [*w.lines, "", ""]
     signature = FORWARD_SIGNATURE if kind == "forward" else BACKWARD_SIGNATURE

@@ -75,6 +75,14 @@ class CudaDialect(CDialect):
     }
 
 
+def lane_values(w: LaneWriter, at: LaneLayout) -> None:
+    """A thread's ``n_steps`` and parameters in registers (read at ``at``'s offsets), once ``b`` and ``d`` are set:
+    the template kernels' and the bank's (``codegen.bank``)."""
+    w("const int64_t n_steps = lengths[b];")
+    for k in range(w.plan.num_params):
+        w(f"const T {param(k)} = {PARAM_TABLE}[{at.param(k)} + d];")
+
+
 def _kernel(plan: Plan, signature: str, body: Callable[[LaneWriter], None]) -> list[str]:
     """``signature``'s function: thread -> (b, d), direction, length, parameters in registers, then ``body``."""
     w = LaneWriter(plan, CudaDialect(plan), "  ")
@@ -85,10 +93,7 @@ def _kernel(plan: Plan, signature: str, body: Callable[[LaneWriter], None]) -> l
     w("const int64_t b = task / D, d = task % D;")
     w("const int64_t half = " + ("D / 2;" if plan.options.bidirectional else "D;"))
     w("const int64_t rev = d >= half ? 1 : 0;")
-    w("const int64_t n_steps = lengths[b];")
-    at = LaneLayout(plan)
-    for k in range(plan.num_params):
-        w(f"const T {param(k)} = {PARAM_TABLE}[{at.param(k)} + d];")
+    lane_values(w, LaneLayout(plan))
     body(w)
     w.close()
     return w.lines

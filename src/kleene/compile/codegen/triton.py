@@ -128,12 +128,17 @@ def _lane_setup(w: LaneWriter) -> None:
     w("d = blk * BLOCK + rev * (HALF - blocks_lo * BLOCK) + tl.arange(0, BLOCK)")
     w("end = HALF + rev * (D - HALF)")
     w("mask = d < end")
+    lane_values(w, LaneLayout(w.plan))
+
+
+def lane_values(w: LaneWriter, at: LaneLayout) -> None:
+    """A program's ``n_steps``, constant vectors and parameters (read at ``at``'s offsets), once ``b``, ``d`` and
+    ``mask`` are set: the template kernels' and the bank's (``codegen.bank``)."""
     w("n_steps = tl.load(lengths + b)")
     w("FZERO = tl.full([BLOCK], 0.0, slots.dtype.element_ty)  # (builtins only: tl.zeros is a jit function)")
     storage = w.plan.storage
     w(f"ZERO = FZERO + {w.d.number(float(storage.zero))}")
     w(f"ONE = FZERO + {w.d.number(float(storage.one))}")
-    at = LaneLayout(w.plan)
     for k in range(w.plan.num_params):
         w(f"{param(k)} = tl.load({PARAM_TABLE} + {at.param(k)} + d, mask=mask, other=0.0)")
 
