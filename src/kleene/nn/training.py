@@ -27,6 +27,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -246,33 +247,15 @@ class Trainer:
     def batches(self, split: str, *, epoch: int = 0, shard: bool = False) -> list[Batch]:
         """The batches of ``split``; training batches are shuffled per epoch and, with ``shard``, this rank's share."""
         rank, world = (self.rank, self.world_size) if shard else (0, 1)
-        shuffle, seed = split == "train", self.config.seed
         if isinstance(self.data, ClassificationData):
-            examples = self.data.split(split)
-            return classification_batches(
-                examples,
-                self.vocab,
-                self.config.batch_size,
-                shuffle=shuffle,
-                seed=seed,
-                epoch=epoch,
-                rank=rank,
-                world_size=world,
-            )
-        if split not in self._ids:
-            self._ids[split] = self.vocab.encode(self.data.split(split))
-        if self.config.carry_state:
-            return stream_batches(self._ids[split], self.config.batch_size, self.config.window)
-        return language_model_batches(
-            self._ids[split],
-            self.config.batch_size,
-            self.config.window,
-            shuffle=shuffle,
-            seed=seed,
-            epoch=epoch,
-            rank=rank,
-            world_size=world,
-        )
+            batcher = partial(classification_batches, self.data.split(split), self.vocab, self.config.batch_size)
+        else:
+            if split not in self._ids:
+                self._ids[split] = self.vocab.encode(self.data.split(split))
+            if self.config.carry_state:
+                return stream_batches(self._ids[split], self.config.batch_size, self.config.window)
+            batcher = partial(language_model_batches, self._ids[split], self.config.batch_size, self.config.window)
+        return batcher(shuffle=split == "train", seed=self.config.seed, epoch=epoch, rank=rank, world_size=world)
 
     def _loss(self, logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, float, int]:
         """(mean loss, number of correct predictions, number of predictions)."""
