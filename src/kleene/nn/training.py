@@ -51,6 +51,7 @@ from kleene.data import (
 from kleene.data.checks import check_count, check_real
 from kleene.errors import DataError, FormatError, TrainingError
 from kleene.nn.checkpoint import check_checkpoint_target, save_checkpoint
+from kleene.nn.modes import inference
 from kleene.nn.registry import build_model, model_builder, model_tasks
 
 __all__ = [
@@ -269,19 +270,16 @@ class Trainer:
         return loss, correct, flat_targets.numel()
 
     # -- evaluation ----------------------------------------------------------------------------------------------------
-    @torch.no_grad()
     def evaluate(self, split: str = "dev") -> dict[str, float]:
         """Loss and accuracy on ``split`` (plus perplexity and bits per token for language models)."""
-        was_training = self.model.training
-        self.model.eval()
         meter = _Meter()
         states = None
-        for batch in self.batches(split):
-            batch = batch.to(self.device)
-            logits, states = self._forward(self.model, batch, states)
-            loss, correct, count = self._loss(logits, batch)
-            meter.add(float(loss), count, correct, batch.num_tokens)
-        self.model.train(was_training)
+        with inference(self.model):
+            for batch in self.batches(split):
+                batch = batch.to(self.device)
+                logits, states = self._forward(self.model, batch, states)
+                loss, correct, count = self._loss(logits, batch)
+                meter.add(float(loss), count, correct, batch.num_tokens)
         summary = meter.summary()
         result = {"loss": summary["loss"], "accuracy": summary["accuracy"]}
         if not self.is_classifier:
