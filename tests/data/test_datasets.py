@@ -11,6 +11,7 @@ import torch
 
 from kleene.data import (
     VENDOR_DIR,
+    Batch,
     DataError,
     DatasetNotFoundError,
     Example,
@@ -227,6 +228,36 @@ def test_classification_batches_shard_across_ranks():
     assert all(torch.equal(a.tokens, b.tokens) for a, b in zip(again, ranks[0]))
     other_epoch = classification_batches(examples, vocab, 4, rank=0, **{**kwargs, "epoch": 2})
     assert not all(torch.equal(a.tokens, b.tokens) for a, b in zip(other_epoch, ranks[0]))
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_both_batchers_take_the_same_share_of_one_order(world_size: int, shuffle: bool) -> None:
+    """Classification and language-model batches of 11 items (examples or windows), batch size 2: each rank gets
+    every world_size-th batch of one epoch order, a multiple of world_size batches in all, the same for both."""
+    count, window = 11, 3
+    examples = [Example((str(i),), 0) for i in range(count)]
+    vocab = Vocabulary.build(e.tokens for e in examples)
+    stream = list(range(count * window + 1))
+    kwargs = {"shuffle": shuffle, "seed": 5, "epoch": 2, "world_size": world_size}
+
+    def ids(batches: list[Batch]) -> list[list[int]]:
+        return [[int(word) for word in vocab.decode(b.tokens[:, 0].tolist())] for b in batches]
+
+    whole_ids = ids(classification_batches(examples, vocab, 2, shuffle=shuffle, seed=5, epoch=2))
+    assert sorted(i for batch in whole_ids for i in batch) == list(range(count))
+    assert (whole_ids == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10]]) is not shuffle
+    usable = len(whole_ids) - len(whole_ids) % world_size
+    for rank in range(world_size):
+        expected = whole_ids[rank:usable:world_size]
+        assert ids(classification_batches(examples, vocab, 2, rank=rank, **kwargs)) == expected
+        windows = language_model_batches(stream, 2, window, rank=rank, **kwargs)
+        assert [(b.tokens[:, 0] // window).tolist() for b in windows] == expected
+    for rank in (-1, world_size):
+        with pytest.raises(DataError, match=f"rank {rank} outside"):
+            classification_batches(examples, vocab, 2, rank=rank, world_size=world_size)
+        with pytest.raises(DataError, match=f"rank {rank} outside"):
+            language_model_batches(stream, 2, window, rank=rank, world_size=world_size)
 
 
 def test_language_model_batches_predict_the_next_token():

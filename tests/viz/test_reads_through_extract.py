@@ -7,8 +7,9 @@ import ast
 from pathlib import Path
 
 VIZ = Path(__file__).resolve().parents[2] / "src" / "kleene" / "viz"
-#: What viz may import from kleene.nn: the classes it accepts, the checkpoint it reads, SoPa's stand-in for zero.
-ALLOWED_FROM_NN = {"SoPaClassifier", "RegexClassifier", "Checkpoint", "REFERENCE_ZERO"}
+#: What viz may import from kleene.nn: the classes it accepts, the checkpoint it reads, SoPa's stand-in for zero,
+#: and the eval-mode context it runs a model in (``kleene.nn.modes.inference``: no layer's internals).
+ALLOWED_FROM_NN = {"SoPaClassifier", "RegexClassifier", "Checkpoint", "REFERENCE_ZERO", "inference"}
 #: The layers' own calls and parts (kleene.extract reads them).
 INTERNALS = {"groups", "transitions", "epsilon_constants", "arc_scores", "end_scores", "best_starts", "best_paths",
              "span_totals", "hard_automata", "read_back", "arc_refs"}

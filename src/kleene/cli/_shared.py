@@ -42,6 +42,22 @@ def filled_help(*, raw: bool = False, **placeholders: Callable[[], str]) -> type
     return Filled
 
 
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: the argument as an integer ``>= minimum``; anything else is refused with a message that
+    says what was expected (argparse prints it in its one usage line)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def check_output_file(path: Path | None, flag: str, *, create_folder: bool = False) -> Path | None:
     """``path`` (a file the command will write), checked before the work: its folder exists (or, with
     ``create_folder``, can be created) and is writable, and it is not a folder itself. ``None`` passes.
@@ -90,6 +106,22 @@ def add_column_options(parser: argparse.ArgumentParser) -> None:
     when not given, the columns recorded at training are read)."""
     parser.add_argument("--text-column", help="own data: the text column (default: the training one, else detected)")
     parser.add_argument("--label-column", help="own data: the label column (default: the training one, else detected)")
+
+
+def set_threads(threads: int | None) -> None:
+    """Apply a command's ``--threads``: torch's intra-op threads (``None``: torch's choice, nothing changes).
+
+    Raises:
+        KleeneError: ``threads`` that is not an integer >= 1 (the message names ``--threads``).
+    """
+    if threads is None:
+        return
+    import torch
+
+    from kleene.data.checks import check_count
+    from kleene.errors import KleeneError
+
+    torch.set_num_threads(check_count(threads, "--threads", minimum=1, error=KleeneError))
 
 
 def require_dot(flag: str) -> None:

@@ -6,21 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from kleene.cli._shared import integer_at_least
 from kleene.cli.device import add_device_option, device_from
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _temperature(text: str) -> float:
@@ -49,11 +36,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("checkpoint", type=Path, help="checkpoint directory of a language model")
     parser.add_argument("--prompt", required=True, help="the text to continue (characters or words, as trained)")
-    parser.add_argument("--max-tokens", type=_count, default=200, help="tokens to generate (default 200)")
+    parser.add_argument("--max-tokens", type=integer_at_least(0), default=200, help="tokens to generate (default 200)")
     parser.add_argument("--strategy", default="sample", choices=["greedy", "sample", "beam"])
     parser.add_argument("--temperature", type=_temperature, default=0.8, help="sampling temperature (default 0.8)")
-    parser.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens only")
-    parser.add_argument("--beam-size", type=_positive, default=4)
+    parser.add_argument("--top-k", type=integer_at_least(1), help="sample among the k most likely tokens only")
+    parser.add_argument("--beam-size", type=integer_at_least(1), default=4)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (the same seed gives the same text)")
     parser.add_argument("--level", choices=["char", "word"], help="tokenization (default: the training data's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -35,17 +35,6 @@ _FLAG_PARAMETERS = {
 }
 
 
-def _positive(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
 def _zoo_names() -> str:
     from kleene.rational.zoo import ZOO
 
@@ -53,8 +42,9 @@ def _zoo_names() -> str:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from kleene.cli._shared import filled_help
+    from kleene.cli._shared import filled_help, integer_at_least
 
+    positive = integer_at_least(1)
     parser = subparsers.add_parser(
         "prove",
         formatter_class=filled_help(ZOO_NAMES=_zoo_names),
@@ -65,21 +55,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("target", nargs="?", help="a zoo name or a Python file defining `recurrence` or `build()`")
     parser.add_argument("--all", action="store_true", help="every zoo entry: a table (with --markdown) or JSON list")
-    parser.add_argument("--window", type=_positive, help="QRNN convolution window K")
-    parser.add_argument("--order", type=_positive, help="RCNN n-gram order n")
+    parser.add_argument("--window", type=positive, help="QRNN convolution window K")
+    parser.add_argument("--order", type=positive, help="RCNN n-gram order n")
     parser.add_argument(
         "--semiring", help="semiring for entries that take one (sopa, rrnn-semiring, qrnn-semiring, rcnn, isan)"
     )
     parser.add_argument("--kind", choices=("B", "C", "F"), help="RRNN kind of rrnn-semiring")
-    parser.add_argument("--dim", type=_positive, help="hidden size d for ISAN and the linear Elman network")
-    parser.add_argument("--layers", type=_positive, help="layers of a stacked entry (stacked-linear, delayed-linear)")
+    parser.add_argument("--dim", type=positive, help="hidden size d for ISAN and the linear Elman network")
+    parser.add_argument("--layers", type=positive, help="layers of a stacked entry (stacked-linear, delayed-linear)")
     parser.add_argument(
         "--flatten",
         action="store_true",
         help="with stacked-linear: also prove its flattening delayed-linear and check that it equals the stack "
         "with delay layers-1 (Theorem 1 of the delayed-RNN paper) for every input",
     )
-    parser.add_argument("--length", type=_positive, help="SoPa pattern length / CNN filter width")
+    parser.add_argument("--length", type=positive, help="SoPa pattern length / CNN filter width")
     parser.add_argument("--alphabet", help="comma-separated finite alphabet (history constructions, Hankel ranks)")
     parser.add_argument("--constant-lambda", action="store_true", default=None, help="RCNN with a constant λ")
     parser.add_argument("--json", action="store_true", help="print one JSON object (a list with --all)")

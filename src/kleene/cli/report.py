@@ -69,20 +69,14 @@ def warn_if_chance(accuracy: Any, data: Any, split: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kleene.cli._shared import check_output_file
+    from kleene.cli._shared import check_output_file, set_threads
 
     check_output_file(args.output, "-o/--output")  # before the model is read and the report assembled
-
-    import torch
 
     from kleene.nn import RegexClassifier, SoPaClassifier, load_checkpoint
     from kleene.viz.report import ReportOptions, write_report
 
-    if args.threads is not None:
-        from kleene.data.checks import check_count
-        from kleene.errors import KleeneError
-
-        torch.set_num_threads(check_count(args.threads, "--threads", minimum=1, error=KleeneError))
+    set_threads(args.threads)
     options = ReportOptions(
         patterns=args.patterns,
         documents=args.documents,

@@ -145,6 +145,7 @@ def parse_settings(settings: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kleene.cli._shared import set_threads
     from kleene.nn.checkpoint import check_checkpoint_target
     from kleene.nn.registry import check_settings
 
@@ -153,15 +154,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"{args.model}-{Path(args.data).stem or 'data'}"
     check_checkpoint_target(out, overwrite=args.overwrite)
 
-    import torch
-
     from kleene.nn import TrainConfig, train
 
-    if args.threads is not None:
-        from kleene.data.checks import check_count
-        from kleene.errors import KleeneError
-
-        torch.set_num_threads(check_count(args.threads, "--threads", minimum=1, error=KleeneError))
+    set_threads(args.threads)
     config = TrainConfig(
         epochs=args.epochs if args.epochs is not None else (None if args.max_steps is not None else 10),
         max_steps=args.max_steps,

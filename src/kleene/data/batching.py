@@ -51,18 +51,24 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[
     return tokens, lengths
 
 
-def _shard(chunks: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
+def _chunks(
+    count: int, batch_size: int, *, shuffle: bool, seed: int, epoch: int, rank: int, world_size: int
+) -> list[list[int]]:
+    """The indices 0..count-1 (shuffled by ``(seed, epoch)`` when ``shuffle``) cut into runs of ``batch_size``, then
+    this rank's share: a multiple of ``world_size`` runs, every ``world_size``-th from ``rank`` (see the module
+    docstring).
+
+    Raises:
+        DataError: a rank outside 0..world_size-1.
+    """
     if not 0 <= rank < world_size:
         raise DataError(f"rank {rank} outside 0..{world_size - 1}")
-    usable = len(chunks) - len(chunks) % world_size
-    return chunks[rank:usable:world_size]
-
-
-def _order(count: int, shuffle: bool, seed: int, epoch: int) -> list[int]:
     order = list(range(count))
     if shuffle:
         random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return order
+    chunks = [order[i : i + batch_size] for i in range(0, count, batch_size)]
+    usable = len(chunks) - len(chunks) % world_size
+    return chunks[rank:usable:world_size]
 
 
 def classification_batches(
@@ -82,8 +88,9 @@ def classification_batches(
         DataError: ``batch_size`` that is not an integer >= 1, or a rank outside 0..world_size-1.
     """
     check_count(batch_size, "batch_size", minimum=1, error=DataError)
-    order = _order(len(examples), shuffle, seed, epoch)
-    chunks = _shard([order[i : i + batch_size] for i in range(0, len(order), batch_size)], rank, world_size)
+    chunks = _chunks(
+        len(examples), batch_size, shuffle=shuffle, seed=seed, epoch=epoch, rank=rank, world_size=world_size
+    )
     batches = []
     for chunk in chunks:
         tokens, lengths = pad_sequences([vocab.encode(examples[i].tokens) for i in chunk], vocab.pad_id)
@@ -117,8 +124,7 @@ def language_model_batches(
         raise DataError(f"a stream of {len(stream)} tokens is shorter than one window of {window} + 1")
     inputs = stream[: count * window].view(count, window)
     targets = stream[1 : count * window + 1].view(count, window)
-    order = _order(count, shuffle, seed, epoch)
-    chunks = _shard([order[i : i + batch_size] for i in range(0, count, batch_size)], rank, world_size)
+    chunks = _chunks(count, batch_size, shuffle=shuffle, seed=seed, epoch=epoch, rank=rank, world_size=world_size)
     return [
         Batch(inputs[chunk], torch.full((len(chunk),), window, dtype=torch.long), targets[chunk]) for chunk in chunks
     ]

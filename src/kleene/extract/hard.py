@@ -19,9 +19,9 @@ from kleene.extract.reader import (
     Reader,
     batches,
     check_documents,
-    inference,
     progress_bar,
 )
+from kleene.nn.modes import inference
 from kleene.nn.sopa import PatternGroup, SoPaClassifier
 
 __all__ = [

@@ -27,14 +27,12 @@ much of it the best single path (Viterbi, in max-times) carries.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
-from torch import nn
 
 from kleene.data.vocab import Vocabulary
 from kleene.errors import InterpretError
@@ -108,18 +106,6 @@ def check_model(model: object, vocab: Vocabulary) -> SoPaClassifier:
             "undefined"
         )
     return model
-
-
-@contextlib.contextmanager
-def inference(model: nn.Module) -> Iterator[None]:
-    """Eval mode (no dropout) and no gradients, restoring the model's mode afterwards."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
 
 
 @dataclass(frozen=True)

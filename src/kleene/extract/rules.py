@@ -20,6 +20,7 @@ from kleene.automata.wfsa import WFSA
 from kleene.data.checks import check_count
 from kleene.data.vocab import Vocabulary
 from kleene.errors import RuleError
+from kleene.nn.modes import inference
 from kleene.nn.rules import AutomatonLayer, RegexClassifier, label_mask, rule_matches
 
 __all__ = ["READ_BACK_THRESHOLD", "HardArc", "RuleReadback", "hard_automata", "read_back"]
@@ -167,9 +168,7 @@ def _fidelity(
     whole = model.ruleset.whole_sentence()
     bar = semiring.stored_probability(float(threshold))
     agree = torch.zeros(len(hard))
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
+    with inference(model):
         for start in range(0, len(sentences), batch_size):
             chunk = sentences[start : start + batch_size]
             lengths = torch.tensor([len(s) for s in chunk])
@@ -182,5 +181,4 @@ def _fidelity(
             for r, automaton in enumerate(hard):
                 hits = torch.tensor([rule_matches(automaton, s, whole[r]) for s in seen])
                 agree[r] += (hits == soft[:, r]).sum()
-    model.train(was_training)
     return (agree / max(len(sentences), 1)).tolist()

@@ -26,6 +26,7 @@ from torch import nn
 
 from kleene.data.vocab import Vocabulary
 from kleene.errors import DeployError, KleeneError
+from kleene.nn.modes import inference
 
 __all__ = [
     "SIDECAR_FORMAT",
@@ -90,26 +91,17 @@ def export_program(model: nn.Module) -> torch.export.ExportedProgram:
         DeployError: not a registry model, or torch.export fails (its message follows).
     """
     model = _check_model(model)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
+    with inference(model):
+        try:
             return torch.export.export(model, example_inputs(model), dynamic_shapes=dynamic_shapes())
-    except Exception as error:  # torch.export raises many kinds; the message names the model
-        raise DeployError(f"torch.export of {type(model).__name__} failed: {error}") from error
-    finally:
-        model.train(was_training)
+        except Exception as error:  # torch.export raises many kinds; the message names the model
+            raise DeployError(f"torch.export of {type(model).__name__} failed: {error}") from error
 
 
 def _num_outputs(model: nn.Module) -> int:
     """The size of the model's last output dimension (its number of classes), from one eval-mode call."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            return int(model(*example_inputs(model, 1, 2)).shape[-1])
-    finally:
-        model.train(was_training)
+    with inference(model):
+        return int(model(*example_inputs(model, 1, 2)).shape[-1])
 
 
 def sidecar(
@@ -190,26 +182,23 @@ def export_onnx(
         import onnxscript  # noqa: F401 - the dynamo exporter needs it; say so before tracing
     except ImportError as error:
         raise DeployError(f"ONNX export needs the onnx extra (pip install 'kleene[onnx]'): {error}") from None
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), warnings.catch_warnings(), _quiet("torch.onnx"):
-            # tokens and lengths share the batch dimension on purpose; the exporter remarks on it
-            warnings.filterwarnings("ignore", message=r".*shares the same shape constraints with another axis")
-            program = torch.onnx.export(
-                model,
-                example_inputs(model),
-                dynamo=True,
-                dynamic_shapes=dynamic_shapes(),
-                input_names=["tokens", "lengths"],
-                output_names=["logits"],
-                opset_version=opset,
-                verbose=False,
-            )
-    except Exception as error:  # the exporter raises many kinds; the message names the model
-        raise DeployError(f"ONNX export of {type(model).__name__} failed: {str(error)[:2000]}") from error
-    finally:
-        model.train(was_training)
+    with inference(model):
+        try:
+            with warnings.catch_warnings(), _quiet("torch.onnx"):
+                # tokens and lengths share the batch dimension on purpose; the exporter remarks on it
+                warnings.filterwarnings("ignore", message=r".*shares the same shape constraints with another axis")
+                program = torch.onnx.export(
+                    model,
+                    example_inputs(model),
+                    dynamo=True,
+                    dynamic_shapes=dynamic_shapes(),
+                    input_names=["tokens", "lengths"],
+                    output_names=["logits"],
+                    opset_version=opset,
+                    verbose=False,
+                )
+        except Exception as error:  # the exporter raises many kinds; the message names the model
+            raise DeployError(f"ONNX export of {type(model).__name__} failed: {str(error)[:2000]}") from error
     if program is None:  # pragma: no cover - dynamo=True always returns a program
         raise DeployError(f"ONNX export of {type(model).__name__} returned no program")
     program.save(str(target))

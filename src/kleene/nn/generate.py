@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from kleene.errors import LayerError
+from kleene.nn.modes import inference
 
 __all__ = ["Generation", "generate", "next_token_log_probs"]
 
@@ -161,22 +162,17 @@ def generate(
     }
     ids = _check(model, prompt, max_new_tokens, options)
     stop_ids = _token_ids(stop, "stop")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            vocabulary = _vocabulary_size(model)
-            for position, token in enumerate(ids):
-                if token >= vocabulary:
-                    raise LayerError(
-                        f"generate: prompt[{position}] = {token} is outside the vocabulary (size {vocabulary})"
-                    )
-            stops = set(stop_ids)
-            if strategy == "beam":
-                return _beam(model, ids, max_new_tokens, beam_size, stops)
-            return _left_to_right(model, ids, max_new_tokens, strategy, temperature, top_k, stops, seed)
-    finally:
-        model.train(was_training)
+    with inference(model):
+        vocabulary = _vocabulary_size(model)
+        for position, token in enumerate(ids):
+            if token >= vocabulary:
+                raise LayerError(
+                    f"generate: prompt[{position}] = {token} is outside the vocabulary (size {vocabulary})"
+                )
+        stops = set(stop_ids)
+        if strategy == "beam":
+            return _beam(model, ids, max_new_tokens, beam_size, stops)
+        return _left_to_right(model, ids, max_new_tokens, strategy, temperature, top_k, stops, seed)
 
 
 class _Decoder:

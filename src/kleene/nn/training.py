@@ -27,6 +27,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from kleene.data import (
 from kleene.data.checks import check_count, check_real
 from kleene.errors import DataError, FormatError, TrainingError
 from kleene.nn.checkpoint import check_checkpoint_target, save_checkpoint
+from kleene.nn.modes import inference
 from kleene.nn.registry import build_model, model_builder, model_tasks
 
 __all__ = [
@@ -246,33 +248,15 @@ class Trainer:
     def batches(self, split: str, *, epoch: int = 0, shard: bool = False) -> list[Batch]:
         """The batches of ``split``; training batches are shuffled per epoch and, with ``shard``, this rank's share."""
         rank, world = (self.rank, self.world_size) if shard else (0, 1)
-        shuffle, seed = split == "train", self.config.seed
         if isinstance(self.data, ClassificationData):
-            examples = self.data.split(split)
-            return classification_batches(
-                examples,
-                self.vocab,
-                self.config.batch_size,
-                shuffle=shuffle,
-                seed=seed,
-                epoch=epoch,
-                rank=rank,
-                world_size=world,
-            )
-        if split not in self._ids:
-            self._ids[split] = self.vocab.encode(self.data.split(split))
-        if self.config.carry_state:
-            return stream_batches(self._ids[split], self.config.batch_size, self.config.window)
-        return language_model_batches(
-            self._ids[split],
-            self.config.batch_size,
-            self.config.window,
-            shuffle=shuffle,
-            seed=seed,
-            epoch=epoch,
-            rank=rank,
-            world_size=world,
-        )
+            batcher = partial(classification_batches, self.data.split(split), self.vocab, self.config.batch_size)
+        else:
+            if split not in self._ids:
+                self._ids[split] = self.vocab.encode(self.data.split(split))
+            if self.config.carry_state:
+                return stream_batches(self._ids[split], self.config.batch_size, self.config.window)
+            batcher = partial(language_model_batches, self._ids[split], self.config.batch_size, self.config.window)
+        return batcher(shuffle=split == "train", seed=self.config.seed, epoch=epoch, rank=rank, world_size=world)
 
     def _loss(self, logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, float, int]:
         """(mean loss, number of correct predictions, number of predictions)."""
@@ -286,19 +270,16 @@ class Trainer:
         return loss, correct, flat_targets.numel()
 
     # -- evaluation ----------------------------------------------------------------------------------------------------
-    @torch.no_grad()
     def evaluate(self, split: str = "dev") -> dict[str, float]:
         """Loss and accuracy on ``split`` (plus perplexity and bits per token for language models)."""
-        was_training = self.model.training
-        self.model.eval()
         meter = _Meter()
         states = None
-        for batch in self.batches(split):
-            batch = batch.to(self.device)
-            logits, states = self._forward(self.model, batch, states)
-            loss, correct, count = self._loss(logits, batch)
-            meter.add(float(loss), count, correct, batch.num_tokens)
-        self.model.train(was_training)
+        with inference(self.model):
+            for batch in self.batches(split):
+                batch = batch.to(self.device)
+                logits, states = self._forward(self.model, batch, states)
+                loss, correct, count = self._loss(logits, batch)
+                meter.add(float(loss), count, correct, batch.num_tokens)
         summary = meter.summary()
         result = {"loss": summary["loss"], "accuracy": summary["accuracy"]}
         if not self.is_classifier:

@@ -11,7 +11,8 @@ from torch import nn
 
 from kleene.data.vocab import Vocabulary
 from kleene.errors import InterpretError
-from kleene.extract.reader import Batch, PhraseMatch, Reader, batches, check_documents, inference
+from kleene.extract.reader import Batch, PhraseMatch, Reader, batches, check_documents
+from kleene.nn.modes import inference
 from kleene.nn.sopa import REFERENCE_ZERO, SoPaClassifier
 
 __all__ = ["Explanation", "PatternContribution", "explain", "leave_one_out", "removed_value"]

@@ -15,11 +15,11 @@ from kleene.extract.reader import (
     Reader,
     batches,
     check_documents,
-    inference,
     padded_tokens,
     pattern_indices,
     progress_bar,
 )
+from kleene.nn.modes import inference
 
 __all__ = ["top_phrases"]
 

@@ -64,8 +64,12 @@ MIN_STEPS = 5
 OOV, ORIGINAL_PAD, SOS, EOS = "<oov>", "<pad>", "<s>", "</s>"
 
 
-def _embedding_vocabulary(matrix: Tensor, words: Sequence[str], code: str) -> tuple[Vocabulary, Tensor]:
-    """kleene's vocabulary and embedding rows for their ``word2id`` order ``words`` and their matrix."""
+def _embedding_vocabulary(state_dict: dict[str, Tensor], words: Sequence[str], code: str) -> tuple[Vocabulary, Tensor]:
+    """kleene's vocabulary and embedding rows (V, E) for their ``word2id`` order ``words`` and their ``emb_layer``
+    matrix in ``state_dict``."""
+    matrix = state_dict.get("emb_layer.embedding.weight")
+    if matrix is None or matrix.dim() != 2:
+        raise OriginalCodeError(f"{code}: the state dict has no emb_layer.embedding.weight (their Model's keys)")
     words = list(words)
     if len(words) != matrix.shape[0]:
         raise OriginalCodeError(
@@ -91,13 +95,6 @@ def _linear_head(state_dict: dict[str, Tensor], features: int, code: str) -> tup
         shape = None if weight is None else tuple(weight.shape)
         raise OriginalCodeError(f"{code}: expected out.weight (classes, {features}) and out.bias; got {shape}")
     return weight, bias
-
-
-def _embedding(state_dict: dict[str, Tensor], code: str) -> Tensor:
-    matrix = state_dict.get("emb_layer.embedding.weight")
-    if matrix is None or matrix.dim() != 2:
-        raise OriginalCodeError(f"{code}: the state dict has no emb_layer.embedding.weight (their Model's keys)")
-    return matrix
 
 
 def _frame(vocab: Vocabulary, sentence_marks: bool) -> dict[str, Any]:
@@ -152,32 +149,36 @@ def rational_recurrences_classifier(
     }
     encoder = from_rational_recurrences({k: v for k, v in state_dict.items() if k.startswith("encoder.")},
                                         encoder_args, backend=backend)  # fmt: skip
-    matrix = _embedding(state_dict, code)
-    vocab, rows = _embedding_vocabulary(matrix, words, code)
+    vocab, rows = _embedding_vocabulary(state_dict, words, code)
     layers = [layer for layer in encoder.layers if isinstance(layer, RRNNReferenceLayer)]
     weight, bias = _linear_head(state_dict, layers[-1].dim, code)
     kwargs: dict[str, Any] = {
         "vocab_size": len(vocab), "num_classes": int(weight.shape[0]), "output_gate": layers[0].gate is not None,
         "semiring": "real", "activation": options["activation"], "hidden_size": layers[0].dim,
-        "num_layers": len(layers), "embedding_dim": int(matrix.shape[1]), "mlp_hidden": 0,
+        "num_layers": len(layers), "embedding_dim": int(rows.shape[1]), "mlp_hidden": 0,
         "freeze_embeddings": bool(options["fix_embedding"]), "frame": _frame(vocab, sentence_marks=True),
         "backend": backend,
     }  # fmt: skip
-    model = build_model("rrnn-f", **kwargs).to(matrix.dtype)
-    assert isinstance(model, RationalClassifier)
+    model = _classifier("rrnn-f", kwargs, rows, weight, bias)
     with torch.no_grad():
-        model.embedding.weight.copy_(rows)
         for target, source in zip(model.stack.layers, layers):
             copy_rrnn_layer(target, source)
-        _copy_head(model, weight, bias)
     return model.eval(), kwargs, vocab
 
 
-def _copy_head(model: RationalClassifier, weight: Tensor, bias: Tensor) -> None:
+def _classifier(name: str, kwargs: dict[str, Any], rows: Tensor, weight: Tensor, bias: Tensor) -> RationalClassifier:
+    """The registry's ``name`` classifier built from ``kwargs`` in the dtype of ``rows``, holding their Model's
+    embedding ``rows`` (in kleene's vocabulary order) and its ``out`` layer (``weight``, ``bias``); the caller copies
+    the encoder's layers."""
+    model = build_model(name, **kwargs).to(rows.dtype)
+    assert isinstance(model, RationalClassifier)
     head = model.head[-1]
     assert isinstance(head, nn.Linear)
-    head.weight.copy_(weight)
-    head.bias.copy_(bias)
+    with torch.no_grad():
+        model.embedding.weight.copy_(rows)
+        head.weight.copy_(weight)
+        head.bias.copy_(bias)
+    return model
 
 
 def sru_classifier(
@@ -212,18 +213,15 @@ def sru_classifier(
         for what, found in differs.items():
             if found:
                 raise OriginalCodeError(f"encoder.rnn_lst.{index}: {what}; kleene's sru classifier computes otherwise")
-    matrix = _embedding(state_dict, code)
-    vocab, rows = _embedding_vocabulary(matrix, words, code)
+    vocab, rows = _embedding_vocabulary(state_dict, words, code)
     weight, bias = _linear_head(state_dict, layers[-1].dim, code)
     kwargs: dict[str, Any] = {
         "vocab_size": len(vocab), "num_classes": int(weight.shape[0]), "hidden_size": layers[0].dim,
-        "num_layers": len(layers), "embedding_dim": int(matrix.shape[1]), "mlp_hidden": 0,
+        "num_layers": len(layers), "embedding_dim": int(rows.shape[1]), "mlp_hidden": 0,
         "activation": layers[0].activation, "frame": _frame(vocab, sentence_marks=False), "backend": backend,
     }  # fmt: skip
-    model = build_model("sru", **kwargs).to(matrix.dtype)
-    assert isinstance(model, RationalClassifier)
+    model = _classifier("sru", kwargs, rows, weight, bias)
     with torch.no_grad():
-        model.embedding.weight.copy_(rows)
         for target, source in zip(model.stack.layers, layers):
             assert isinstance(target, SRULayer)
             for name in ("transform", "gates", "highway"):
@@ -232,5 +230,4 @@ def sru_classifier(
                     raise OriginalCodeError(f"the sru layer's {name} does not fit kleene's sru layer")
                 if part is not None:
                     getattr(target, name).load_state_dict(part.state_dict())
-        _copy_head(model, weight, bias)
     return model.eval(), kwargs, vocab
