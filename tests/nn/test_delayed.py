@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from kleene.errors import LayerError
 from kleene.nn import ConversionError, Delayed, delayed_from_stacked, delayed_loss_mask
 
 DOUBLE = torch.float64
@@ -278,7 +279,7 @@ def test_unsupported_modules_raise(module, message):
 
 
 def test_unknown_warmup_raises():
-    with pytest.raises(ValueError, match="warmup must be"):
+    with pytest.raises(LayerError, match="warmup must be"):
         delayed_from_stacked(nn.RNN(3, 4, 2), warmup="backwards")  # type: ignore[arg-type]
 
 
@@ -353,7 +354,7 @@ def test_delayed_loss_mask():
         [False, False, True, False, False],
     ]
     assert Delayed(nn.RNN(1, 1), 2).loss_mask([3, 1], 3).equal(mask)
-    with pytest.raises(ValueError, match="delay must be >= 0"):
+    with pytest.raises(LayerError, match="delay must be >= 0"):
         Delayed(nn.RNN(1, 1), -1)
 
 

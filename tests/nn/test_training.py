@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from kleene.data import ClassificationData, Example, Vocabulary
+from kleene.errors import ModelConfigError
 from kleene.nn import (
     CheckpointError,
     TrainConfig,
@@ -50,7 +51,7 @@ def test_registry():
     assert {"cnn", "bilstm", "lstm-lm"} <= set(registered_models())
     with pytest.raises(UnknownModelError, match=r"unknown model 'sopa-x' \(registered: .*cnn"):
         build_model("sopa-x")
-    with pytest.raises(ValueError, match="'cnn' is already registered"):
+    with pytest.raises(ModelConfigError, match="'cnn' is already registered"):
         register_model("cnn", nn.Linear)
 
 
@@ -231,3 +232,8 @@ def test_distributed_ranks_keep_identical_parameters(tmp_path):
         assert torch.equal(ranks[0][key], ranks[1][key]), key  # DDP averaged the gradients
     changed = [key for key in finals if not torch.equal(ranks[0][key], ranks[0][key.replace("final.", "initial.")])]
     assert "final.convolution.weight" in changed
+
+
+def test_lstm_language_model_refuses_tied_weights_of_two_sizes():
+    with pytest.raises(ModelConfigError, match="tie_weights needs hidden_size == embedding_dim, got 8, 6"):
+        build_model("lstm-lm", vocab_size=30, embedding_dim=6, hidden_size=8, tie_weights=True)

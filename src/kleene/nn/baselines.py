@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from kleene.errors import ModelConfigError
 from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 from kleene.nn.rrnn import RationalClassifier, RationalLayer, last_states
@@ -223,7 +224,9 @@ class LSTMLanguageModel(nn.Module):
         self.output = nn.Linear(hidden_size, vocab_size)
         if tie_weights:
             if hidden_size != embedding_dim:
-                raise ValueError(f"tie_weights needs hidden_size == embedding_dim, got {hidden_size}, {embedding_dim}")
+                raise ModelConfigError(
+                    f"tie_weights needs hidden_size == embedding_dim, got {hidden_size}, {embedding_dim}"
+                )
             self.output.weight = self.embedding.weight
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:

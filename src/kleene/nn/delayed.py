@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from kleene.data.checks import check_lengths
-from kleene.errors import ConversionError
+from kleene.errors import ConversionError, LayerError
 
 Tensor = torch.Tensor
 Warmup = Literal["auto", "lemma1", "clamp"]
@@ -76,7 +76,7 @@ class Delayed(nn.Module):
         zeros). ``batch_first`` defaults to the layer's own attribute, else True. When the layer's ``forward`` takes
         ``lengths``, it receives ``lengths + delay``.
     Raises:
-        ValueError: a negative delay, or a null vector whose size differs from the input features.
+        LayerError: a negative delay, or a null vector whose size differs from the input features.
     """
 
     null: Tensor | None
@@ -84,7 +84,7 @@ class Delayed(nn.Module):
     def __init__(self, layer: nn.Module, delay: int, *, batch_first: bool | None = None, null: Tensor | None = None):
         super().__init__()
         if delay < 0:
-            raise ValueError(f"Delayed: the delay must be >= 0, got {delay}")
+            raise LayerError(f"Delayed: the delay must be >= 0, got {delay}")
         self.layer = layer
         self.delay = int(delay)
         self.batch_first = bool(getattr(layer, "batch_first", True)) if batch_first is None else batch_first
@@ -198,7 +198,7 @@ class DelayedStack(nn.Module):
     def __init__(self, inner: nn.RNNBase, num_layers: int, hidden_size: int, warmup: Warmup):
         super().__init__()
         if warmup not in ("auto", "lemma1", "clamp"):
-            raise ValueError(f"delayed_from_stacked: warmup must be 'auto', 'lemma1' or 'clamp', got {warmup!r}")
+            raise LayerError(f"delayed_from_stacked: warmup must be 'auto', 'lemma1' or 'clamp', got {warmup!r}")
         self.inner = inner
         self.num_layers = num_layers
         self.hidden_size = hidden_size
@@ -346,10 +346,10 @@ class DelayedStack(nn.Module):
             return self._default_state(x), (self._default_state(x) if self.is_lstm else None)
         if self.is_lstm:
             if not isinstance(hx, tuple) or len(hx) != 2:
-                raise ValueError("DelayedStack: an LSTM's initial state is a pair (h0, c0)")
+                raise LayerError("DelayedStack: an LSTM's initial state is a pair (h0, c0)")
             return hx[0], hx[1]
         if isinstance(hx, tuple):
-            raise ValueError("DelayedStack: an RNN's initial state is one tensor h0")
+            raise LayerError("DelayedStack: an RNN's initial state is one tensor h0")
         return hx, None
 
     def _clamped_warmup(

@@ -47,13 +47,13 @@ def register_model(name: str, builder: ModelBuilder, *, replace: bool = False) -
     """Make ``build_model(name, ...)`` call ``builder``.
 
     Raises:
-        ValueError: ``name`` is taken (unless ``replace``); a built-in model's name counts as taken.
+        ModelConfigError: ``name`` is taken (unless ``replace``); a built-in model's name counts as taken.
     """
     module = BUILTIN_MODELS.get(name)
     if module is not None and f"{__package__}.{module}" not in sys.modules:
         _import_builtin_models(name)  # the built-in registers first, so that only ``replace`` replaces it
     if name in _REGISTRY and not replace and _REGISTRY[name] is not builder:
-        raise ValueError(f"register_model: {name!r} is already registered")
+        raise ModelConfigError(f"register_model: {name!r} is already registered")
     _REGISTRY[name] = builder
 
 
