@@ -24,18 +24,18 @@ from kleene.errors import CompileError
 Tensor = torch.Tensor
 
 
-def prebuild(plans: Sequence[Plan], counts: Sequence[int], align: int | None = None) -> None:
-    """Build the cpp kernels of ``plans`` and of their bank (``BankLayout.of(plans, counts, align)``) concurrently
-    (``runtime.cpu.build_many``), so that compiling the recurrences and the bank afterwards only loads them.
+def prebuild(plans: Sequence[Plan], dtype: torch.dtype, backward: bool) -> None:
+    """Build the cpp kernels of ``plans`` for ``dtype`` (their forward entry points, and their backward ones if
+    ``backward``) concurrently (``runtime.cpu.build_many``), for a model that is about to run them all: their first
+    calls then only load them.
 
     Raises:
-        CompileError: no compiler, or one of the kernels does not build.
+        CompileError: no compiler, a dtype other than float32 and float64, or a kernel that does not build.
     """
-    from kleene.compile.codegen.bank import generate_bank_cpp
-    from kleene.compile.runtime.cpu import build_many, cpp_source
+    from kleene.compile.runtime.cpu import build_many, load_kernel
 
-    layout = BankLayout.of(plans, counts, align)
-    build_many([cpp_source(plan) for plan in plans] + [generate_bank_cpp(layout)])
+    kinds = ("forward", "backward") if backward else ("forward",)
+    build_many([request for plan in plans for request in load_kernel(plan)[1].requests(dtype, kinds)])
 
 
 def bank_runs_on(backend: str, device: torch.device) -> bool:

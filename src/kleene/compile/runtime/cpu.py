@@ -29,13 +29,13 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from kleene.compile.codegen.cpp import LANES, POOL_SOURCE, generate_cpp
+from kleene.compile.codegen.entries import ENTRY_KINDS, entry_defines
 from kleene.compile.runtime.op import (
     SAVE_CHECKPOINTS,
     SAVE_STATES,
@@ -141,46 +141,112 @@ def pool_library() -> Path:
     return library
 
 
-def build(source: str) -> tuple[Path, bool]:
+def build(source: str, entry: tuple[str, str] | None = None) -> tuple[Path, bool]:
     """Compile ``source`` into the cache (if not there yet), linked to the thread pool's library
-    (``pool_library``); returns (library path, whether it was built).
+    (``pool_library``); returns (library path, whether it was built). ``entry``: (kind, dtype suffix) of the one
+    entry point to keep (``codegen.entries.entry_defines``; its library's name ends in ``_{kind}_{suffix}``),
+    None: all of them.
 
     Raises:
-        CompileError: the compiler failed (its output is in the message).
+        CompileError: no compiler, or it failed (its output is in the message).
     """
     cxx = compiler()
-    library = cache_dir() / f"kleene_{source_key(source, cxx)}.so"
+    tag = "" if entry is None else "_" + "_".join(entry)
+    library = cache_dir() / f"kleene_{source_key(source, cxx)}{tag}.so"
     if library.exists():
         return library, False
     pool = pool_library()
-    _compile(cxx, source, library, [str(pool), "-Wl,-rpath,$ORIGIN"])
+    defines = [] if entry is None else entry_defines(*entry)
+    _compile(cxx, source, library, [*defines, str(pool), "-Wl,-rpath,$ORIGIN"])
     return library, True
 
 
-def build_many(sources: Sequence[str]) -> list[Path]:
-    """``build`` every one of ``sources``, those not cached yet concurrently (one compiler process per core), and
-    return their library paths in order: several kernels a model needs build in about 1/cores of the time.
+#: A library to build: (source, the one entry point it keeps as (kind, dtype suffix), or None for every one).
+Request = tuple[str, "tuple[str, str] | None"]
+
+
+def build_many(requests: Sequence[Request]) -> list[Path]:
+    """``build`` every one of ``requests`` ((source, entry) pairs), those not cached yet concurrently (one compiler
+    process per core), and return their library paths in order: several kernels a model needs build in about
+    1/cores of the time.
 
     Raises:
-        CompileError: the compiler failed on one of them.
+        CompileError: no compiler, or it failed on one of them.
     """
-    unique = list(dict.fromkeys(sources))
+    unique = list(dict.fromkeys(requests))
     pool_library()  # once, before the concurrent builds that link it
     workers = min(len(unique), os.cpu_count() or 1)
     if workers <= 1:
-        return [build(source)[0] for source in sources]
+        return [build(*request)[0] for request in requests]
     with ThreadPoolExecutor(workers) as pool:
-        paths = dict(zip(unique, pool.map(lambda source: build(source)[0], unique)))
-    return [paths[source] for source in sources]
+        paths = dict(zip(unique, pool.map(lambda request: build(*request)[0], unique)))
+    return [paths[request] for request in requests]
 
 
-@dataclass
+#: The dtype suffix of each dtype a CPU kernel runs in (``codegen.entries.ENTRY_DTYPES``).
+DTYPE_SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
+
+
+def entry_suffix(dtype: torch.dtype) -> str:
+    """The entry-point suffix of ``dtype`` (``DTYPE_SUFFIXES``).
+
+    Raises:
+        CompileError: a dtype the CPU kernels are not written for.
+    """
+    if dtype not in DTYPE_SUFFIXES:
+        raise CompileError(f"the CPU kernels run in float32 or float64; got values of dtype {dtype}")
+    return DTYPE_SUFFIXES[dtype]
+
+
 class NativeKernel:
-    """A loaded shared library and its forward/backward entry points per dtype (ctypes functions)."""
+    """A generated C++ ``source`` exporting ``{prefix}_{kind}_{suffix}`` (``codegen.entries``) whose entry points
+    are built and loaded one at a time, on first use: ``forward(dtype)`` and ``backward(dtype)`` return the ctypes
+    function, each from its own library (the source compiled with ``entry_defines``: a forward in float64 compiles
+    one instantiation, not four). ``requests(dtype, kinds)`` are the builds those entry points need, for
+    ``build_many``.
 
-    library: Any
-    forward: dict[torch.dtype, Any]
-    backward: dict[torch.dtype, Any]
+    Caution: constructing one builds nothing; a compiler failure is a ``CompileError`` at the first call of the
+    entry point, naming the kernel (``prefix``) and the entry point.
+    """
+
+    def __init__(self, source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]):
+        self.source, self.prefix = source, prefix
+        self._argtypes = {"forward": forward_args, "backward": backward_args}
+        self._entries: dict[tuple[str, str], Any] = {}
+        self._libraries: list[Any] = []  # the loaded libraries (kept alive with their functions)
+
+    def requests(self, dtype: torch.dtype, kinds: Sequence[str] = ENTRY_KINDS) -> list[Request]:
+        """The builds of the ``kinds`` entry points for ``dtype`` (for ``build_many``)."""
+        suffix = entry_suffix(dtype)
+        return [(self.source, (kind, suffix)) for kind in kinds]
+
+    def entry(self, kind: str, dtype: torch.dtype) -> Any:
+        """The ``kind`` entry point for ``dtype``, its library built (or found in the cache) and loaded on first use.
+
+        Raises:
+            CompileError: a dtype other than float32 and float64, no compiler, or the compiler failed.
+        """
+        suffix = entry_suffix(dtype)
+        if (kind, suffix) not in self._entries:
+            name = f"{self.prefix}_{kind}_{suffix}"
+            try:
+                path, _ = build(self.source, (kind, suffix))
+            except CompileError as exc:
+                raise CompileError(f"building kernel {name}: {exc}") from exc
+            library = ctypes.CDLL(str(path))
+            function = getattr(library, name)
+            function.argtypes, function.restype = self._argtypes[kind], None
+            self._libraries.append(library)
+            self._entries[kind, suffix] = function
+        return self._entries[kind, suffix]
+
+    def forward(self, dtype: torch.dtype) -> Any:
+        """The forward entry point for ``dtype`` (``entry``)."""
+        return self.entry("forward", dtype)
+
+    def backward(self, dtype: torch.dtype) -> Any:
+        """The backward entry point for ``dtype`` (``entry``)."""
+        return self.entry("backward", dtype)
 
 
 _LOADED: dict[str, NativeKernel] = {}
@@ -189,21 +255,17 @@ _LOADED: dict[str, NativeKernel] = {}
 def load_native(
     source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]
 ) -> tuple[str, NativeKernel]:
-    """Build (or fetch from the cache) and load generated C++ ``source`` exporting ``{prefix}_forward_f32|f64`` and
-    ``{prefix}_backward_f32|f64`` with the ctypes argument types given; returns (key, kernel), loaded once per
-    process and source."""
+    """Generated C++ ``source`` exporting ``{prefix}_forward_f32|f64`` and ``{prefix}_backward_f32|f64`` with the
+    ctypes argument types given, as a ``NativeKernel`` (one per process and source; its entry points build on
+    first call); returns (key, kernel).
+
+    Raises:
+        CompileError: no C++ compiler (found now, so that ``backend="auto"`` falls back at construction).
+    """
+    compiler()
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if key not in _LOADED:
-        path, _ = build(source)
-        lib = ctypes.CDLL(str(path))
-        forward: dict[torch.dtype, Any] = {}
-        backward: dict[torch.dtype, Any] = {}
-        for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
-            for table, kind, argtypes in ((forward, "forward", forward_args), (backward, "backward", backward_args)):
-                entry = getattr(lib, f"{prefix}_{kind}_{suffix}")
-                entry.argtypes, entry.restype = argtypes, None
-                table[dtype] = entry
-        _LOADED[key] = NativeKernel(lib, forward, backward)
+        _LOADED[key] = NativeKernel(source, prefix, forward_args, backward_args)
     return key, _LOADED[key]
 
 
@@ -286,7 +348,7 @@ def _run_forward(
     out = slots.new_empty(_output_shape(plan, b, t, d))
     final = slots.new_empty((b, plan.num_states, d))
     saved = slots.new_empty(_saved_shape(plan, slots, save))
-    kernel.forward[slots.dtype](
+    kernel.forward(slots.dtype)(
         _ptr(slots),
         _ptr(params),
         _ptr(lengths),
@@ -340,7 +402,7 @@ def _run_backward(
     grad_params = slots.new_empty((b, plan.num_params, d))
     grad_h0 = slots.new_empty((b, plan.num_states, d))
     strides = grad_out.stride()
-    kernel.backward[slots.dtype](
+    kernel.backward(slots.dtype)(
         _ptr(slots),
         _ptr(params),
         _ptr(lengths),
