@@ -10,8 +10,8 @@ private temporary file and renamed into place atomically, so concurrent builds a
 one small library built once per cache, the thread pool it runs its tasks on (``pool_library``).
 
 Nothing is compiled until it runs: a source's entry points (forward, backward; float32, float64) are built one
-library each, when first called (``NativeKernel``); a forward in one dtype compiles in a fifth to a third of the time of all
-four. A model about to run several kernels builds them concurrently first (``build_many``).
+library each, when first called (``NativeKernel``); a forward in one dtype compiles in a fifth to a third of the
+time of all four. A model about to run several kernels builds them concurrently first (``build_many``).
 
 Each plan's kernels are one ``kleene.compile.runtime.op.NativeOp`` (``kleene::fwd_<key>``, ``kleene::bwd_<key>``):
 custom ops with fake implementations and autograd under ``torch.compile``, a plain autograd function in eager mode.
