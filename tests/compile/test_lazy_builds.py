@@ -36,22 +36,35 @@ def _libraries(cache: Path) -> list[str]:
 
 
 def test_one_dtype_and_direction_builds_one_library(fresh_cache: Path) -> None:
-    """A float64 forward without gradients builds the forward in float64 and nothing else, and computes what the
-    torch backend does; the library keeps only that entry point."""
+    """A float64 forward without gradients builds the forward in float64 and nothing else; a float32 forward under
+    gradients builds the float32 forward and backward in one library, which the backward then uses (and a later
+    forward without gradients loads); both compute what the torch backend does."""
     template = Template.from_wfsa(paper_automaton_f())
     module = compile(template, "real", 3, "cpp", output="last")
+    reference = compile(template, "real", 3, "torch", output="last")
+    reference.load_state_dict(module.state_dict())
     assert _libraries(fresh_cache) == []
     slots = torch.rand(2, 4, module.plan.num_slots, 3, dtype=torch.float64)
     with torch.no_grad():
         out, _ = module(slots)
     (library,) = _libraries(fresh_cache)
     assert library.endswith("_forward_f64.so")
-    reference = compile(template, "real", 3, "torch", output="last")
-    reference.load_state_dict(module.state_dict())
     torch.testing.assert_close(out, reference(slots)[0])
     loaded = ctypes.CDLL(str(fresh_cache / "kernels" / library))
     present = {f"{k}_{s}" for k in ENTRY_KINDS for s, _ in ENTRY_DTYPES if hasattr(loaded, f"kleene_{k}_{s}")}
     assert present == {"forward_f64"}
+    grads = []
+    for recurrence in (module, reference):
+        x = slots.float().requires_grad_()
+        recurrence(x)[0].sum().backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[0], grads[1])
+    assert _libraries(fresh_cache) == [library.replace("_forward_f64", "_forward_f32_backward_f32"), library]
+    cpu._LOADED.clear()  # a new process: a float32 forward loads the library of both directions, builds nothing
+    with torch.no_grad():
+        out, _ = compile(template, "real", 3, "cpp", output="last")(slots.float())
+    torch.testing.assert_close(out, reference(slots.float())[0])
+    assert len(_libraries(fresh_cache)) == 2
 
 
 def test_a_failing_compiler_fails_the_first_call(fresh_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

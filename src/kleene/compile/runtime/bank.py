@@ -81,7 +81,7 @@ def run_bank_forward(
     out = slots.new_empty((b, layout.lane_offsets[-1]))
     final = slots.new_empty((b, layout.state_offsets[-1]))
     saved = slots.new_empty(_checkpoint_shape(layout, slots, save))
-    kernel.forward(slots.dtype)(
+    kernel.forward(slots.dtype, save == SAVE_CHECKPOINTS)(
         _ptr(slots), _ptr(params), _ptr(lengths), _ptr(h0), _ptr(out), _ptr(final),
         _ptr(saved) if save == SAVE_CHECKPOINTS else None, b, t, checkpoint_chunk(layout, slots.element_size()),
         torch.get_num_threads(),

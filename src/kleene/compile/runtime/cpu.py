@@ -9,9 +9,9 @@ a hash of the source, the compiler, its flags, and the CPU; each library is comp
 private temporary file and renamed into place atomically, so concurrent builds are safe. Every kernel links
 one small library built once per cache, the thread pool it runs its tasks on (``pool_library``).
 
-Nothing is compiled until it runs: a source's entry points (forward, backward; float32, float64) are built one
-library each, when first called (``NativeKernel``); a forward in one dtype compiles in a fifth to a third of the
-time of all four. A model about to run several kernels builds them concurrently first (``build_many``).
+Nothing is compiled until it runs: a source's entry points (forward, backward; float32, float64) are built when
+first called, into a library of those a call needs (``NativeKernel``); a forward in one dtype compiles in a fifth to
+a third of the time of all four. A model about to run several kernels builds them concurrently first (``build_many``).
 
 Each plan's kernels are one ``kleene.compile.runtime.op.NativeOp`` (``kleene::fwd_<key>``, ``kleene::bwd_<key>``):
 custom ops with fake implementations and autograd under ``torch.compile``, a plain autograd function in eager mode.
@@ -39,9 +39,10 @@ from typing import Any
 import torch
 
 from kleene.compile.codegen.cpp import LANES, POOL_SOURCE, generate_cpp
-from kleene.compile.codegen.entries import ENTRY_KINDS, entry_defines
+from kleene.compile.codegen.entries import ENTRY_KINDS, entry_defines, entry_name
 from kleene.compile.runtime.op import (
     SAVE_CHECKPOINTS,
+    SAVE_NOTHING,
     SAVE_STATES,
     NativeOp,
     checkpoint_steps,
@@ -145,32 +146,40 @@ def pool_library() -> Path:
     return library
 
 
-def build(source: str, entry: tuple[str, str] | None = None) -> tuple[Path, bool]:
+def library_path(source: str, entries: tuple[str, ...] | None = None) -> Path:
+    """Where ``build(source, entries)`` puts its library: ``kleene_<key>.so``, or ``kleene_<key>_<entries>.so``
+    for a library of some entry points (``codegen.entries.entry_name``s, e.g. ``forward_f64``).
+
+    Raises:
+        CompileError: no compiler.
+    """
+    tag = "" if entries is None else "_" + "_".join(entries)
+    return cache_dir() / f"kleene_{source_key(source, compiler())}{tag}.so"
+
+
+def build(source: str, entries: tuple[str, ...] | None = None) -> tuple[Path, bool]:
     """Compile ``source`` into the cache (if not there yet), linked to the thread pool's library
-    (``pool_library``); returns (library path, whether it was built). ``entry``: (kind, dtype suffix) of the one
-    entry point to keep (``codegen.entries.entry_defines``; its library's name ends in ``_{kind}_{suffix}``),
-    None: all of them.
+    (``pool_library``); returns (library path, whether it was built). ``entries``: the entry points to keep
+    (``codegen.entries.entry_name``s, compiled with ``entry_defines``), None: all of them.
 
     Raises:
         CompileError: no compiler, or it failed (its output is in the message).
     """
-    cxx = compiler()
-    tag = "" if entry is None else "_" + "_".join(entry)
-    library = cache_dir() / f"kleene_{source_key(source, cxx)}{tag}.so"
+    library = library_path(source, entries)
     if library.exists():
         return library, False
     pool = pool_library()
-    defines = [] if entry is None else entry_defines(*entry)
-    _compile(cxx, source, library, [*defines, str(pool), "-Wl,-rpath,$ORIGIN"])
+    defines = [] if entries is None else entry_defines(entries)
+    _compile(compiler(), source, library, [*defines, str(pool), "-Wl,-rpath,$ORIGIN"])
     return library, True
 
 
-#: A library to build: (source, the one entry point it keeps as (kind, dtype suffix), or None for every one).
-Request = tuple[str, "tuple[str, str] | None"]
+#: A library to build: (source, the entry points it keeps, or None for every one).
+Request = tuple[str, "tuple[str, ...] | None"]
 
 
 def build_many(requests: Sequence[Request]) -> list[Path]:
-    """``build`` every one of ``requests`` ((source, entry) pairs), those not cached yet concurrently (one compiler
+    """``build`` every one of ``requests`` ((source, entries) pairs), those not cached yet concurrently (one compiler
     process per core), and return their library paths in order: several kernels a model needs build in about
     1/cores of the time.
 
@@ -204,9 +213,10 @@ def entry_suffix(dtype: torch.dtype) -> str:
 
 class NativeKernel:
     """A generated C++ ``source`` exporting ``{prefix}_{kind}_{suffix}`` (``codegen.entries``) whose entry points
-    are built and loaded one at a time, on first use: ``forward(dtype)`` and ``backward(dtype)`` return the ctypes
-    function, each from its own library (the source compiled with ``entry_defines``: a forward in float64 compiles
-    one instantiation, not four). ``requests(dtype, kinds)`` are the builds those entry points need, for
+    are built and loaded on first use: ``forward(dtype, backward)`` and ``backward(dtype)`` return the ctypes
+    function, from a library of the entry points that call needs (the source compiled with ``entry_defines``): a
+    forward in float64 compiles one instantiation of four, and a forward followed by a backward (``backward=True``)
+    compiles the two in one library. ``requests(dtype, kinds)`` are the builds those entry points need, for
     ``build_many``.
 
     Caution: constructing one builds nothing; a compiler failure is a ``CompileError`` at the first call of the
@@ -216,41 +226,52 @@ class NativeKernel:
     def __init__(self, source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]):
         self.source, self.prefix = source, prefix
         self._argtypes = {"forward": forward_args, "backward": backward_args}
-        self._entries: dict[tuple[str, str], Any] = {}
+        self._entries: dict[str, Any] = {}  # by entry name (``entry_name``)
         self._libraries: list[Any] = []  # the loaded libraries (kept alive with their functions)
 
     def requests(self, dtype: torch.dtype, kinds: Sequence[str] = ENTRY_KINDS) -> list[Request]:
-        """The builds of the ``kinds`` entry points for ``dtype`` (for ``build_many``)."""
+        """The build of the ``kinds`` entry points for ``dtype``, in one library (for ``build_many``)."""
         suffix = entry_suffix(dtype)
-        return [(self.source, (kind, suffix)) for kind in kinds]
+        return [(self.source, tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS if kind in kinds))]
 
-    def entry(self, kind: str, dtype: torch.dtype) -> Any:
-        """The ``kind`` entry point for ``dtype``, its library built (or found in the cache) and loaded on first use.
+    def entries(self, dtype: torch.dtype, kinds: Sequence[str]) -> list[Any]:
+        """The ``kinds`` entry points for ``dtype``; those not loaded yet are built (or found in the cache) in one
+        library and loaded, or loaded from a library of every direction in the cache (``requests``).
 
         Raises:
             CompileError: a dtype other than float32 and float64, no compiler, or the compiler failed.
         """
         suffix = entry_suffix(dtype)
-        if (kind, suffix) not in self._entries:
-            name = f"{self.prefix}_{kind}_{suffix}"
+        missing = tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS if kind in kinds)
+        missing = tuple(name for name in missing if name not in self._entries)
+        if missing:
+            both = tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS)
+            names = both if library_path(self.source, both).exists() else missing
             try:
-                path, _ = build(self.source, (kind, suffix))
+                path, _ = build(self.source, names)
             except CompileError as exc:
-                raise CompileError(f"building kernel {name}: {exc}") from exc
+                wanted = ", ".join(f"{self.prefix}_{name}" for name in missing)
+                raise CompileError(f"building kernel {wanted}: {exc}") from exc
             library = ctypes.CDLL(str(path))
-            function = getattr(library, name)
-            function.argtypes, function.restype = self._argtypes[kind], None
             self._libraries.append(library)
-            self._entries[kind, suffix] = function
-        return self._entries[kind, suffix]
+            for kind in ENTRY_KINDS:
+                name = entry_name(kind, suffix)
+                if name in names and name not in self._entries:
+                    function = getattr(library, f"{self.prefix}_{name}")
+                    function.argtypes, function.restype = self._argtypes[kind], None
+                    self._entries[name] = function
+        return [self._entries[entry_name(kind, suffix)] for kind in kinds]
 
-    def forward(self, dtype: torch.dtype) -> Any:
-        """The forward entry point for ``dtype`` (``entry``)."""
-        return self.entry("forward", dtype)
+    def forward(self, dtype: torch.dtype, backward: bool = False) -> Any:
+        """The forward entry point for ``dtype`` (``entries``); ``backward``: a backward will follow (its entry point
+        is built with the forward's, in one library, if neither is loaded yet)."""
+        suffix = entry_suffix(dtype)
+        both = backward and entry_name("backward", suffix) not in self._entries
+        return self.entries(dtype, ENTRY_KINDS if both else ("forward",))[0]
 
     def backward(self, dtype: torch.dtype) -> Any:
-        """The backward entry point for ``dtype`` (``entry``)."""
-        return self.entry("backward", dtype)
+        """The backward entry point for ``dtype`` (``entries``)."""
+        return self.entries(dtype, ("backward",))[0]
 
 
 _LOADED: dict[str, NativeKernel] = {}
@@ -352,7 +373,7 @@ def _run_forward(
     out = slots.new_empty(_output_shape(plan, b, t, d))
     final = slots.new_empty((b, plan.num_states, d))
     saved = slots.new_empty(_saved_shape(plan, slots, save))
-    kernel.forward(slots.dtype)(
+    kernel.forward(slots.dtype, save != SAVE_NOTHING)(
         _ptr(slots),
         _ptr(params),
         _ptr(lengths),
