@@ -57,9 +57,12 @@ class CompiledBank:
     cpp, triton and cuda) side by side over the same sequences; ``align``: the lane alignment of its blocks
     (default: the one padding fewest lanes, ``kleene.compile.codegen.bank.choose_align``).
 
+    Constructing a bank builds nothing: its kernel's entry points are built at their first call
+    (``runtime.cpu.NativeKernel``; the CUDA launchers at their first launch).
+
     Raises:
         CompileError: no recurrences, recurrences on different backends or on another backend, one bidirectional
-            or whose output is not "sum", or a kernel that does not build.
+            or whose output is not "sum", or no compiler for the backend.
     """
 
     def __init__(self, recurrences: Sequence[CompiledRecurrence], align: int | None = None):
@@ -109,7 +112,7 @@ class CompiledBank:
 
         Raises:
             CompileError: slots on a device the backend does not run on (``bank_runs_on``), slots or h0 of the wrong
-                shape or dtype, or lengths not in 0..T.
+                shape or dtype, lengths not in 0..T, or a kernel that fails to build at its first call.
         """
         if torch.jit.is_tracing():
             refuse_torchscript("torch.jit.trace of a model holding a bank of compiled recurrences")
