@@ -710,7 +710,7 @@ def model_build_seconds(name: str) -> tuple[float, float]:
     """(seconds to build registry model ``name`` at its defaults and run one forward on a (2, 5) batch, the part of
     them spent making its kernels ready: ``load_kernel``'s, ``load_dense_cpu``'s and ``load_bank_kernel``'s source
     generation, each entry point's compilation or cache lookup and loading at its first call
-    (``NativeKernel.entry``), and ``build_many``'s concurrent builds). Torch and kleene
+    (``NativeKernel.entries``), and ``build_many``'s concurrent builds). Torch and kleene
     are imported before the clock starts. Classifiers get ``BUILD_CLASSES`` classes, language models (builders
     without ``num_classes``) none.
 
@@ -727,7 +727,7 @@ def model_build_seconds(name: str) -> tuple[float, float]:
     # at first call, and the concurrent builds done ahead of them (their callers look the names up at call time, so
     # replacing the attributes times them all)
     loaders: list[tuple[Any, str]] = [
-        (cpu, "load_kernel"), (dense, "load_dense_cpu"), (bank, "load_bank_kernel"), (cpu.NativeKernel, "entry"),
+        (cpu, "load_kernel"), (dense, "load_dense_cpu"), (bank, "load_bank_kernel"), (cpu.NativeKernel, "entries"),
         (cpu, "build_many"),
     ]  # fmt: skip
     originals = [getattr(module, attribute) for module, attribute in loaders]
