@@ -84,3 +84,29 @@ def test_a_failing_compiler_fails_the_first_call(fresh_cache: Path, monkeypatch:
     with pytest.raises(CompileError, match="kleene-no-such-compiler"):
         compile(template, "real", 2, "cpp")
     assert _libraries(fresh_cache) == []
+
+
+def test_cuda_launchers_are_built_at_their_first_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA kernels' launchers (``runtime.gpu.cuda_launchers_of``) are not built when they are made, only at the
+    first launch, where a failed build raises (no GPU needed: the build is replaced by one that fails)."""
+    from types import SimpleNamespace
+
+    from kleene.compile import lower
+    from kleene.compile.codegen.cuda import generate_cuda
+    from kleene.compile.runtime import gpu
+
+    builds: list[str] = []
+
+    def failing_build(source: str, *args: object) -> None:
+        builds.append(source)
+        raise CompileError("nvcc failed on generated CUDA kernels")
+
+    monkeypatch.setattr(gpu, "cuda_launchers", failing_build)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=0))
+    source = generate_cuda(lower(Template.from_wfsa(paper_automaton_f()), "real"))
+    forward, _, _ = gpu.cuda_launchers_of(source, lambda slots: (1, 2, 3))
+    assert builds == []
+    x = torch.zeros(1, 2, 4, 3)
+    with pytest.raises(CompileError, match="nvcc failed"):
+        forward(x, x, x, None, x, x, x)
+    assert builds == [source]
