@@ -38,9 +38,9 @@ if os.environ.get("KLEENE_BUILD_LOG"):
         original = cpu.build
         log = Path(os.environ["KLEENE_BUILD_LOG"])
 
-        def recorded(source: str) -> tuple[Path, bool]:
+        def recorded(source: str, entry: tuple[str, str] | None = None) -> tuple[Path, bool]:
             start = time.perf_counter()
-            path, built = original(source)
+            path, built = original(source, entry)
             entry = {"test": request.node.nodeid, "key": path.stem, "built": built,
                      "seconds": round(time.perf_counter() - start, 3), "chars": len(source)}
             with log.open("a", encoding="utf-8") as out:

@@ -3,6 +3,8 @@ torch reference backend: scores and gradients, float64 gradcheck, and the bank's
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -168,22 +170,27 @@ def test_errors() -> None:
         BankLayout.of([plan], [3], 4)
 
 
-def test_construction_builds_every_kernel_the_bank_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``SoftPatterns`` builds its groups' kernels and the bank's up front (``compile.bank.prebuild``, concurrently):
-    the first forward and backward build nothing more."""
+def _libraries(cache: Path) -> list[str]:
+    """The kernel libraries in ``cache`` (the thread pool's left out), as (source key, entry point) names."""
+    found = (cache / "kernels").glob("kleene_*.so")
+    return sorted(p.stem.removeprefix("kleene_") for p in found if "_pool_" not in p.name)
+
+
+def test_builds_only_the_entry_points_that_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Constructing ``SoftPatterns`` on cpp builds nothing; a first float64 forward without gradients builds one
+    library (the bank's forward in float64: no group's kernel, no float32), its first backward one more (the bank's
+    backward)."""
     from kleene.compile.runtime import cpu
 
-    bank = SoftPatterns(4, {2: 3, 3: 17, 5: 5}, backend="cpp").double()  # CASES[1]'s kernels
-    built: list[str] = []
-    real_build = cpu.build
-
-    def counting(source: str):  # type: ignore[no-untyped-def]
-        path, compiled = real_build(source)
-        if compiled:  # not found in the cache
-            built.append(source)
-        return path, compiled
-
-    monkeypatch.setattr(cpu, "build", counting)
-    x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    monkeypatch.setenv("KLEENE_CACHE", str(tmp_path))
+    monkeypatch.setattr(cpu, "_LOADED", {})  # kernels loaded by other tests would not be built again
+    bank = SoftPatterns(4, {2: 2, 3: 1}, backend="cpp").double()
+    assert _libraries(tmp_path) == []
+    x = torch.randn(2, 5, 4, dtype=torch.float64)
+    with torch.no_grad():
+        bank(x, torch.tensor([5, 2]))
+    (forward,) = _libraries(tmp_path)
+    assert forward.endswith("_forward_f64")
     bank(x, torch.tensor([5, 2])).sum().backward()
-    assert bank._bank is not None and built == []
+    key = forward.removesuffix("_forward_f64")
+    assert _libraries(tmp_path) == [f"{key}_backward_f64", forward]

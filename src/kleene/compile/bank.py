@@ -24,18 +24,18 @@ from kleene.errors import CompileError
 Tensor = torch.Tensor
 
 
-def prebuild(plans: Sequence[Plan], counts: Sequence[int], align: int | None = None) -> None:
-    """Build the cpp kernels of ``plans`` and of their bank (``BankLayout.of(plans, counts, align)``) concurrently
-    (``runtime.cpu.build_many``), so that compiling the recurrences and the bank afterwards only loads them.
+def prebuild(plans: Sequence[Plan], dtype: torch.dtype, backward: bool) -> None:
+    """Build the cpp kernels of ``plans`` for ``dtype`` (their forward entry points, and their backward ones if
+    ``backward``) concurrently (``runtime.cpu.build_many``), for a model that is about to run them all: their first
+    calls then only load them.
 
     Raises:
-        CompileError: no compiler, or one of the kernels does not build.
+        CompileError: no compiler, a dtype other than float32 and float64, or a kernel that does not build.
     """
-    from kleene.compile.codegen.bank import generate_bank_cpp
-    from kleene.compile.runtime.cpu import build_many, cpp_source
+    from kleene.compile.runtime.cpu import build_many, load_kernel
 
-    layout = BankLayout.of(plans, counts, align)
-    build_many([cpp_source(plan) for plan in plans] + [generate_bank_cpp(layout)])
+    kinds = ("forward", "backward") if backward else ("forward",)
+    build_many([request for plan in plans for request in load_kernel(plan)[1].requests(dtype, kinds)])
 
 
 def bank_runs_on(backend: str, device: torch.device) -> bool:
@@ -57,9 +57,12 @@ class CompiledBank:
     cpp, triton and cuda) side by side over the same sequences; ``align``: the lane alignment of its blocks
     (default: the one padding fewest lanes, ``kleene.compile.codegen.bank.choose_align``).
 
+    Constructing a bank builds nothing: its kernel's entry points are built at their first call
+    (``runtime.cpu.NativeKernel``; the CUDA launchers at their first launch).
+
     Raises:
         CompileError: no recurrences, recurrences on different backends or on another backend, one bidirectional
-            or whose output is not "sum", or a kernel that does not build.
+            or whose output is not "sum", or no compiler for the backend.
     """
 
     def __init__(self, recurrences: Sequence[CompiledRecurrence], align: int | None = None):
@@ -109,7 +112,7 @@ class CompiledBank:
 
         Raises:
             CompileError: slots on a device the backend does not run on (``bank_runs_on``), slots or h0 of the wrong
-                shape or dtype, or lengths not in 0..T.
+                shape or dtype, lengths not in 0..T, or a kernel that fails to build at its first call.
         """
         if torch.jit.is_tracing():
             refuse_torchscript("torch.jit.trace of a model holding a bank of compiled recurrences")

@@ -303,8 +303,8 @@ class CompiledRecurrence(nn.Module):
 
         Raises:
             CompileError: slots that are not a real floating (B, T, S, dim) tensor, lengths that are not one integer
-                in 0..T per sequence, an h0 that is not a real floating (B, Q, dim) tensor, or output constants
-                that are missing, unexpected or not (C, dim).
+                in 0..T per sequence, an h0 that is not a real floating (B, Q, dim) tensor, output constants
+                that are missing, unexpected or not (C, dim), or a kernel that fails to build at its first call.
         """
         if torch.jit.is_tracing():
             refuse_torchscript(f"torch.jit.trace of a model holding {self.template.name}")
@@ -392,7 +392,9 @@ def compile(
     """Compile ``template`` for ``semiring`` into a module running ``dim`` copies of it.
 
     ``backend``: "torch" (reference), "cpp" (generated C++), any registered backend, or
-    "auto" (the first of ``AUTO_ORDER`` that builds; one warning when it falls back).
+    "auto" (the first of ``AUTO_ORDER`` whose factory succeeds; one warning when it falls back). The cpp backend
+    writes the source and looks for the compiler here, and compiles each entry point (direction, dtype) at its
+    first call (``runtime.cpu.NativeKernel``): a compiler that is found but fails raises then, not here.
     See ``Options`` for ``restart``, ``output``, ``epsilon_cap`` and ``bidirectional``;
     ``init`` gives constants' initial values in storage form; ``state_budget`` bounds the bytes of forward
     states a generated kernel stores for its backward (beyond it, the backward recomputes from checkpoints);

@@ -39,7 +39,6 @@ extraction read (span scores, best spans and their paths: ``PatternGroup.end_sco
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -54,9 +53,10 @@ from kleene.automata.semiring import SEMIRINGS as ALL_SEMIRINGS
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
 from kleene.compile.bank import CompiledBank, bank_runs_on, prebuild
+from kleene.compile.module import kernel_dtype
 from kleene.compile.runtime.op import onnx_exporting
-from kleene.compile.template import Options, OutputMode, lower
-from kleene.errors import CompileError, SemiringError, SoPaError, WeightError
+from kleene.compile.template import OutputMode
+from kleene.errors import SemiringError, SoPaError, WeightError
 from kleene.nn.embedding import check_token_batch, word_embedding
 from kleene.nn.registry import register_model
 
@@ -700,8 +700,6 @@ class SoftPatterns(nn.Module):
         #: the arcs every pattern has (the groups' settings, for descriptions)
         self.self_loops, self.epsilons, self.epsilon_cap = self_loops, epsilons, epsilon_cap
         self.input_dim = input_dim
-        if backend in ("cpp", "auto"):
-            self._prebuild(algebra, mode, self_loops, epsilons, epsilon_cap)
         self.groups = nn.ModuleList(
             PatternGroup(
                 input_dim,
@@ -725,16 +723,22 @@ class SoftPatterns(nn.Module):
         #: on the cpp backend; False: one call per group (the same scores and gradients)
         self.one_call = True
         self._bank: CompiledBank | None = None
+        self._prebuilt: set[tuple[torch.dtype, bool]] = set()  # (dtype, backward) the groups' kernels are built for
 
-    def _prebuild(self, algebra: Semiring, mode: Mode, self_loops: bool, epsilons: bool, cap: int | None) -> None:
-        """Build the groups' kernels and the bank's concurrently (``kleene.compile.bank.prebuild``): constructing the
-        groups then only loads them. Without a compiler nothing happens here (the groups choose their backend)."""
-        plans = []
-        for length in self.spec:
-            template, group_cap = group_template(length, mode, self_loops, epsilons, cap)
-            plans.append(lower(template, algebra, Options(**group_options(group_cap))))
-        with contextlib.suppress(CompileError):
-            prebuild(plans, list(self.spec.values()))
+    def _prebuild(self, groups: Sequence[PatternGroup], like: Tensor) -> None:
+        """Before ``groups`` first run their own kernels on ``like`` (the bank's kernel is off or cannot run), build
+        the cpp ones concurrently for ``like``'s dtype (``kleene.compile.bank.prebuild``: forward, and backward
+        under gradients), once per dtype and direction. The bank's kernel alone is built when it runs (and only
+        the entry points it calls): constructing the model builds nothing."""
+        need = (kernel_dtype(like.dtype), torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()))
+        if len(groups) < 2 or need in self._prebuilt or torch.compiler.is_compiling():
+            return
+        if like.device.type != "cpu" or need[0] not in (torch.float32, torch.float64):
+            return
+        plans = [group.recurrence.plan for group in groups if group.recurrence.backend == "cpp"]
+        self._prebuilt.add(need)
+        if len(plans) > 1:
+            prebuild(plans, *need)
 
     @property
     def num_patterns(self) -> int:
@@ -757,6 +761,7 @@ class SoftPatterns(nn.Module):
             _check_index(inputs, index)
         bank = self._one_call(inputs)
         if bank is None:
+            self._prebuild(self._groups(), inputs)
             return torch.cat([group(inputs, lengths, transition_dropout, index) for group in self.groups], 1)
         groups = self._groups()
         if index is not None and not _drops(transition_dropout):

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from kleene.compile.codegen.cpp import _PRELUDE, PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers
 from kleene.compile.codegen.cuda import CudaDialect, assemble_cuda
 from kleene.compile.codegen.cuda import lane_values as cuda_lane_values
+from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
 from kleene.compile.codegen.triton import BACKWARD_SIGNATURE, FORWARD_SIGNATURE, TritonDialect, assemble_triton
 from kleene.compile.codegen.triton import lane_values as triton_lane_values
 from kleene.compile.codegen.writer import (
@@ -396,13 +397,15 @@ def generate_bank_cpp(layout: BankLayout) -> str:
     """The C++ source of ``layout``'s bank forward and backward kernels (see the module docstring)."""
     helpers = c_helpers("static inline", "std::", vector_math=True)
     parts = [_PRELUDE, helpers, *_forward(layout), "", *_backward(layout), ""]
-    for suffix, ctype in (("f32", "float"), ("f64", "double")):
-        parts += [
+    for suffix, ctype in ENTRY_DTYPES:
+        parts += guarded("forward", suffix, [
             f'extern "C" void kleene_bank_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, {ctype}* out, {ctype}* final_state, {ctype}* ckpt, "
             "int64_t B, int64_t Tn, int64_t chunk, int threads) {",
             f"  bank_forward_impl<{ctype}>(slots, params, lengths, h0, out, final_state, ckpt, B, Tn, chunk, threads);",
             "}",
+        ])  # fmt: skip
+        parts += guarded("backward", suffix, [
             f'extern "C" void kleene_bank_backward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, const {ctype}* ckpt, const {ctype}* final_state, "
             f"const {ctype}* out, const {ctype}* grad_out, const {ctype}* grad_final, {ctype}* grad_slots, "
@@ -410,7 +413,7 @@ def generate_bank_cpp(layout: BankLayout) -> str:
             f"  bank_backward_impl<{ctype}>(slots, params, lengths, h0, ckpt, final_state, out, grad_out, "
             "grad_final, grad_slots, grad_params, grad_h0, B, Tn, chunk, threads);",
             "}",
-        ]
+        ])  # fmt: skip
     return "\n".join(parts) + "\n"
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 from typing import ClassVar
 
+from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
 from kleene.compile.codegen.vecmath import C_VECTOR_MATH
 from kleene.compile.codegen.writer import Dialect, LaneWriter
 from kleene.compile.template import Plan
@@ -673,8 +674,8 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
     parts = [_PRELUDE, helpers, f"static constexpr int64_t LANES = {LANES};", ""]
     parts += [*_forward(plan), "", *_backward(plan), ""]
     otherwise = "else " if store_states else ""
-    for suffix, ctype in (("f32", "float"), ("f64", "double")):
-        parts += [
+    for suffix, ctype in ENTRY_DTYPES:
+        parts += guarded("forward", suffix, [
             f'extern "C" void kleene_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, {ctype}* out, {ctype}* final_state, {ctype}* ckpt, "
             f"{ctype}* states, int64_t B, int64_t Tn, int64_t D, int64_t chunk, int threads) {{",
@@ -687,6 +688,8 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
             f"  {otherwise}forward_impl<{ctype}, false>(slots, params, lengths, h0, out, final_state, ckpt, nullptr, "
             "B, Tn, D, chunk, threads);",
             "}",
+        ])  # fmt: skip
+        parts += guarded("backward", suffix, [
             f'extern "C" void kleene_backward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, const {ctype}* ckpt, const {ctype}* states, "
             f"const {ctype}* final_state, "
@@ -703,5 +706,5 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
             f"  {otherwise}backward_impl<{ctype}, false>(slots, params, lengths, h0, ckpt, nullptr, final_state, "
             "out, grad_out, gsb, gst, gsd, grad_final, grad_slots, grad_params, grad_h0, B, Tn, D, chunk, threads);",
             "}",
-        ]
+        ])  # fmt: skip
     return "\n".join(parts) + "\n"

@@ -36,6 +36,7 @@ from kleene.compile.codegen.cpp import _PRELUDE as _CPU_PRELUDE
 from kleene.compile.codegen.cpp import CDialect, c_helpers
 from kleene.compile.codegen.cuda import _PRELUDE as _CUDA_PRELUDE
 from kleene.compile.codegen.cuda import CudaDialect
+from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
 from kleene.compile.codegen.triton import _PRELUDE as _TRITON_PRELUDE
 from kleene.compile.codegen.triton import TritonDialect
 from kleene.compile.codegen.writer import Dialect, LaneWriter
@@ -285,19 +286,21 @@ def generate_dense_cpp(semiring: Semiring) -> str:
             log_total=dialect.call_forms["log"].format(x="total"),
         ),
     ]
-    for suffix, ctype in (("f32", "float"), ("f64", "double")):
-        parts += [
+    for suffix, ctype in ENTRY_DTYPES:
+        parts += guarded("forward", suffix, [
             f'extern "C" void kleene_dense_forward_{suffix}(const {ctype}* W, const {ctype}* off, '
             f"const int64_t* lengths, const {ctype}* c0, {ctype}* h, {ctype}* cT, int64_t B, int64_t Tn, int64_t D, "
             "int threads) {",
             "  dense_forward_impl(W, off, lengths, c0, h, cT, B, Tn, D, threads);",
             "}",
+        ])  # fmt: skip
+        parts += guarded("backward", suffix, [
             f'extern "C" void kleene_dense_backward_{suffix}(const {ctype}* W, const {ctype}* off, '
             f"const int64_t* lengths, const {ctype}* c0, const {ctype}* h, const {ctype}* gh, const {ctype}* gcT, "
             f"{ctype}* gW, {ctype}* goff, {ctype}* gc0, int64_t B, int64_t Tn, int64_t D, int threads) {{",
             "  dense_backward_impl(W, off, lengths, c0, h, gh, gcT, gW, goff, gc0, B, Tn, D, threads);",
             "}",
-        ]
+        ])  # fmt: skip
     return "\n".join(parts) + "\n"
 
 

@@ -81,7 +81,7 @@ def run_bank_forward(
     out = slots.new_empty((b, layout.lane_offsets[-1]))
     final = slots.new_empty((b, layout.state_offsets[-1]))
     saved = slots.new_empty(_checkpoint_shape(layout, slots, save))
-    kernel.forward[slots.dtype](
+    kernel.forward(slots.dtype, save == SAVE_CHECKPOINTS)(
         _ptr(slots), _ptr(params), _ptr(lengths), _ptr(h0), _ptr(out), _ptr(final),
         _ptr(saved) if save == SAVE_CHECKPOINTS else None, b, t, checkpoint_chunk(layout, slots.element_size()),
         torch.get_num_threads(),
@@ -112,7 +112,7 @@ def run_bank_backward(
     grad_slots = torch.empty_like(slots)
     grad_params = slots.new_empty((b, layout.param_offsets[-1]))
     grad_h0 = slots.new_empty((b, layout.state_offsets[-1]))
-    kernel.backward[slots.dtype](
+    kernel.backward(slots.dtype)(
         _ptr(slots), _ptr(params), _ptr(lengths), _ptr(h0), _ptr(saved), _ptr(final), _ptr(out), _ptr(grad_out),
         _ptr(grad_final), _ptr(grad_slots), _ptr(grad_params), _ptr(grad_h0), b, t,
         checkpoint_chunk(layout, slots.element_size()), torch.get_num_threads(),

@@ -9,6 +9,10 @@ a hash of the source, the compiler, its flags, and the CPU; each library is comp
 private temporary file and renamed into place atomically, so concurrent builds are safe. Every kernel links
 one small library built once per cache, the thread pool it runs its tasks on (``pool_library``).
 
+Nothing is compiled until it runs: a source's entry points (forward, backward; float32, float64) are built when
+first called, into a library of those a call needs (``NativeKernel``); a forward in one dtype compiles in a fifth to
+a third of the time of all four. A model about to run several kernels builds them concurrently first (``build_many``).
+
 Each plan's kernels are one ``kleene.compile.runtime.op.NativeOp`` (``kleene::fwd_<key>``, ``kleene::bwd_<key>``):
 custom ops with fake implementations and autograd under ``torch.compile``, a plain autograd function in eager mode.
 
@@ -29,15 +33,16 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from kleene.compile.codegen.cpp import LANES, POOL_SOURCE, generate_cpp
+from kleene.compile.codegen.entries import ENTRY_KINDS, entry_defines, entry_name
 from kleene.compile.runtime.op import (
     SAVE_CHECKPOINTS,
+    SAVE_NOTHING,
     SAVE_STATES,
     NativeOp,
     checkpoint_steps,
@@ -141,46 +146,132 @@ def pool_library() -> Path:
     return library
 
 
-def build(source: str) -> tuple[Path, bool]:
-    """Compile ``source`` into the cache (if not there yet), linked to the thread pool's library
-    (``pool_library``); returns (library path, whether it was built).
+def library_path(source: str, entries: tuple[str, ...] | None = None) -> Path:
+    """Where ``build(source, entries)`` puts its library: ``kleene_<key>.so``, or ``kleene_<key>_<entries>.so``
+    for a library of some entry points (``codegen.entries.entry_name``s, e.g. ``forward_f64``).
 
     Raises:
-        CompileError: the compiler failed (its output is in the message).
+        CompileError: no compiler.
     """
-    cxx = compiler()
-    library = cache_dir() / f"kleene_{source_key(source, cxx)}.so"
+    tag = "" if entries is None else "_" + "_".join(entries)
+    return cache_dir() / f"kleene_{source_key(source, compiler())}{tag}.so"
+
+
+def build(source: str, entries: tuple[str, ...] | None = None) -> tuple[Path, bool]:
+    """Compile ``source`` into the cache (if not there yet), linked to the thread pool's library
+    (``pool_library``); returns (library path, whether it was built). ``entries``: the entry points to keep
+    (``codegen.entries.entry_name``s, compiled with ``entry_defines``), None: all of them.
+
+    Raises:
+        CompileError: no compiler, or it failed (its output is in the message).
+    """
+    library = library_path(source, entries)
     if library.exists():
         return library, False
     pool = pool_library()
-    _compile(cxx, source, library, [str(pool), "-Wl,-rpath,$ORIGIN"])
+    defines = [] if entries is None else entry_defines(entries)
+    _compile(compiler(), source, library, [*defines, str(pool), "-Wl,-rpath,$ORIGIN"])
     return library, True
 
 
-def build_many(sources: Sequence[str]) -> list[Path]:
-    """``build`` every one of ``sources``, those not cached yet concurrently (one compiler process per core), and
-    return their library paths in order: several kernels a model needs build in about 1/cores of the time.
+#: A library to build: (source, the entry points it keeps, or None for every one).
+Request = tuple[str, "tuple[str, ...] | None"]
+
+
+def build_many(requests: Sequence[Request]) -> list[Path]:
+    """``build`` every one of ``requests`` ((source, entries) pairs), those not cached yet concurrently (one compiler
+    process per core), and return their library paths in order: several kernels a model needs build in about
+    1/cores of the time.
 
     Raises:
-        CompileError: the compiler failed on one of them.
+        CompileError: no compiler, or it failed on one of them.
     """
-    unique = list(dict.fromkeys(sources))
+    unique = list(dict.fromkeys(requests))
     pool_library()  # once, before the concurrent builds that link it
     workers = min(len(unique), os.cpu_count() or 1)
     if workers <= 1:
-        return [build(source)[0] for source in sources]
+        return [build(*request)[0] for request in requests]
     with ThreadPoolExecutor(workers) as pool:
-        paths = dict(zip(unique, pool.map(lambda source: build(source)[0], unique)))
-    return [paths[source] for source in sources]
+        paths = dict(zip(unique, pool.map(lambda request: build(*request)[0], unique)))
+    return [paths[request] for request in requests]
 
 
-@dataclass
+#: The dtype suffix of each dtype a CPU kernel runs in (``codegen.entries.ENTRY_DTYPES``).
+DTYPE_SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
+
+
+def entry_suffix(dtype: torch.dtype) -> str:
+    """The entry-point suffix of ``dtype`` (``DTYPE_SUFFIXES``).
+
+    Raises:
+        CompileError: a dtype the CPU kernels are not written for.
+    """
+    if dtype not in DTYPE_SUFFIXES:
+        raise CompileError(f"the CPU kernels run in float32 or float64; got values of dtype {dtype}")
+    return DTYPE_SUFFIXES[dtype]
+
+
 class NativeKernel:
-    """A loaded shared library and its forward/backward entry points per dtype (ctypes functions)."""
+    """A generated C++ ``source`` exporting ``{prefix}_{kind}_{suffix}`` (``codegen.entries``) whose entry points
+    are built and loaded on first use: ``forward(dtype, backward)`` and ``backward(dtype)`` return the ctypes
+    function, from a library of the entry points that call needs (the source compiled with ``entry_defines``): a
+    forward in float64 compiles one instantiation of four, and a forward followed by a backward (``backward=True``)
+    compiles the two in one library. ``requests(dtype, kinds)`` are the builds those entry points need, for
+    ``build_many``.
 
-    library: Any
-    forward: dict[torch.dtype, Any]
-    backward: dict[torch.dtype, Any]
+    Caution: constructing one builds nothing; a compiler failure is a ``CompileError`` at the first call of the
+    entry point, naming the kernel (``prefix``) and the entry point.
+    """
+
+    def __init__(self, source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]):
+        self.source, self.prefix = source, prefix
+        self._argtypes = {"forward": forward_args, "backward": backward_args}
+        self._entries: dict[str, Any] = {}  # by entry name (``entry_name``)
+        self._libraries: list[Any] = []  # the loaded libraries (kept alive with their functions)
+
+    def requests(self, dtype: torch.dtype, kinds: Sequence[str] = ENTRY_KINDS) -> list[Request]:
+        """The build of the ``kinds`` entry points for ``dtype``, in one library (for ``build_many``)."""
+        suffix = entry_suffix(dtype)
+        return [(self.source, tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS if kind in kinds))]
+
+    def entries(self, dtype: torch.dtype, kinds: Sequence[str]) -> list[Any]:
+        """The ``kinds`` entry points for ``dtype``; those not loaded yet are built (or found in the cache) in one
+        library and loaded, or loaded from a library of every direction in the cache (``requests``).
+
+        Raises:
+            CompileError: a dtype other than float32 and float64, no compiler, or the compiler failed.
+        """
+        suffix = entry_suffix(dtype)
+        missing = tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS if kind in kinds)
+        missing = tuple(name for name in missing if name not in self._entries)
+        if missing:
+            both = tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS)
+            names = both if library_path(self.source, both).exists() else missing
+            try:
+                path, _ = build(self.source, names)
+            except CompileError as exc:
+                wanted = ", ".join(f"{self.prefix}_{name}" for name in missing)
+                raise CompileError(f"building kernel {wanted}: {exc}") from exc
+            library = ctypes.CDLL(str(path))
+            self._libraries.append(library)
+            for kind in ENTRY_KINDS:
+                name = entry_name(kind, suffix)
+                if name in names and name not in self._entries:
+                    function = getattr(library, f"{self.prefix}_{name}")
+                    function.argtypes, function.restype = self._argtypes[kind], None
+                    self._entries[name] = function
+        return [self._entries[entry_name(kind, suffix)] for kind in kinds]
+
+    def forward(self, dtype: torch.dtype, backward: bool = False) -> Any:
+        """The forward entry point for ``dtype`` (``entries``); ``backward``: a backward will follow (its entry point
+        is built with the forward's, in one library, if neither is loaded yet)."""
+        suffix = entry_suffix(dtype)
+        both = backward and entry_name("backward", suffix) not in self._entries
+        return self.entries(dtype, ENTRY_KINDS if both else ("forward",))[0]
+
+    def backward(self, dtype: torch.dtype) -> Any:
+        """The backward entry point for ``dtype`` (``entries``)."""
+        return self.entries(dtype, ("backward",))[0]
 
 
 _LOADED: dict[str, NativeKernel] = {}
@@ -189,21 +280,17 @@ _LOADED: dict[str, NativeKernel] = {}
 def load_native(
     source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]
 ) -> tuple[str, NativeKernel]:
-    """Build (or fetch from the cache) and load generated C++ ``source`` exporting ``{prefix}_forward_f32|f64`` and
-    ``{prefix}_backward_f32|f64`` with the ctypes argument types given; returns (key, kernel), loaded once per
-    process and source."""
+    """Generated C++ ``source`` exporting ``{prefix}_forward_f32|f64`` and ``{prefix}_backward_f32|f64`` with the
+    ctypes argument types given, as a ``NativeKernel`` (one per process and source; its entry points build on
+    first call); returns (key, kernel).
+
+    Raises:
+        CompileError: no C++ compiler (found now, so that ``backend="auto"`` falls back at construction).
+    """
+    compiler()
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if key not in _LOADED:
-        path, _ = build(source)
-        lib = ctypes.CDLL(str(path))
-        forward: dict[torch.dtype, Any] = {}
-        backward: dict[torch.dtype, Any] = {}
-        for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
-            for table, kind, argtypes in ((forward, "forward", forward_args), (backward, "backward", backward_args)):
-                entry = getattr(lib, f"{prefix}_{kind}_{suffix}")
-                entry.argtypes, entry.restype = argtypes, None
-                table[dtype] = entry
-        _LOADED[key] = NativeKernel(lib, forward, backward)
+        _LOADED[key] = NativeKernel(source, prefix, forward_args, backward_args)
     return key, _LOADED[key]
 
 
@@ -286,7 +373,7 @@ def _run_forward(
     out = slots.new_empty(_output_shape(plan, b, t, d))
     final = slots.new_empty((b, plan.num_states, d))
     saved = slots.new_empty(_saved_shape(plan, slots, save))
-    kernel.forward[slots.dtype](
+    kernel.forward(slots.dtype, save != SAVE_NOTHING)(
         _ptr(slots),
         _ptr(params),
         _ptr(lengths),
@@ -340,7 +427,7 @@ def _run_backward(
     grad_params = slots.new_empty((b, plan.num_params, d))
     grad_h0 = slots.new_empty((b, plan.num_states, d))
     strides = grad_out.stride()
-    kernel.backward[slots.dtype](
+    kernel.backward(slots.dtype)(
         _ptr(slots),
         _ptr(params),
         _ptr(lengths),

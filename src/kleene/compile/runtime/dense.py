@@ -67,7 +67,7 @@ def _cpu_forward(kernel: NativeKernel, w: Tensor, off: Tensor, lengths: Tensor, 
     w, off, lengths, c0 = w.contiguous(), off.contiguous(), lengths.contiguous(), c0.contiguous()
     b, t, d = off.shape
     h, final = off.new_empty((b, t, d)), off.new_empty((b, d))
-    kernel.forward[w.dtype](
+    kernel.forward(w.dtype)(
         w.data_ptr(), off.data_ptr(), lengths.data_ptr(), c0.data_ptr(), h.data_ptr(), final.data_ptr(),
         b, t, d, torch.get_num_threads(),
     )  # fmt: skip
@@ -89,7 +89,7 @@ def _cpu_backward(
     w, off, lengths, c0, h, grad_h, grad_final = args
     grad_w, grad_off, grad_c0 = torch.empty_like(w), torch.empty_like(off), torch.empty_like(c0)
     b, t, d = off.shape
-    kernel.backward[w.dtype](
+    kernel.backward(w.dtype)(
         w.data_ptr(), off.data_ptr(), lengths.data_ptr(), c0.data_ptr(), h.data_ptr(), grad_h.data_ptr(),
         grad_final.data_ptr(), grad_w.data_ptr(), grad_off.data_ptr(), grad_c0.data_ptr(),
         b, t, d, torch.get_num_threads(),

@@ -21,6 +21,7 @@ summed here. A bank of plans (``kleene.compile.runtime.bank``) launches its kern
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import importlib.util
 import os
@@ -514,12 +515,15 @@ def cuda_launchers_of(
     or a bank's: ``codegen.bank.generate_bank_cuda``) with ``(B, Tn, D) = lanes(slots)``, with the arguments of
     ``Kernels``' launchers (built by ``cuda_launchers``).
 
-    Raises:
-        CompileError: the build failed.
+    Caution: the launchers are built at the first launch (``cuda_launchers``; a build failure is a ``CompileError``
+    there), not here: a kernel never launched (a SoPa group whose bank runs in one launch) is never built.
     """
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     declarations, functions = generate_cuda_bindings()
-    ext = cuda_launchers(source, declarations, functions, f"kleene_cuda_{key}")
+
+    @functools.cache
+    def ext() -> Any:
+        return cuda_launchers(source, declarations, functions, f"kleene_cuda_{key}")
 
     def ptr(x: Tensor | None) -> int:
         return 0 if x is None or x.numel() == 0 else int(x.data_ptr())
@@ -532,7 +536,7 @@ def cuda_launchers_of(
         slots: Tensor, params: Tensor, lengths: Tensor, h0: Tensor | None, out: Tensor, final: Tensor, states: Tensor
     ) -> None:
         f64, b, t, d, stream = launch_args(slots)
-        ext.kleene_forward_launch(
+        ext().kleene_forward_launch(
             f64, ptr(slots), ptr(params), ptr(lengths), ptr(h0), ptr(out), ptr(final), ptr(states), b, t, d, stream
         )
 
@@ -550,7 +554,7 @@ def cuda_launchers_of(
         grad_h0: Tensor,
     ) -> None:
         f64, b, t, d, stream = launch_args(slots)
-        ext.kleene_backward_launch(
+        ext().kleene_backward_launch(
             f64,
             ptr(slots),
             ptr(params),
@@ -573,10 +577,10 @@ def cuda_launchers_of(
 
 
 def cuda_kernels(plan: Plan) -> Kernels:
-    """Build (``cuda_launchers``) ``plan``'s CUDA kernels.
+    """Launchers of ``plan``'s CUDA kernels (``cuda_launchers_of``: built at their first launch).
 
     Raises:
-        CompileError: torch is not a CUDA build, no GPU is present, or the build failed.
+        CompileError: torch is not a CUDA build or no GPU is present.
     """
     require_cuda()
 
