@@ -579,8 +579,8 @@ def build_times(report: CheckReport, device: torch.device) -> None:
 
 def bank_build_times(report: CheckReport, device: torch.device, backends: list[str]) -> None:
     """The first forward+backward of SoPa's default bank (six pattern lengths, ``SOPA_BUILD_PATTERNS``) on each GPU
-    backend into an empty kernel cache: the groups' and the bank's builds (cuda: nvcc at construction; triton: its
-    compile at the first launch) and the call."""
+    backend into an empty kernel cache: the builds it needs (the bank's kernel, at its first launch: nvcc for cuda,
+    Triton's compile for triton) and the call."""
     from kleene.nn.sopa import SoftPatterns
 
     previous = os.environ.get("KLEENE_CACHE")
