@@ -23,6 +23,7 @@ import numpy as np
 import sympy
 
 from kleene.automata.binding import bind_with_origins
+from kleene.automata.closure import check_epsilon_cap, epsilon_closure_rows
 from kleene.automata.recursion import MatrixStepper, SymbolicArrays, run_forward
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
@@ -34,13 +35,11 @@ from kleene.automata.sparse import (
     IntArray,
     LabelArc,
     csr_index,
-    epsilon_closure,
     gather_ranges,
     plain,
     require_store,
 )
 from kleene.automata.star import closure_matrix as closure_matrix  # re-exported: kleene.compile.reference
-from kleene.automata.star import closure_where_useful
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import AlphabetError, ArgumentError, BudgetExceededError, DivergenceError, WeightError
@@ -54,6 +53,18 @@ def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
     arcs of non-zero weight; symbolic weights count as non-zero)."""
     from .sparse import useful_for_string
 
+    arcs, src, dst, starts, ends = _nonzero_graph(wfsa)
+    consumes = np.fromiter((a.label.consumes for a in arcs), dtype=bool, count=len(arcs))
+
+    def matching(x: Hashable) -> np.ndarray:
+        return np.fromiter((a.label.consumes and _matches(a, x) for a in arcs), dtype=bool, count=len(arcs))
+
+    return useful_for_string(src, dst, consumes, matching, wfsa.num_states, starts, ends, symbols)
+
+
+def _nonzero_graph(wfsa: WFSA) -> tuple[list[Arc], IntArray, IntArray, np.ndarray, np.ndarray]:
+    """The arcs of ``wfsa`` of non-zero weight (symbolic weights count as non-zero), their sources and
+    destinations as arrays, and the (Q,) masks of the states of non-zero initial and final weight."""
     s = wfsa.semiring
 
     def nonzero(weight: Any) -> bool:
@@ -62,15 +73,10 @@ def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
     arcs = [arc for arc in wfsa.arcs if nonzero(arc.weight)]
     src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=len(arcs))
     dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=len(arcs))
-    consumes = np.fromiter((a.label.consumes for a in arcs), dtype=bool, count=len(arcs))
     starts, ends = (np.zeros(wfsa.num_states, dtype=bool) for _ in range(2))
     starts[[q for q, w in wfsa.initial.items() if nonzero(w)]] = True
     ends[[q for q, w in wfsa.final.items() if nonzero(w)]] = True
-
-    def matching(x: Hashable) -> np.ndarray:
-        return np.fromiter((a.label.consumes and _matches(a, x) for a in arcs), dtype=bool, count=len(arcs))
-
-    return useful_for_string(src, dst, consumes, matching, wfsa.num_states, starts, ends, symbols)
+    return arcs, src, dst, starts, ends
 
 
 def _matches(arc: Arc, symbol: Hashable) -> bool:
@@ -91,7 +97,8 @@ class _Stepper(MatrixStepper):
         self._cache: dict[Hashable, np.ndarray] = {}
         useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
         closure = (
-            closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
+            epsilon_closure_rows(wfsa, epsilon_cap, env, useful=useful).dense(wfsa.semiring)
+            if wfsa.has_epsilons else None
         )
         super().__init__(wfsa.semiring, wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env), closure,
                          self._matrix)
@@ -127,28 +134,17 @@ def forward(stepper: Any, symbols: Sequence[Hashable]) -> Any:
     return plain(stepper.finish(vector))
 
 
-def _capped_rows(store: ArcStore, cap: int) -> ClosureRows:
-    """The rows of ``I + E + ... + E^cap`` for the epsilon arcs of ``store``."""
-    eps = store.arcs_with_label(EPSILON_ID)
-    return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
-                           store.names, cap)
-
-
 #: The most entries (per arc of the store, at least ``CLOSURE_ROWS_MIN``) that the exact epsilon closure of the
 #: useful states may hold for Forward to read it as rows; a larger one is walked a component level at a time.
 CLOSURE_ROWS_PER_ARC, CLOSURE_ROWS_MIN = 4, 1_000_000
 
 
-def _exact_rows(store: ArcStore) -> ClosureRows | None:
+def _exact_rows(wfsa: WFSA, store: ArcStore) -> ClosureRows | None:
     """The rows of ``E*`` for the epsilon arcs between useful states; None when a useful component's star diverges
     (then only the components a string reaches may count) or the rows outgrow their budget."""
-    eps = store.arcs_with_label(EPSILON_ID)
-    useful = store.useful()
-    eps = eps[useful[store.src[eps]] & useful[store.dst[eps]]]
     budget = max(CLOSURE_ROWS_MIN, CLOSURE_ROWS_PER_ARC * store.num_arcs)
     try:
-        return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
-                               store.names, budget=budget)
+        return epsilon_closure_rows(wfsa, live=store.useful(), budget=budget)
     except (DivergenceError, BudgetExceededError):
         return None
 
@@ -165,17 +161,16 @@ class SparseStepper:
 
     def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None, live: np.ndarray | None = None):
         """``live``: the states whose epsilon cycles count (default: the useful ones)."""
-        if epsilon_cap is not None and epsilon_cap < 0:
-            raise ValueError(f"epsilon cap must be >= 0, got {epsilon_cap}")
+        check_epsilon_cap(epsilon_cap, "SparseStepper")
         self.wfsa, self.store, self.cap = wfsa, store, epsilon_cap
         self.semiring = store.semiring
         self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
         self.epsilons = None
         self.rows: ClosureRows | None = None
         if self.has_epsilons and epsilon_cap is not None:
-            self.rows = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+            self.rows = store.memo(f"closure capped at {epsilon_cap}", lambda: epsilon_closure_rows(wfsa, epsilon_cap))
         elif self.has_epsilons and live is None:
-            self.rows = store.memo("exact closure", lambda: _exact_rows(store))
+            self.rows = store.memo("exact closure", lambda: _exact_rows(wfsa, store))
         if self.has_epsilons and self.rows is None:
             self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
 
@@ -373,20 +368,6 @@ def _forward_together(
 
 
 
-def check_epsilon_cap(epsilon_cap: Any, operation: str) -> None:
-    """Refuse an ``epsilon_cap`` that is not None or a non-negative integer.
-
-    Raises:
-        ArgumentError: naming the operation and the value.
-    """
-    if epsilon_cap is not None and (
-        isinstance(epsilon_cap, bool) or not isinstance(epsilon_cap, (int, np.integer)) or epsilon_cap < 0
-    ):
-        raise ArgumentError(
-            f"{operation}: epsilon_cap must be None (the exact closure) or an integer >= 0, got {epsilon_cap!r}"
-        )
-
-
 def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The Forward score of ``symbols``: the semiring sum over all paths deriving it.
 
@@ -484,7 +465,9 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
 
     if sparse.arc_store(wfsa) is None:  # symbolic weights: evaluated in env first, then the one sum
         wfsa = bind_with_origins(wfsa, env)[0]
-    return sparse.pathsum(wfsa, epsilon_cap)
+    if epsilon_cap is not None and wfsa.has_epsilons:  # the sum over the epsilon-free automaton of the capped closure
+        wfsa = sparse.remove_epsilon_store(wfsa, require_store(wfsa), epsilon_closure_rows(wfsa, epsilon_cap))
+    return sparse.pathsum(wfsa)
 
 
 def useful_mask(wfsa: WFSA) -> np.ndarray:
@@ -496,17 +479,7 @@ def useful_mask(wfsa: WFSA) -> np.ndarray:
     store = arc_store(wfsa)
     if store is not None:
         return store.useful()
-    s = wfsa.semiring
-
-    def nonzero(weight: Any) -> bool:
-        return is_symbolic(weight) or not s.is_zero(weight)
-
-    arcs = [a for a in wfsa.arcs if nonzero(a.weight)]
-    src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=len(arcs))
-    dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=len(arcs))
-    starts, ends = (np.zeros(wfsa.num_states, dtype=bool) for _ in range(2))
-    starts[[q for q, w in wfsa.initial.items() if nonzero(w)]] = True
-    ends[[q for q, w in wfsa.final.items() if nonzero(w)]] = True
+    _, src, dst, starts, ends = _nonzero_graph(wfsa)
     return useful_states(src, dst, wfsa.num_states, starts, ends)
 
 
