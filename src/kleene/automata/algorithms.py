@@ -15,7 +15,7 @@ k=1 is SoPa's first-order ``I + T(eps)``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -675,28 +675,33 @@ def _viterbi_small(
     # a layer maps a state to (weight, arc id, stored arc) of the best path into it (-1, -1: none, at the start)
     Layer = dict[int, tuple[Any, int, int]]
 
+    def offers(sources: Iterable[tuple[int, Any]], ident: int) -> Layer:
+        """The best path into each destination of the arcs labelled ``ident`` out of ``sources`` (state, weight of
+        the best path into it); ties: the lowest arc id."""
+        out: Layer = {}
+        for q, w in sources:
+            for d, aw, arc_id, position in table(q).get(ident, ()):
+                candidate = times(w, aw)
+                if candidate == zero:
+                    continue
+                held = out.get(d)
+                if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
+                    out[d] = (candidate, arc_id, position)
+        return out
+
     def relax(layer: Layer) -> list[dict[int, int]] | None:
         """Improve ``layer`` along epsilon arcs in place; per round (0: before it), the states it set and their
         stored arcs (as ``_Layer.rounds``); None when the layer outgrows ``SMALL_FRONTIER``."""
         rounds = [{q: held[2] for q, held in layer.items()}]
         frontier = list(layer) if epsilons else []
         for count in range(1, limit + 1):
-            offers: Layer = {}
-            for q in frontier:
-                w = layer[q][0]
-                for d, aw, arc_id, position in table(q).get(EPSILON_ID, ()):
-                    candidate = times(w, aw)
-                    if candidate == zero:
-                        continue
-                    held = offers.get(d)
-                    if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
-                        offers[d] = (candidate, arc_id, position)
-            frontier = [d for d, offer in offers.items() if d not in layer or better(offer[0], layer[d][0])]
+            offered = offers(((q, layer[q][0]) for q in frontier), EPSILON_ID)
+            frontier = [d for d, offer in offered.items() if d not in layer or better(offer[0], layer[d][0])]
             if not frontier:
                 break
             for d in frontier:
-                layer[d] = offers[d]
-            rounds.append({d: offers[d][2] for d in frontier})
+                layer[d] = offered[d]
+            rounds.append({d: offered[d][2] for d in frontier})
             if len(layer) > SMALL_FRONTIER:
                 return None
             if epsilon_cap is None and count == limit:
@@ -715,15 +720,7 @@ def _viterbi_small(
             return None
         if ident == NO_LABEL:
             return ViterbiPath(s.zero)
-        layer: Layer = {}
-        for q, (w, _, _) in history[-1].items():
-            for d, aw, arc_id, position in table(q).get(ident, ()):
-                candidate = times(w, aw)
-                if candidate == zero:
-                    continue
-                held = layer.get(d)
-                if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
-                    layer[d] = (candidate, arc_id, position)
+        layer = offers(((q, w) for q, (w, _, _) in history[-1].items()), ident)
         rounds = None if len(layer) > SMALL_FRONTIER else relax(layer)
         if rounds is None:
             return None
