@@ -1,9 +1,10 @@
 """The epsilon closure of an automaton: one entry point, ``epsilon_closure_rows``, which chooses its strategy by size.
 
-- dense, up to ``DENSE_CLOSURE_STATES`` states: ``star.closure_matrix`` of the Q x Q epsilon matrix;
-- sparse, above: ``sparse.epsilon_closure`` of the epsilon arcs (strongly connected components in reverse
-  topological order, each cyclic one's block star by ``closure_matrix``), in time and memory that grow with the
-  closure's non-zeros, not with Q².
+- dense, for the exact closure of at most ``DENSE_CLOSURE_STATES`` states: ``star.closure_matrix`` of the Q x Q
+  epsilon matrix (Lehmann's algorithm or a linear solve, cubic in Q);
+- sparse, for larger automata and every capped closure: ``sparse.epsilon_closure`` of the epsilon arcs (strongly
+  connected components in reverse topological order, each cyclic one's block star by ``closure_matrix``; a capped
+  closure one sparse product per power), in time and memory that grow with the closure's non-zeros, not with Q².
 
 Both give the same rows (up to rounding) and raise on the same automata: only cycles on a successful path may
 diverge (``star.where_useful``). Every epsilon closure of an automaton in kleene.automata is this one: Forward's
@@ -25,8 +26,10 @@ from kleene.automata.weights import Env
 from kleene.automata.wfsa import WFSA
 from kleene.errors import ArgumentError, BudgetExceededError
 
-#: Up to this many states the epsilon closure is the dense ``closure_matrix`` (faster there: measured 0.1-3 ms
+#: Up to this many states the exact epsilon closure is the dense ``closure_matrix`` (faster there: measured 0.1-3 ms
 #: against the sparse closure's 1.4-3.8 ms at 5-50 states, in every semiring); above it, ``sparse.epsilon_closure``.
+#: A capped closure is always sparse: ``cap`` dense products cost Q³ each (log, 64 states, cap 3: 22 ms against
+#: 0.1 ms), sparse ones grow with the non-zeros (within 0.1 ms of the dense ones at 8 states).
 DENSE_CLOSURE_STATES = 64
 
 
@@ -54,8 +57,8 @@ def epsilon_closure_rows(
     budget: int | None = None,
 ) -> ClosureRows:
     """The rows of the epsilon closure of ``wfsa``: ``E*`` (``cap=None``) or ``I + E + ... + E^cap`` for the
-    Q x Q matrix ``E`` of its epsilon arcs (parallel arcs add); dense up to ``DENSE_CLOSURE_STATES`` states (the
-    rows then carry the matrix: ``ClosureRows.dense``), sparse above.
+    Q x Q matrix ``E`` of its epsilon arcs (parallel arcs add); dense for the exact closure of at most
+    ``DENSE_CLOSURE_STATES`` states (the rows then carry the matrix: ``ClosureRows.dense``), sparse otherwise.
 
     Args:
         live: a (Q,) boolean mask: the epsilon arcs from or to the other states are left out.
@@ -75,7 +78,7 @@ def epsilon_closure_rows(
         WeightError: a symbolic epsilon weight that ``env`` does not determine.
     """
     check_epsilon_cap(cap, "epsilon_closure_rows")
-    if wfsa.num_states <= DENSE_CLOSURE_STATES:
+    if cap is None and wfsa.num_states <= DENSE_CLOSURE_STATES:
         rows = where_useful(lambda mask: _dense(wfsa, cap, env, mask), useful, live)
         if budget is not None and rows.size > budget:
             raise BudgetExceededError(f"the epsilon closure holds more than {budget} entries")
