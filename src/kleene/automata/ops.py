@@ -23,8 +23,8 @@ predicates are rewritten as ``OneOf`` sets so that they keep their meaning;
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,6 +46,8 @@ from kleene.automata.sparse import (
 from kleene.automata.weights import Env, Weight, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc, IdNames, LazyNames, WeightVector
 from kleene.errors import AlphabetError, SemiringError
+
+Node = TypeVar("Node", bound=Hashable)
 
 # ----------------------------------------------------------------------------------------
 # Weights: constants through the semiring's operations, sympy through its symbolic ones
@@ -766,6 +768,22 @@ def _useful_arcs(a: WFSA) -> list[Arc]:
     return [arc for arc in a.arcs if not _is_zero(a.semiring, arc.weight) and not _is_void(arc.label, a.alphabet)]
 
 
+def reachable(seeds: Iterable[Node], edges: Iterable[tuple[Node, Node]]) -> set[Node]:
+    """The nodes reachable from ``seeds`` (included) along the directed ``edges``, by a depth-first search in plain
+    Python: for small graphs of any hashable nodes (the array form, for stores, is ``sparse.useful_states``)."""
+    successors: dict[Node, list[Node]] = {}
+    for tail, head in edges:
+        successors.setdefault(tail, []).append(head)
+    seen = set(seeds)
+    stack = list(seen)
+    while stack:
+        for head in successors.get(stack.pop(), ()):
+            if head not in seen:
+                seen.add(head)
+                stack.append(head)
+    return seen
+
+
 def trim(a: WFSA) -> WFSA:
     """Keep only states on some successful path; drop zero-weight arcs and arcs no symbol can take.
 
@@ -776,19 +794,17 @@ def trim(a: WFSA) -> WFSA:
     Caution:
         Symbolic weights are never taken for zero, so their arcs and states are kept.
     """
-    from .sparse import array_store, trim_store, useful_states
+    from .sparse import array_store, trim_store
 
     store = array_store(a)
     if store is not None:
         return trim_store(a, store)
     s = a.semiring
     arcs = _useful_arcs(a)
-    src = np.fromiter((arc.src for arc in arcs), dtype=np.int64, count=len(arcs))
-    dst = np.fromiter((arc.dst for arc in arcs), dtype=np.int64, count=len(arcs))
-    starts, ends = (np.zeros(a.num_states, dtype=bool) for _ in range(2))
-    starts[[q for q, w in a.initial.items() if not _is_zero(s, w)]] = True
-    ends[[q for q, w in a.final.items() if not _is_zero(s, w)]] = True
-    keep = np.flatnonzero(useful_states(src, dst, a.num_states, starts, ends)).tolist()
+    starts = [q for q, w in a.initial.items() if not _is_zero(s, w)]
+    ends = [q for q, w in a.final.items() if not _is_zero(s, w)]
+    forward = reachable(starts, [(arc.src, arc.dst) for arc in arcs])
+    keep = sorted(forward & reachable(ends, [(arc.dst, arc.src) for arc in arcs]))
     index = {q: i for i, q in enumerate(keep)}
     if len(keep) == a.num_states:  # every state stays, under its own index: the (immutable) arcs are reused
         kept = arcs
