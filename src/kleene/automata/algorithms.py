@@ -15,7 +15,7 @@ k=1 is SoPa's first-order ``I + T(eps)``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -733,24 +733,40 @@ def _viterbi_small(
             best_q, best = q, total
     if best_q < 0:
         return ViterbiPath(s.zero)
-    steps: list[Step] = []
-    q, t = best_q, len(symbols)
-    last = len(pointers[t]) - 1
-    while True:  # as the array search's backtrace: each arc from its source's value at the round it was taken
+
+    def pointer(t: int, q: int, last: int) -> tuple[int, int]:
         set_at = next(r for r in range(last, -1, -1) if q in pointers[t][r])
-        position = pointers[t][set_at][q]
-        if position < 0:
+        return pointers[t][set_at][q], set_at
+
+    steps = _backtrace(store, symbols, best_q, pointer, lambda t: len(pointers[t]))
+    return ViterbiPath(plain(best), steps, steps[0].src if steps else store.names[best_q], store.names[best_q])
+
+
+def _backtrace(
+    store: ArcStore, symbols: Sequence[Hashable], end: int, pointer: Callable[[int, int, int], tuple[int, int]],
+    rounds: Callable[[int], int],
+) -> list[Step]:
+    """The steps of the best path into state ``end`` after every symbol, read back from the pointers of a Viterbi
+    search: ``pointer(t, q, last)`` is (the stored arc that set state q's value after t symbols, as of round
+    ``last`` of that position's epsilon relaxation, -1 for none; the round that set it), and ``rounds(t)`` the
+    number of rounds at position t. Each arc is taken from its source's value at the round it was read."""
+    steps: list[Step] = []
+    q, t = end, len(symbols)
+    last = rounds(t) - 1
+    while True:
+        arc, set_at = pointer(t, q, last)
+        if arc < 0:
             break
-        consumes = int(store.label[position]) != EPSILON_ID
-        steps.append(_stored_step(store, position, symbols[t - 1] if consumes else None))
-        q = int(store.src[position])
+        consumes = int(store.label[arc]) != EPSILON_ID
+        steps.append(_stored_step(store, arc, symbols[t - 1] if consumes else None))
+        q = int(store.src[arc])
         if consumes:
             t -= 1
-            last = len(pointers[t]) - 1
+            last = rounds(t) - 1
         else:
             last = set_at - 1
     steps.reverse()
-    return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
+    return steps
 
 
 def _stored_step(store: ArcStore, position: int, symbol: Hashable | None) -> Step:
@@ -900,22 +916,8 @@ def _viterbi_store(
     top = v.sum(ends[live], axis=0)
     winner = int(live[np.flatnonzero(ends[live] == top)[0]])
     end = int(last.states[winner])
-    steps: list[Any] = []
-    q, t = end, len(symbols)
-    upto = len(history[t].rounds) - 1
-    while True:
-        arc, set_at = history[t].pointer(q, upto)
-        if arc < 0:
-            break
-        consumes = int(store.label[arc]) != EPSILON_ID
-        steps.append(_stored_step(store, arc, symbols[t - 1] if consumes else None))
-        q = int(store.src[arc])
-        if consumes:
-            t -= 1
-            upto = len(history[t].rounds) - 1
-        else:
-            upto = set_at - 1
-    steps.reverse()
+    steps = _backtrace(store, symbols, end, lambda t, q, last: history[t].pointer(q, last),
+                       lambda t: len(history[t].rounds))
     start_name = steps[0].src if steps else store.names[end]
     return ViterbiPath(plain(ends[winner]), steps, start_name, store.names[end])
 
