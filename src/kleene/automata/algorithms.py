@@ -675,11 +675,12 @@ def _viterbi_small(
     # a layer maps a state to (weight, arc id, stored arc) of the best path into it (-1, -1: none, at the start)
     Layer = dict[int, tuple[Any, int, int]]
 
-    def offers(sources: Iterable[tuple[int, Any]], ident: int) -> Layer:
-        """The best path into each destination of the arcs labelled ``ident`` out of ``sources`` (state, weight of
-        the best path into it); ties: the lowest arc id."""
+    def offers(sources: Iterable[int], layer: Layer, ident: int) -> Layer:
+        """The best path into each destination of the arcs labelled ``ident`` out of the states ``sources`` (the
+        best paths into them in ``layer``); ties: the lowest arc id."""
         out: Layer = {}
-        for q, w in sources:
+        for q in sources:
+            w = layer[q][0]
             for d, aw, arc_id, position in table(q).get(ident, ()):
                 candidate = times(w, aw)
                 if candidate == zero:
@@ -693,9 +694,11 @@ def _viterbi_small(
         """Improve ``layer`` along epsilon arcs in place; per round (0: before it), the states it set and their
         stored arcs (as ``_Layer.rounds``); None when the layer outgrows ``SMALL_FRONTIER``."""
         rounds = [{q: held[2] for q, held in layer.items()}]
-        frontier = list(layer) if epsilons else []
+        if not epsilons:
+            return rounds
+        frontier = list(layer)
         for count in range(1, limit + 1):
-            offered = offers(((q, layer[q][0]) for q in frontier), EPSILON_ID)
+            offered = offers(frontier, layer, EPSILON_ID)
             frontier = [d for d, offer in offered.items() if d not in layer or better(offer[0], layer[d][0])]
             if not frontier:
                 break
@@ -720,7 +723,7 @@ def _viterbi_small(
             return None
         if ident == NO_LABEL:
             return ViterbiPath(s.zero)
-        layer = offers(((q, w) for q, (w, _, _) in history[-1].items()), ident)
+        layer = offers(history[-1], history[-1], ident)
         rounds = None if len(layer) > SMALL_FRONTIER else relax(layer)
         if rounds is None:
             return None
