@@ -827,9 +827,10 @@ def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> W
     at the start and after each symbol).
 
     The closure is ``closure.epsilon_closure_rows`` (the exact one dense Q x Q up
-    to ``DENSE_CLOSURE_STATES`` states, sparse above and when capped), and with constant weights the
-    arcs are built as arrays into an arc store: on large automata, time and memory
-    grow with the closure's non-zeros and the arcs produced, not with Q².
+    to ``DENSE_CLOSURE_STATES`` states, sparse above and when capped), and with
+    constant weights the arcs are built as arrays into an arc store: on large
+    automata, time and memory grow with the closure's non-zeros and the arcs
+    produced, not with Q².
 
     Note:
         Scores are preserved, single best paths are not (the closure sums paths).
