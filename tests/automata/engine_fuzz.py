@@ -1,10 +1,11 @@
 """A differential fuzz of the automata engine against an independent dense oracle.
 
-Shared by ``test_engine_fuzz.py`` (a few hundred comparisons) and ``benchmarks/fuzz_engine.py`` (10,000 and
-more). Each random automaton is run through the engine's operations (score, viterbi, pathsum, all-state
-distances, remove_epsilon, the epsilon closure) under a random *strategy profile* (the engine's size
-thresholds set to their defaults or lowered, so that small automata take the sparse engine, small components the
-large-component solvers, the LU the iterative solver...), and every result is compared with this module's
+Shared by ``test_engine.py`` (a few hundred comparisons) and ``benchmarks/fuzz_engine.py`` (10,000 and more).
+Each random automaton is run through the engine's operations (score, viterbi, pathsum, all-state distances,
+remove_epsilon, the epsilon closure ``closure.epsilon_closure_rows`` and each of its strategies) under a random
+*strategy profile* (the engine's size thresholds set to their defaults or lowered, so that small automata take the
+sparse engine and the sparse closure, small components the large-component solvers, the LU the iterative
+solver...), and every result is compared with this module's
 oracle, which shares no code with the engine:
 
 - dense Q x Q matrices built from ``wfsa.arcs`` (parallel arcs plus-summed; a predicate arc once per symbol it
@@ -39,6 +40,7 @@ import numpy as np
 import sympy
 
 from kleene.automata import ANY, EPSILON, WFSA, SymbolTable, algorithms, get_semiring, remove_epsilon
+from kleene.automata import closure as engine_closure
 from kleene.automata import sparse as engine_sparse
 from kleene.automata.algorithms import viterbi as viterbi_path
 from kleene.automata.batched import DenseWFSA
@@ -54,6 +56,7 @@ SYMBOLS = ["a", "b", "c"]
 #: Module attributes of the engine that choose a strategy, and the lowered value each profile may set.
 THRESHOLDS: dict[tuple[Any, str], int] = {
     (engine_sparse, "SPARSE_MIN_STATES"): 2,
+    (engine_closure, "DENSE_CLOSURE_STATES"): 1,
     (engine_sparse, "DENSE_BLOCK"): 3,
     (engine_sparse, "ITERATIVE_FROM"): 6,
     (algorithms, "SMALL_FRONTIER"): 1,
@@ -450,6 +453,9 @@ def comparisons(case: Case) -> Iterator[tuple[str, Callable[[], Any], Callable[[
         yield (f"epsilon_closure(cap={cap})",
                lambda c=cap: _rows(engine_sparse.epsilon_closure(s, a.num_states, src, dst, weight, a.states, c),
                                    s, a.num_states),
+               lambda c=cap: closure(dense.eps, s, c).ravel().tolist(), _vectors_close(s))
+        yield (f"epsilon_closure_rows(cap={cap})", lambda c=cap: _rows(engine_closure.epsilon_closure_rows(a, c), s,
+                                                                        a.num_states),
                lambda c=cap: closure(dense.eps, s, c).ravel().tolist(), _vectors_close(s))
         yield (f"closure_matrix(cap={cap})", lambda c=cap: closure_matrix(dense.eps, s, c).ravel().tolist(),
                lambda c=cap: closure(dense.eps, s, c).ravel().tolist(), _vectors_close(s))

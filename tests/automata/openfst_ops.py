@@ -35,13 +35,13 @@ from kleene.automata import (
     determinize,
     get_semiring,
     minimize,
-    ops,
     push,
     remove_epsilon,
     shortest_paths,
     trim,
     write_att,
 )
+from kleene.automata import closure as epsilon_closure_module
 from kleene.automata.determinize import DEFAULT_DELTA
 from kleene.automata.paths import _in_semiring
 
@@ -332,12 +332,12 @@ def check_rmepsilon(a: WFSA) -> bool:
     its weights print 8 significant digits, hence the 2e-7 tolerance. Small automata take the dense closure; the
     sparse one is checked too (forced)."""
     dense = remove_epsilon(a)
-    saved = ops.DENSE_CLOSURE_STATES
-    ops.DENSE_CLOSURE_STATES = 0
+    saved = epsilon_closure_module.DENSE_CLOSURE_STATES
+    epsilon_closure_module.DENSE_CLOSURE_STATES = 0
     try:
         sparse = remove_epsilon(a)
     finally:
-        ops.DENSE_CLOSURE_STATES = saved
+        epsilon_closure_module.DENSE_CLOSURE_STATES = saved
     for ours in (dense, sparse):
         scores_agree(a, ours, tolerance_for(a, quantised=False), "remove_epsilon")
     if a.semiring.name not in ("log", "min-plus"):

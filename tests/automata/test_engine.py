@@ -96,14 +96,14 @@ def test_the_fuzz_finds_no_disagreement() -> None:
 
 def test_the_fuzz_sees_a_wrong_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison is not vacuous: an engine whose dense closure is off by 1e-3 disagrees with the oracle."""
-    from kleene.automata import star
+    from kleene.automata import closure
 
-    right = star.closure_matrix
+    right = closure.closure_matrix
 
     def off(*args: Any, **kwargs: Any) -> Any:
         return right(*args, **kwargs) + 1e-3
 
-    monkeypatch.setattr(star, "closure_matrix", off)
+    monkeypatch.setattr(closure, "closure_matrix", off)  # the dense strategy of the one epsilon closure
     a = chain(3, "log")
     a.add_arc(1, 1, EPSILON, -1.0)
     case = engine_fuzz.Case(a, {}, [["a", "a"]], [None], "a log self-loop")

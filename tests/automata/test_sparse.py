@@ -12,9 +12,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kleene.automata import ANY, EPSILON, WFSA, DivergenceError, algorithms, get_semiring, ops, remove_epsilon
+from kleene.automata import ANY, EPSILON, WFSA, DivergenceError, algorithms, get_semiring, remove_epsilon
+from kleene.automata import closure as epsilon_closure_module
 from kleene.automata import sparse as sp
-from kleene.automata.star import closure_where_useful
+from kleene.automata.star import closure_on_useful
 
 from .oracle import brute_force_score
 from .strategies import ALPHABET, wfsas
@@ -459,7 +460,7 @@ def dense_transcription(a: WFSA) -> tuple[dict[tuple[int, int, Any], Any], dict[
     """``remove_epsilon``'s docstring read literally on the dense closure C = closure_matrix(E): arcs
     ``p -x/(w ⊗ C[q, r])-> r`` plus-merged per (p, r, label), initial weights ``lambda ⊗ C``."""
     s = a.semiring
-    c = closure_where_useful(a, a.epsilon_matrix(), None, lambda: algorithms.useful_mask(a))
+    c = closure_on_useful(a.epsilon_matrix(), s, None, a.states, lambda: algorithms.useful_mask(a))
     arcs: dict[tuple[int, int, Any], Any] = {}
     for arc in a.arcs:
         if arc.label.consumes:
@@ -482,7 +483,7 @@ def test_remove_epsilon_equals_the_dense_transcription_and_keeps_scores(
     gives the arcs and initial weights of the docstring's formula on the dense closure, keeps the states' names,
     and scores random strings as the input does; with the sparse closure (forced for these small automata) and
     the dense one."""
-    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
+    monkeypatch.setattr(epsilon_closure_module, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
     checked = 0
     for seed in range(40):
         rng = np.random.default_rng(1000 + seed)
@@ -520,7 +521,7 @@ def test_remove_epsilon_equals_the_dense_transcription_and_keeps_scores(
 @pytest.mark.parametrize("closure", ["sparse", "dense"])
 def test_remove_epsilon_names_a_divergent_cycle_of_several_states(closure: str, monkeypatch: pytest.MonkeyPatch
                                                                   ) -> None:
-    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
+    monkeypatch.setattr(epsilon_closure_module, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
     for semiring, w in (("real", 1.2), ("log", 0.1), ("max-plus", 0.1), ("min-plus", -0.1), ("max-times", 1.2)):
         a = WFSA(semiring, alphabet=ALPHABET)
         a.add_states("p", "q", "r", "t")
@@ -559,7 +560,7 @@ def test_remove_epsilon_keeps_symbolic_arcs_over_either_closure(closure: str, mo
 
     from kleene.automata import weight_functions
 
-    monkeypatch.setattr(ops, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
+    monkeypatch.setattr(epsilon_closure_module, "DENSE_CLOSURE_STATES", 0 if closure == "sparse" else 10**9)
     (mu,) = weight_functions("mu")
     gamma = sympy.Symbol("gamma")
     rng = np.random.default_rng(5)

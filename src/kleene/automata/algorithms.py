@@ -15,7 +15,7 @@ k=1 is SoPa's first-order ``I + T(eps)``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ import numpy as np
 import sympy
 
 from kleene.automata.binding import bind_with_origins
+from kleene.automata.closure import check_epsilon_cap, epsilon_closure_rows
 from kleene.automata.recursion import MatrixStepper, SymbolicArrays, run_forward
 from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
@@ -34,13 +35,11 @@ from kleene.automata.sparse import (
     IntArray,
     LabelArc,
     csr_index,
-    epsilon_closure,
     gather_ranges,
     plain,
     require_store,
 )
 from kleene.automata.star import closure_matrix as closure_matrix  # re-exported: kleene.compile.reference
-from kleene.automata.star import closure_where_useful
 from kleene.automata.weights import Env, instantiate, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc
 from kleene.errors import AlphabetError, ArgumentError, BudgetExceededError, DivergenceError, WeightError
@@ -54,6 +53,18 @@ def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
     arcs of non-zero weight; symbolic weights count as non-zero)."""
     from .sparse import useful_for_string
 
+    arcs, src, dst, starts, ends = _nonzero_graph(wfsa)
+    consumes = np.fromiter((a.label.consumes for a in arcs), dtype=bool, count=len(arcs))
+
+    def matching(x: Hashable) -> np.ndarray:
+        return np.fromiter((a.label.consumes and _matches(a, x) for a in arcs), dtype=bool, count=len(arcs))
+
+    return useful_for_string(src, dst, consumes, matching, wfsa.num_states, starts, ends, symbols)
+
+
+def _nonzero_graph(wfsa: WFSA) -> tuple[list[Arc], IntArray, IntArray, np.ndarray, np.ndarray]:
+    """The arcs of ``wfsa`` of non-zero weight (symbolic weights count as non-zero), their sources and
+    destinations as arrays, and the (Q,) masks of the states of non-zero initial and final weight."""
     s = wfsa.semiring
 
     def nonzero(weight: Any) -> bool:
@@ -62,15 +73,10 @@ def _useful_states(wfsa: WFSA, symbols: Sequence[Hashable]) -> np.ndarray:
     arcs = [arc for arc in wfsa.arcs if nonzero(arc.weight)]
     src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=len(arcs))
     dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=len(arcs))
-    consumes = np.fromiter((a.label.consumes for a in arcs), dtype=bool, count=len(arcs))
     starts, ends = (np.zeros(wfsa.num_states, dtype=bool) for _ in range(2))
     starts[[q for q, w in wfsa.initial.items() if nonzero(w)]] = True
     ends[[q for q, w in wfsa.final.items() if nonzero(w)]] = True
-
-    def matching(x: Hashable) -> np.ndarray:
-        return np.fromiter((a.label.consumes and _matches(a, x) for a in arcs), dtype=bool, count=len(arcs))
-
-    return useful_for_string(src, dst, consumes, matching, wfsa.num_states, starts, ends, symbols)
+    return arcs, src, dst, starts, ends
 
 
 def _matches(arc: Arc, symbol: Hashable) -> bool:
@@ -91,7 +97,8 @@ class _Stepper(MatrixStepper):
         self._cache: dict[Hashable, np.ndarray] = {}
         useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
         closure = (
-            closure_where_useful(wfsa, wfsa.epsilon_matrix(env), epsilon_cap, useful) if wfsa.has_epsilons else None
+            epsilon_closure_rows(wfsa, epsilon_cap, env, useful=useful).dense(wfsa.semiring)
+            if wfsa.has_epsilons else None
         )
         super().__init__(wfsa.semiring, wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env), closure,
                          self._matrix)
@@ -127,28 +134,17 @@ def forward(stepper: Any, symbols: Sequence[Hashable]) -> Any:
     return plain(stepper.finish(vector))
 
 
-def _capped_rows(store: ArcStore, cap: int) -> ClosureRows:
-    """The rows of ``I + E + ... + E^cap`` for the epsilon arcs of ``store``."""
-    eps = store.arcs_with_label(EPSILON_ID)
-    return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
-                           store.names, cap)
-
-
 #: The most entries (per arc of the store, at least ``CLOSURE_ROWS_MIN``) that the exact epsilon closure of the
 #: useful states may hold for Forward to read it as rows; a larger one is walked a component level at a time.
 CLOSURE_ROWS_PER_ARC, CLOSURE_ROWS_MIN = 4, 1_000_000
 
 
-def _exact_rows(store: ArcStore) -> ClosureRows | None:
+def _exact_rows(wfsa: WFSA, store: ArcStore) -> ClosureRows | None:
     """The rows of ``E*`` for the epsilon arcs between useful states; None when a useful component's star diverges
     (then only the components a string reaches may count) or the rows outgrow their budget."""
-    eps = store.arcs_with_label(EPSILON_ID)
-    useful = store.useful()
-    eps = eps[useful[store.src[eps]] & useful[store.dst[eps]]]
     budget = max(CLOSURE_ROWS_MIN, CLOSURE_ROWS_PER_ARC * store.num_arcs)
     try:
-        return epsilon_closure(store.semiring, store.num_states, store.src[eps], store.dst[eps], store.weight[eps],
-                               store.names, budget=budget)
+        return epsilon_closure_rows(wfsa, live=store.useful(), budget=budget)
     except (DivergenceError, BudgetExceededError):
         return None
 
@@ -165,17 +161,16 @@ class SparseStepper:
 
     def __init__(self, wfsa: WFSA, store: ArcStore, epsilon_cap: int | None, live: np.ndarray | None = None):
         """``live``: the states whose epsilon cycles count (default: the useful ones)."""
-        if epsilon_cap is not None and epsilon_cap < 0:
-            raise ValueError(f"epsilon cap must be >= 0, got {epsilon_cap}")
+        check_epsilon_cap(epsilon_cap, "SparseStepper")
         self.wfsa, self.store, self.cap = wfsa, store, epsilon_cap
         self.semiring = store.semiring
         self.has_epsilons = bool(store.arcs_with_label(EPSILON_ID).size)
         self.epsilons = None
         self.rows: ClosureRows | None = None
         if self.has_epsilons and epsilon_cap is not None:
-            self.rows = store.memo(f"closure capped at {epsilon_cap}", lambda: _capped_rows(store, epsilon_cap))
+            self.rows = store.memo(f"closure capped at {epsilon_cap}", lambda: epsilon_closure_rows(wfsa, epsilon_cap))
         elif self.has_epsilons and live is None:
-            self.rows = store.memo("exact closure", lambda: _exact_rows(store))
+            self.rows = store.memo("exact closure", lambda: _exact_rows(wfsa, store))
         if self.has_epsilons and self.rows is None:
             self.epsilons = store.graph("epsilon") if live is None else store.epsilon_graph(live)
 
@@ -373,20 +368,6 @@ def _forward_together(
 
 
 
-def check_epsilon_cap(epsilon_cap: Any, operation: str) -> None:
-    """Refuse an ``epsilon_cap`` that is not None or a non-negative integer.
-
-    Raises:
-        ArgumentError: naming the operation and the value.
-    """
-    if epsilon_cap is not None and (
-        isinstance(epsilon_cap, bool) or not isinstance(epsilon_cap, (int, np.integer)) or epsilon_cap < 0
-    ):
-        raise ArgumentError(
-            f"{operation}: epsilon_cap must be None (the exact closure) or an integer >= 0, got {epsilon_cap!r}"
-        )
-
-
 def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsilon_cap: int | None = None) -> Any:
     """The Forward score of ``symbols``: the semiring sum over all paths deriving it.
 
@@ -484,7 +465,9 @@ def pathsum(wfsa: WFSA, env: Env | None = None, epsilon_cap: int | None = None) 
 
     if sparse.arc_store(wfsa) is None:  # symbolic weights: evaluated in env first, then the one sum
         wfsa = bind_with_origins(wfsa, env)[0]
-    return sparse.pathsum(wfsa, epsilon_cap)
+    if epsilon_cap is not None and wfsa.has_epsilons:  # the sum over the epsilon-free automaton of the capped closure
+        wfsa = sparse.remove_epsilon_store(wfsa, require_store(wfsa), epsilon_closure_rows(wfsa, epsilon_cap))
+    return sparse.pathsum(wfsa)
 
 
 def useful_mask(wfsa: WFSA) -> np.ndarray:
@@ -496,17 +479,7 @@ def useful_mask(wfsa: WFSA) -> np.ndarray:
     store = arc_store(wfsa)
     if store is not None:
         return store.useful()
-    s = wfsa.semiring
-
-    def nonzero(weight: Any) -> bool:
-        return is_symbolic(weight) or not s.is_zero(weight)
-
-    arcs = [a for a in wfsa.arcs if nonzero(a.weight)]
-    src = np.fromiter((a.src for a in arcs), dtype=np.int64, count=len(arcs))
-    dst = np.fromiter((a.dst for a in arcs), dtype=np.int64, count=len(arcs))
-    starts, ends = (np.zeros(wfsa.num_states, dtype=bool) for _ in range(2))
-    starts[[q for q, w in wfsa.initial.items() if nonzero(w)]] = True
-    ends[[q for q, w in wfsa.final.items() if nonzero(w)]] = True
+    _, src, dst, starts, ends = _nonzero_graph(wfsa)
     return useful_states(src, dst, wfsa.num_states, starts, ends)
 
 
@@ -702,28 +675,36 @@ def _viterbi_small(
     # a layer maps a state to (weight, arc id, stored arc) of the best path into it (-1, -1: none, at the start)
     Layer = dict[int, tuple[Any, int, int]]
 
+    def offers(sources: Iterable[int], layer: Layer, ident: int) -> Layer:
+        """The best path into each destination of the arcs labelled ``ident`` out of the states ``sources`` (the
+        best paths into them in ``layer``); ties: the lowest arc id."""
+        out: Layer = {}
+        for q in sources:
+            w = layer[q][0]
+            for d, aw, arc_id, position in table(q).get(ident, ()):
+                candidate = times(w, aw)
+                if candidate == zero:
+                    continue
+                held = out.get(d)
+                if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
+                    out[d] = (candidate, arc_id, position)
+        return out
+
     def relax(layer: Layer) -> list[dict[int, int]] | None:
         """Improve ``layer`` along epsilon arcs in place; per round (0: before it), the states it set and their
         stored arcs (as ``_Layer.rounds``); None when the layer outgrows ``SMALL_FRONTIER``."""
         rounds = [{q: held[2] for q, held in layer.items()}]
-        frontier = list(layer) if epsilons else []
+        if not epsilons:
+            return rounds
+        frontier = list(layer)
         for count in range(1, limit + 1):
-            offers: Layer = {}
-            for q in frontier:
-                w = layer[q][0]
-                for d, aw, arc_id, position in table(q).get(EPSILON_ID, ()):
-                    candidate = times(w, aw)
-                    if candidate == zero:
-                        continue
-                    held = offers.get(d)
-                    if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
-                        offers[d] = (candidate, arc_id, position)
-            frontier = [d for d, offer in offers.items() if d not in layer or better(offer[0], layer[d][0])]
+            offered = offers(frontier, layer, EPSILON_ID)
+            frontier = [d for d, offer in offered.items() if d not in layer or better(offer[0], layer[d][0])]
             if not frontier:
                 break
             for d in frontier:
-                layer[d] = offers[d]
-            rounds.append({d: offers[d][2] for d in frontier})
+                layer[d] = offered[d]
+            rounds.append({d: offered[d][2] for d in frontier})
             if len(layer) > SMALL_FRONTIER:
                 return None
             if epsilon_cap is None and count == limit:
@@ -742,15 +723,7 @@ def _viterbi_small(
             return None
         if ident == NO_LABEL:
             return ViterbiPath(s.zero)
-        layer: Layer = {}
-        for q, (w, _, _) in history[-1].items():
-            for d, aw, arc_id, position in table(q).get(ident, ()):
-                candidate = times(w, aw)
-                if candidate == zero:
-                    continue
-                held = layer.get(d)
-                if held is None or better(candidate, held[0]) or (candidate == held[0] and arc_id < held[1]):
-                    layer[d] = (candidate, arc_id, position)
+        layer = offers(history[-1], history[-1], ident)
         rounds = None if len(layer) > SMALL_FRONTIER else relax(layer)
         if rounds is None:
             return None
@@ -763,24 +736,40 @@ def _viterbi_small(
             best_q, best = q, total
     if best_q < 0:
         return ViterbiPath(s.zero)
-    steps: list[Step] = []
-    q, t = best_q, len(symbols)
-    last = len(pointers[t]) - 1
-    while True:  # as the array search's backtrace: each arc from its source's value at the round it was taken
+
+    def pointer(t: int, q: int, last: int) -> tuple[int, int]:
         set_at = next(r for r in range(last, -1, -1) if q in pointers[t][r])
-        position = pointers[t][set_at][q]
-        if position < 0:
+        return pointers[t][set_at][q], set_at
+
+    steps = _backtrace(store, symbols, best_q, pointer, lambda t: len(pointers[t]))
+    return ViterbiPath(plain(best), steps, steps[0].src if steps else store.names[best_q], store.names[best_q])
+
+
+def _backtrace(
+    store: ArcStore, symbols: Sequence[Hashable], end: int, pointer: Callable[[int, int, int], tuple[int, int]],
+    rounds: Callable[[int], int],
+) -> list[Step]:
+    """The steps of the best path into state ``end`` after every symbol, read back from the pointers of a Viterbi
+    search: ``pointer(t, q, last)`` is (the stored arc that set state q's value after t symbols, as of round
+    ``last`` of that position's epsilon relaxation, -1 for none; the round that set it), and ``rounds(t)`` the
+    number of rounds at position t. Each arc is taken from its source's value at the round it was read."""
+    steps: list[Step] = []
+    q, t = end, len(symbols)
+    last = rounds(t) - 1
+    while True:
+        arc, set_at = pointer(t, q, last)
+        if arc < 0:
             break
-        consumes = int(store.label[position]) != EPSILON_ID
-        steps.append(_stored_step(store, position, symbols[t - 1] if consumes else None))
-        q = int(store.src[position])
+        consumes = int(store.label[arc]) != EPSILON_ID
+        steps.append(_stored_step(store, arc, symbols[t - 1] if consumes else None))
+        q = int(store.src[arc])
         if consumes:
             t -= 1
-            last = len(pointers[t]) - 1
+            last = rounds(t) - 1
         else:
             last = set_at - 1
     steps.reverse()
-    return ViterbiPath(plain(best), steps, store.names[q], store.names[best_q])
+    return steps
 
 
 def _stored_step(store: ArcStore, position: int, symbol: Hashable | None) -> Step:
@@ -930,22 +919,8 @@ def _viterbi_store(
     top = v.sum(ends[live], axis=0)
     winner = int(live[np.flatnonzero(ends[live] == top)[0]])
     end = int(last.states[winner])
-    steps: list[Any] = []
-    q, t = end, len(symbols)
-    upto = len(history[t].rounds) - 1
-    while True:
-        arc, set_at = history[t].pointer(q, upto)
-        if arc < 0:
-            break
-        consumes = int(store.label[arc]) != EPSILON_ID
-        steps.append(_stored_step(store, arc, symbols[t - 1] if consumes else None))
-        q = int(store.src[arc])
-        if consumes:
-            t -= 1
-            upto = len(history[t].rounds) - 1
-        else:
-            upto = set_at - 1
-    steps.reverse()
+    steps = _backtrace(store, symbols, end, lambda t, q, last: history[t].pointer(q, last),
+                       lambda t: len(history[t].rounds))
     start_name = steps[0].src if steps else store.names[end]
     return ViterbiPath(plain(ends[winner]), steps, start_name, store.names[end])
 

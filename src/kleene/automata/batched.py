@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kleene.automata.algorithms import check_epsilon_cap
+from kleene.automata.closure import check_epsilon_cap
 from kleene.automata.labels import SymbolTable
 from kleene.automata.recursion import MatrixStepper, run_forward
 from kleene.automata.semiring import Semiring, get_semiring

@@ -79,13 +79,21 @@ class AnySymbol(Label):
 
 
 @dataclass(frozen=True)
-class OneOf(Label):
-    """Consume any symbol of a given set."""
+class _SymbolSet(Label):
+    """A predicate label over a set of symbols (``OneOf``, ``NoneOf``), built from any iterable and held frozen."""
 
     members: frozenset[Hashable]
 
     def __init__(self, members: Iterable[Hashable]):
         object.__setattr__(self, "members", frozenset(members))
+
+    def _braced(self) -> str:
+        return "{" + ",".join(sorted(map(str, self.members))) + "}"
+
+
+@dataclass(frozen=True, init=False)
+class OneOf(_SymbolSet):
+    """Consume any symbol of a given set."""
 
     def matches(self, symbol: Hashable) -> bool:
         return symbol in self.members
@@ -96,23 +104,18 @@ class OneOf(Label):
         return [s for s in alphabet if s in self.members]
 
     def __str__(self) -> str:
-        return "{" + ",".join(sorted(map(str, self.members))) + "}"
+        return self._braced()
 
 
-@dataclass(frozen=True)
-class NoneOf(Label):
+@dataclass(frozen=True, init=False)
+class NoneOf(_SymbolSet):
     """Consume any symbol of the alphabet outside a given set (a complement)."""
-
-    members: frozenset[Hashable]
-
-    def __init__(self, members: Iterable[Hashable]):
-        object.__setattr__(self, "members", frozenset(members))
 
     def matches(self, symbol: Hashable) -> bool:
         return symbol not in self.members
 
     def __str__(self) -> str:
-        return "Σ∖{" + ",".join(sorted(map(str, self.members))) + "}"
+        return "Σ∖" + self._braced()
 
 
 EPSILON = Epsilon()

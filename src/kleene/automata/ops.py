@@ -23,13 +23,14 @@ predicates are rewritten as ``OneOf`` sets so that they keep their meaning;
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from kleene.automata.algorithms import useful_mask
 from kleene.automata.binding import bind as bind  # re-exported: kleene.automata.bind
+from kleene.automata.closure import check_epsilon_cap, epsilon_closure_rows
 from kleene.automata.labels import EPSILON, AnySymbol, Label, NoneOf, OneOf, Sym, SymbolTable
 from kleene.automata.labels import label_of as _label_of
 from kleene.automata.labels import meet as _meet
@@ -37,17 +38,16 @@ from kleene.automata.semiring import Semiring, sympy_constant
 from kleene.automata.sparse import (
     EPSILON_ID,
     ArcStore,
-    ClosureRows,
     arc_store,
-    epsilon_closure,
     make_store,
     remove_epsilon_store,
     store_backed,
 )
-from kleene.automata.star import closure_where_useful as _closure_where_useful
 from kleene.automata.weights import Env, Weight, is_symbolic
 from kleene.automata.wfsa import WFSA, Arc, IdNames, LazyNames, WeightVector
-from kleene.errors import AlphabetError, DivergenceError, SemiringError
+from kleene.errors import AlphabetError, SemiringError
+
+Node = TypeVar("Node", bound=Hashable)
 
 # ----------------------------------------------------------------------------------------
 # Weights: constants through the semiring's operations, sympy through its symbolic ones
@@ -55,24 +55,25 @@ from kleene.errors import AlphabetError, DivergenceError, SemiringError
 
 def _times(semiring: Semiring, *weights: Weight) -> Weight:
     """The semiring product of constant or symbolic weights (constant ones dropped from symbolic products)."""
-    if any(is_symbolic(w) for w in weights):
-        factors = [w for w in weights if is_symbolic(w) or w != semiring.one]
-        return semiring.sym_times(*(sympy_constant(w) for w in factors))
-    product: Weight = semiring.one
-    for w in weights:
-        product = semiring.times(product, w)
-    return product
+    return _fold(weights, semiring.one, semiring.times, semiring.sym_times)
 
 
 def _plus(semiring: Semiring, *weights: Weight) -> Weight:
     """The semiring sum of constant or symbolic weights (constant zeros dropped from symbolic sums)."""
+    return _fold(weights, semiring.zero, semiring.plus, semiring.sym_plus)
+
+
+def _fold(
+    weights: tuple[Weight, ...], neutral: Weight, combine: Callable[[Any, Any], Any], sym_combine: Callable[..., Any]
+) -> Weight:
+    """``weights`` combined left to right from ``neutral`` by ``combine``; when one is symbolic, one sympy node
+    ``sym_combine`` of the symbolic ones and the constants other than ``neutral``."""
     if any(is_symbolic(w) for w in weights):
-        terms = [w for w in weights if is_symbolic(w) or w != semiring.zero]
-        return semiring.sym_plus(*(sympy_constant(w) for w in terms))
-    total: Weight = semiring.zero
+        return sym_combine(*(sympy_constant(w) for w in weights if is_symbolic(w) or w != neutral))
+    out: Weight = neutral
     for w in weights:
-        total = semiring.plus(total, w)
-    return total
+        out = combine(out, w)
+    return out
 
 
 def _is_zero(semiring: Semiring, weight: Weight) -> bool:
@@ -767,14 +768,19 @@ def _useful_arcs(a: WFSA) -> list[Arc]:
     return [arc for arc in a.arcs if not _is_zero(a.semiring, arc.weight) and not _is_void(arc.label, a.alphabet)]
 
 
-def _reachable(starts: Iterable[int], successors: dict[int, list[int]]) -> set[int]:
-    seen = set(starts)
+def reachable(seeds: Iterable[Node], edges: Iterable[tuple[Node, Node]]) -> set[Node]:
+    """The nodes reachable from ``seeds`` (included) along the directed ``edges``, by a depth-first search in plain
+    Python: for small graphs of any hashable nodes (the array form, for stores, is ``sparse.useful_states``)."""
+    successors: dict[Node, list[Node]] = {}
+    for tail, head in edges:
+        successors.setdefault(tail, []).append(head)
+    seen = set(seeds)
     stack = list(seen)
     while stack:
-        for nxt in successors.get(stack.pop(), []):
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
+        for head in successors.get(stack.pop(), ()):
+            if head not in seen:
+                seen.add(head)
+                stack.append(head)
     return seen
 
 
@@ -795,14 +801,10 @@ def trim(a: WFSA) -> WFSA:
         return trim_store(a, store)
     s = a.semiring
     arcs = _useful_arcs(a)
-    forward: dict[int, list[int]] = {}
-    backward: dict[int, list[int]] = {}
-    for arc in arcs:
-        forward.setdefault(arc.src, []).append(arc.dst)
-        backward.setdefault(arc.dst, []).append(arc.src)
     starts = [q for q, w in a.initial.items() if not _is_zero(s, w)]
     ends = [q for q, w in a.final.items() if not _is_zero(s, w)]
-    keep = sorted(_reachable(starts, forward) & _reachable(ends, backward))
+    forward = reachable(starts, [(arc.src, arc.dst) for arc in arcs])
+    keep = sorted(forward & reachable(ends, [(arc.dst, arc.src) for arc in arcs]))
     index = {q: i for i, q in enumerate(keep)}
     if len(keep) == a.num_states:  # every state stays, under its own index: the (immutable) arcs are reused
         kept = arcs
@@ -812,11 +814,6 @@ def trim(a: WFSA) -> WFSA:
     initial = {index[q]: a.initial[q] for q in keep if q in a.initial and not _is_zero(s, a.initial[q])}
     final = {index[q]: a.final[q] for q in keep if q in a.final and not _is_zero(s, a.final[q])}
     return WFSA.assembled(s, _copy_table(a.alphabet), a.name, [a.state_name(q) for q in keep], kept, initial, final)
-
-
-#: Up to this many states the exact epsilon closure is the dense ``closure_matrix`` (faster there: measured 0.1-3 ms
-#: against the sparse closure's 1.4-3.8 ms at 5-50 states, in every semiring); above it, ``sparse.epsilon_closure``.
-DENSE_CLOSURE_STATES = 64
 
 
 def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> WFSA:
@@ -829,13 +826,11 @@ def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> W
     reproduces ``score(..., epsilon_cap=k)`` exactly (at most k epsilons in a row
     at the start and after each symbol).
 
-    The exact closure (``cap=None``) is sparse (``sparse.epsilon_closure``: strongly
-    connected components of the epsilon arcs in reverse topological order, each
-    cyclic one's block star by ``closure_matrix``), and with constant weights the
-    arcs are built as arrays into an arc store: time and memory grow with the
-    closure's non-zeros and the arcs produced, not with Q². ``cap=k``, and
-    automata of at most ``DENSE_CLOSURE_STATES`` states, use the dense Q x Q
-    closure (the same values up to rounding).
+    The closure is ``closure.epsilon_closure_rows`` (the exact one dense Q x Q up
+    to ``DENSE_CLOSURE_STATES`` states, sparse above and when capped), and with
+    constant weights the arcs are built as arrays into an arc store: on large
+    automata, time and memory grow with the closure's non-zeros and the arcs
+    produced, not with Q².
 
     Note:
         Scores are preserved, single best paths are not (the closure sums paths).
@@ -844,9 +839,11 @@ def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> W
         removes them.
 
     Raises:
+        ArgumentError: ``cap`` is neither None nor an integer >= 0.
         DivergenceError: the exact closure (``cap=None``) diverges; names a cycle.
         WeightError: a symbolic epsilon weight that ``env`` does not determine.
     """
+    check_epsilon_cap(cap, "remove_epsilon")
     s = a.semiring
     if not a.has_epsilons:
         out = WFSA(s, _copy_table(a.alphabet), a.name)
@@ -854,10 +851,7 @@ def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> W
         _set_weights(out, a.initial, 0, final=False)
         _set_weights(out, a.final, 0, final=True)
         return out
-    if cap is not None or a.num_states <= DENSE_CLOSURE_STATES:
-        closure = _dense_rows(s, _closure_where_useful(a, a.epsilon_matrix(env), cap, lambda: useful_mask(a)))
-    else:
-        closure = _sparse_closure(a, env)
+    closure = epsilon_closure_rows(a, cap, env, useful=lambda: useful_mask(a))
     store = arc_store(a)
     if store is not None:
         return remove_epsilon_store(a, store, closure)
@@ -889,42 +883,6 @@ def remove_epsilon(a: WFSA, cap: int | None = None, env: Env | None = None) -> W
     _set_weights(out, {q: w for q, w in initial.items() if not _is_zero(s, w)}, 0, final=False)
     _set_weights(out, a.final, 0, final=True)
     return out
-
-
-def _sparse_closure(a: WFSA, env: Env | None) -> ClosureRows:
-    """The exact epsilon closure of ``a`` as sparse rows; when it diverges, the closure of the epsilon arcs between
-    useful states (cycles off every successful path may diverge, as in ``_closure_where_useful``).
-
-    Raises:
-        DivergenceError: a cycle of useful states whose star diverges (named).
-        WeightError: a symbolic epsilon weight that ``env`` does not determine.
-    """
-    s = a.semiring
-    store = arc_store(a)
-    if store is not None:
-        eps = store.arcs_with_label(EPSILON_ID)
-        src, dst, weight = store.src[eps], store.dst[eps], store.weight[eps]
-    else:
-        arcs = [(i, arc) for i, arc in enumerate(a.arcs) if not arc.label.consumes]
-        src = np.fromiter((arc.src for _, arc in arcs), dtype=np.int64, count=len(arcs))
-        dst = np.fromiter((arc.dst for _, arc in arcs), dtype=np.int64, count=len(arcs))
-        values = [a.numeric(arc.weight, None, env, f"arc {i}") for i, arc in arcs]
-        weight = np.asarray(values, dtype=s.numpy_dtype).reshape(len(arcs))
-    try:
-        return epsilon_closure(s, a.num_states, src, dst, weight, a.states)
-    except DivergenceError:
-        useful = useful_mask(a)
-        keep = useful[src] & useful[dst]
-        return epsilon_closure(s, a.num_states, src[keep], dst[keep], weight[keep], a.states)
-
-
-def _dense_rows(semiring: Semiring, matrix: np.ndarray) -> ClosureRows:
-    """The non-zeros of a dense closure matrix as sparse rows."""
-    matrix = np.asarray(matrix)
-    rows, cols = np.nonzero(matrix != semiring.zero)
-    length = np.bincount(rows, minlength=matrix.shape[0]).astype(np.int64)
-    start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64)
-    return ClosureRows(start, length, cols.astype(np.int64), matrix[rows, cols])
 
 
 def intersect(a: WFSA, b: WFSA) -> WFSA:

@@ -957,13 +957,32 @@ class LogSemiring(Semiring):
         return -sympy.log(1 - sympy.exp(a))
 
 
-class _MaxPlusLike(Semiring):
+class _Selective(Semiring):
+    """Semirings whose plus picks one operand, the larger or the smaller (max-plus, min-plus, max-times): ``plus``
+    and ``sum`` by the numpy ufunc of the pick, ``_plus_ufunc`` (``np.maximum`` where ``best`` is "max",
+    ``np.minimum`` where it is "min"), and torch's functions of the same names."""
+
+    _plus_ufunc: np.ufunc = np.maximum
+
+    def plus(self, a: Array, b: Array) -> Array:
+        if _is_torch(a) or _is_torch(b):
+            import torch
+
+            return getattr(torch, self._plus_ufunc.__name__)(torch.as_tensor(a), torch.as_tensor(b))
+        return _scalar_result(self._plus_ufunc(a, b), a, b)
+
+    def sum(self, x: Array, axis: int = -1) -> Array:
+        if not _is_torch(x) and np.asarray(x).shape[axis] == 0:
+            return np.full(np.delete(np.asarray(x).shape, axis), self.zero)
+        return _reduce(x, axis, self._plus_ufunc.reduce, "a" + self.best)  # torch.amax or torch.amin
+
+
+class _MaxPlusLike(_Selective):
     """Shared plumbing of the tropical semirings ``<R, max|min, +>``."""
 
     idempotent = True
     k_closed = 0
     sym_times_head = sympy.Add
-    _pick_numpy: Callable[..., Any] = staticmethod(np.maximum)
 
     def _divide(self, a: Any, b: Any) -> Any:
         return a - b
@@ -999,18 +1018,6 @@ class MaxPlusSemiring(_MaxPlusLike):
         return math.log(p)
     _plus_ufunc = np.maximum
 
-    def plus(self, a: Array, b: Array) -> Array:
-        if _is_torch(a) or _is_torch(b):
-            import torch
-
-            return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
-        return _scalar_result(np.maximum(a, b), a, b)
-
-    def sum(self, x: Array, axis: int = -1) -> Array:
-        if not _is_torch(x) and np.asarray(x).shape[axis] == 0:
-            return np.full(np.delete(np.asarray(x).shape, axis), -np.inf)
-        return _reduce(x, axis, np.max, "amax")
-
     star_diverges_when = "a positive cycle"
 
     def star_diverges(self, a: Array) -> Array:
@@ -1040,18 +1047,6 @@ class MinPlusSemiring(_MaxPlusLike):
         return -math.log(p)
     _plus_ufunc = np.minimum
 
-    def plus(self, a: Array, b: Array) -> Array:
-        if _is_torch(a) or _is_torch(b):
-            import torch
-
-            return torch.minimum(torch.as_tensor(a), torch.as_tensor(b))
-        return _scalar_result(np.minimum(a, b), a, b)
-
-    def sum(self, x: Array, axis: int = -1) -> Array:
-        if not _is_torch(x) and np.asarray(x).shape[axis] == 0:
-            return np.full(np.delete(np.asarray(x).shape, axis), np.inf)
-        return _reduce(x, axis, np.min, "amin")
-
     star_diverges_when = "a negative-cost cycle"
 
     def star_diverges(self, a: Array) -> Array:
@@ -1064,7 +1059,7 @@ class MinPlusSemiring(_MaxPlusLike):
         return sympy.Piecewise((sympy.S.Zero, a >= 0), (-sympy.oo, True))
 
 
-class MaxTimesSemiring(_Multiplicative):
+class MaxTimesSemiring(_Selective, _Multiplicative):
     """``<[0, inf), max, *, 0, 1>``: best-path probabilities (SoPa's max-product)."""
 
     name = "max-times"
@@ -1107,20 +1102,8 @@ class MaxTimesSemiring(_Multiplicative):
         if number < 0 or math.isinf(number):
             raise WeightError(f"{where}: {number} is not an element of the max-times semiring [0, inf)")
 
-    def plus(self, a: Array, b: Array) -> Array:
-        if _is_torch(a) or _is_torch(b):
-            import torch
-
-            return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
-        return _scalar_result(np.maximum(a, b), a, b)
-
     def times(self, a: Array, b: Array) -> Array:
         return _scalar_result(a * b, a, b)
-
-    def sum(self, x: Array, axis: int = -1) -> Array:
-        if not _is_torch(x) and np.asarray(x).shape[axis] == 0:
-            return np.zeros(np.delete(np.asarray(x).shape, axis))
-        return _reduce(x, axis, np.max, "amax")
 
     def product(self, x: Array, axis: int = -1) -> Array:
         return _reduce(x, axis, np.prod, "prod")

@@ -834,12 +834,38 @@ _CHUNK = 1 << 21
 @dataclass
 class ClosureRows:
     """The rows of a closure matrix, sparse: row q holds the columns ``cols[start[q] : start[q] + length[q]]``
-    (ascending) with the values ``vals[...]`` (none zero)."""
+    (ascending) with the values ``vals[...]`` (none zero). ``matrix``: the dense Q x Q closure they were read
+    from, when there is one (``from_dense``)."""
 
     start: IntArray
     length: IntArray
     cols: IntArray
     vals: np.ndarray
+    matrix: np.ndarray | None = None
+
+    @classmethod
+    def from_dense(cls, semiring: Semiring, matrix: np.ndarray) -> ClosureRows:
+        """The non-zeros of a dense (Q, Q) closure matrix as rows (the matrix kept beside them)."""
+        matrix = np.asarray(matrix)
+        rows, cols = np.nonzero(matrix != semiring.zero)
+        length = np.bincount(rows, minlength=matrix.shape[0]).astype(np.int64)
+        start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64)
+        return cls(start, length, cols.astype(np.int64), matrix[rows, cols], matrix)
+
+    def dense(self, semiring: Semiring) -> np.ndarray:
+        """The closure as a dense (Q, Q) matrix of ``semiring`` (the one the rows were read from, if any)."""
+        if self.matrix is not None:
+            return self.matrix
+        n = len(self.start)
+        out: np.ndarray = semiring.zeros((n, n))
+        positions = _spans(self.start, self.length)
+        out[np.repeat(np.arange(n), self.length), self.cols[positions]] = self.vals[positions]
+        return out
+
+    @property
+    def size(self) -> int:
+        """The number of entries (non-zeros) the rows hold."""
+        return int(self.length.sum())
 
     def expand(self, rows: IntArray) -> tuple[IntArray, IntArray, np.ndarray]:
         """The entries of rows ``rows`` (repeats allowed), in order: (index into ``rows``, column, value)."""
@@ -1162,10 +1188,9 @@ def require_store(wfsa: WFSA) -> ArcStore:
     return store
 
 
-def pathsum(wfsa: WFSA, epsilon_cap: int | None = None) -> Any:
-    """The semiring sum over all successful paths (the scores of all strings), in the sparse engine; with
-    ``epsilon_cap=k`` paths take at most k epsilon arcs in a row (the sum over the epsilon-free automaton built
-    with the capped closure ``I + E + ... + E^k``).
+def pathsum(wfsa: WFSA) -> Any:
+    """The semiring sum over all successful paths (the scores of all strings), in the sparse engine (the capped sum
+    is ``algorithms.pathsum``'s: this one over the epsilon-free automaton of the capped closure).
 
     Raises:
         WeightError: symbolic weights.
@@ -1174,12 +1199,6 @@ def pathsum(wfsa: WFSA, epsilon_cap: int | None = None) -> Any:
     """
     store = require_store(wfsa)
     s = store.semiring
-    eps = store.arcs_with_label(EPSILON_ID)
-    if epsilon_cap is not None and eps.size:
-        closure = epsilon_closure(
-            s, store.num_states, store.src[eps], store.dst[eps], store.weight[eps], store.names, epsilon_cap
-        )
-        return pathsum(remove_epsilon_store(wfsa, store, closure))
     alphabet = list(wfsa.alphabet) if wfsa.alphabet is not None else None
     weights = store.total_weights(alphabet)
     totals = ArcStore(

@@ -2,7 +2,9 @@
 
 Exact (Lehmann's algorithm in the semiring; a linear solve in a field) or capped at k terms; numpy arrays and
 torch tensors (differentiably), batched over leading axes. The sparse strategy (strongly connected components,
-for large automata) is ``kleene.automata.sparse.epsilon_closure``, which calls this one on small cyclic blocks.
+for large automata) is ``kleene.automata.sparse.epsilon_closure``, which calls this one on small cyclic blocks;
+``kleene.automata.closure.epsilon_closure_rows`` chooses between the two by size. ``where_useful`` is the one rule
+of both: only cycles on a successful path may diverge.
 """
 
 from __future__ import annotations
@@ -10,15 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from kleene.automata.semiring import Semiring
 from kleene.errors import DivergenceError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kleene.automata.wfsa import WFSA
+T = TypeVar("T")
 
 
 def is_torch(x: object) -> bool:
@@ -202,26 +203,34 @@ def _describe_cycle(matrix: np.ndarray, semiring: Semiring, names: Sequence[str]
     return f"cycle {loop}"
 
 
+def where_useful(
+    compute: Callable[[np.ndarray | None], T], useful: Callable[[], np.ndarray] | None, live: np.ndarray | None = None
+) -> T:
+    """``compute(live)``, where only cycles on a successful path may diverge: when it raises ``DivergenceError``
+    and ``useful`` is given, ``compute(mask)`` again with ``mask = useful()`` (and ``live``, when given), the
+    (Q,) mask of the states on some successful path of what is computed (as after ``trim``, and in OpenFst).
+    ``compute(mask)`` must leave out the arcs from or to the states outside ``mask`` (None: every state).
 
-
-def closure_where_useful(wfsa: WFSA, matrix: Any, cap: int | None, useful: Callable[[], np.ndarray] | None) -> Any:
-    """``closure_on_useful`` of ``matrix`` (an arc matrix of ``wfsa``) in its semiring, naming its states."""
-    return closure_on_useful(matrix, wfsa.semiring, cap, wfsa.states, useful)
+    Raises:
+        DivergenceError: from ``compute``, when ``useful`` is None or the second call raises it too.
+    """
+    try:
+        return compute(live)
+    except DivergenceError:
+        if useful is None:
+            raise
+        mask = useful()
+        return compute(mask if live is None else live & mask)
 
 
 def closure_on_useful(
     matrix: Any, semiring: Semiring, cap: int | None, names: Sequence[str] | None,
     useful: Callable[[], np.ndarray] | None,
 ) -> Any:
-    """The closure of ``matrix``, where only cycles on a successful path may diverge.
+    """``closure_matrix`` of ``matrix`` (numpy or torch) where only cycles on a successful path may diverge
+    (``where_useful``; ``useful=None`` keeps every state).
 
-    When the exact star diverges, the closure is recomputed on the states ``useful()`` names (those on some
-    successful path of what is computed, as after ``trim`` and in OpenFst): the others' rows and columns serve no
-    successful path. ``useful=None`` keeps every state.
+    Raises:
+        DivergenceError: a cycle of the ``useful`` states whose star diverges (named by ``names``).
     """
-    try:
-        return closure_matrix(matrix, semiring, cap, names)
-    except DivergenceError:
-        if useful is None:
-            raise
-        return closure_matrix(matrix, semiring, cap, names, live=useful())
+    return where_useful(lambda live: closure_matrix(matrix, semiring, cap, names, live=live), useful)

@@ -38,6 +38,7 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from kleene.automata.labels import ANY, EPSILON, Sym
+from kleene.automata.ops import reachable
 from kleene.automata.semiring import Semiring
 from kleene.automata.weights import ALPHA
 from kleene.automata.wfsa import WFSA
@@ -400,26 +401,13 @@ def _trim(
         inductive step ranges over every state value, reachable or not.
     """
     live = [(a, b) for a, b, _, w in arcs if not same(w, s.sym_zero)]
-    backward = _reach({p for p, w in finals.items() if not same(w, s.sym_zero)}, [(b, a) for a, b in live])
+    backward = reachable({p for p, w in finals.items() if not same(w, s.sym_zero)}, [(b, a) for a, b in live])
     removable: set[Any] = set()
     if start is not None:
         epsilon = [(a, b) for a, b, label, w in arcs if not label.consumes and not same(w, s.sym_zero)]
-        at_zero = _reach({p for p, w in initial.items() if not same(w, s.sym_zero)}, epsilon)
+        at_zero = reachable({p for p, w in initial.items() if not same(w, s.sym_zero)}, epsilon)
         removable = {p for p in pairs if p[1] == start and p not in at_zero}
     return {p for p in pairs if p in backward and p not in removable}
-
-
-def _reach(seeds: set[Any], edges: list[tuple[Any, Any]]) -> set[Any]:
-    out, todo = set(seeds), list(seeds)
-    succ: dict[Any, list[Any]] = {}
-    for a, b in edges:
-        succ.setdefault(a, []).append(b)
-    while todo:
-        for b in succ.get(todo.pop(), []):
-            if b not in out:
-                out.add(b)
-                todo.append(b)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
