@@ -273,3 +273,10 @@ def test_training_curves() -> None:
     assert loss_only is not None
     assert float(re.match(r'<svg[^>]*width="([\d.]+)pt"', loss_only)[1]) == pytest.approx(4.2 * 72)  # type: ignore[index]
     assert training_curves_svg([]) is None and training_curves_svg([{"step": 1, "lr": 0.1}]) is None
+
+
+def test_svg_fragment_refuses_a_document_without_an_svg_element():
+    from kleene.errors import ReportError
+
+    with pytest.raises(ReportError, match="not an SVG document"):
+        svg_fragment("<html>no drawing</html>")

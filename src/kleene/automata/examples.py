@@ -23,6 +23,7 @@ from kleene.automata.labels import ANY, EPSILON
 from kleene.automata.semiring import Semiring
 from kleene.automata.weights import Env, weight_functions
 from kleene.automata.wfsa import WFSA
+from kleene.errors import ArgumentError
 
 #: A small alphabet for the examples (a sentence of four words).
 DEFAULT_ALPHABET: tuple[str, ...] = ("the", "movie", "was", "great")
@@ -86,10 +87,10 @@ def paper_equation_4(symbols: Sequence[Hashable]) -> sympy.Expr:
     (the convention of ``WFSA.score_symbolic``).
 
     Raises:
-        ValueError: ``symbols`` is empty (B gives the empty string zero; Eq. 4 covers only non-empty strings).
+        ArgumentError: ``symbols`` is empty (B gives the empty string zero; Eq. 4 covers only non-empty strings).
     """
     if not symbols:
-        raise ValueError("Eq. 4 is stated for non-empty strings only")
+        raise ArgumentError("symbols: Eq. 4 is stated for non-empty strings only, got an empty sequence")
     mu, phi = sympy.Function("mu"), sympy.Function("phi")
     xs = [sympy.Symbol(str(s)) for s in symbols]
     n = len(xs)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AlphabetError, BudgetExceededError, DivergenceError, SemiringError, WeightError
+from ..errors import AlphabetError, ArgumentError, BudgetExceededError, DivergenceError, SemiringError, WeightError
 from .labels import EPSILON, Label, Sym
 from .semiring import Semiring
 from .weights import is_symbolic
@@ -973,7 +973,7 @@ def epsilon_closure(
 def _capped_closure(s: Semiring, n: int, src: IntArray, dst: IntArray, weight: np.ndarray, cap: int) -> ClosureRows:
     """``I + E + ... + E^cap`` as closure rows: each power's entries (row, column, value) times E, plus-merged."""
     if cap < 0:
-        raise ValueError(f"epsilon cap must be >= 0, got {cap}")
+        raise ArgumentError(f"epsilon cap must be >= 0, got {cap}")
     order, indptr = csr_index(src, n)
     dst, weight = dst[order], weight[order]
     rows = cols = np.arange(n, dtype=np.int64)
@@ -1177,11 +1177,11 @@ def require_store(wfsa: WFSA) -> ArcStore:
     """The arc store of ``wfsa``.
 
     Raises:
-        TypeError: not a WFSA.
+        ArgumentError: not a WFSA.
         WeightError: symbolic weights.
     """
     if not isinstance(wfsa, WFSA):
-        raise TypeError(f"wfsa: expected a WFSA, got {type(wfsa).__name__}")
+        raise ArgumentError(f"wfsa: expected a WFSA, got {type(wfsa).__name__}")
     store = arc_store(wfsa)
     if store is None:
         raise WeightError(f"{wfsa!r} has symbolic weights; the sparse engine needs constant weights")

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from kleene.automata.semiring import Semiring
-from kleene.errors import DivergenceError
+from kleene.errors import ArgumentError, DivergenceError
 
 T = TypeVar("T")
 
@@ -52,7 +52,7 @@ def closure_matrix(
     Raises:
         DivergenceError: the exact star does not converge; the message names a
             cycle of states responsible (real: spectral radius >= 1) and, for a batch, which matrix.
-        ValueError: a negative cap, or a ``live`` mask that is not Q booleans.
+        ArgumentError: a negative cap, or a ``live`` mask that is not Q booleans.
     """
     n = matrix.shape[-1]
     if live is not None:
@@ -60,7 +60,7 @@ def closure_matrix(
     eye = semiring.identity(n, like=matrix)
     if cap is not None:
         if cap < 0:
-            raise ValueError(f"epsilon cap must be >= 0, got {cap}")
+            raise ArgumentError(f"epsilon cap must be >= 0, got {cap}")
         if cap == 0 or n == 0:  # I alone, one copy per matrix of the batch
             return semiring.plus(semiring.zeros(matrix.shape, like=matrix), eye)
         result, power = eye, eye
@@ -80,7 +80,7 @@ def _restrict(matrix: Any, semiring: Semiring, live: Any) -> Any:
     mask = np.asarray(live, dtype=bool)
     n = matrix.shape[-1]
     if mask.shape != (n,):
-        raise ValueError(f"live must be a boolean mask of the {n} states; got shape {mask.shape}")
+        raise ArgumentError(f"live must be a boolean mask of the {n} states; got shape {mask.shape}")
     keep = mask[:, None] & mask[None, :]
     if is_torch(matrix):
         import torch

@@ -29,7 +29,7 @@ import torch
 from kleene.automata.draw import format_number, format_state_name
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.data.vocab import PAD, UNK, Vocabulary
-from kleene.errors import InterpretError
+from kleene.errors import InterpretError, ReportError
 from kleene.extract.hard import candidate_vectors, pattern_arcs
 from kleene.extract.readable import WORDS_PER_ARC, readable_automaton, readable_dot
 from kleene.extract.reader import END_TOKEN, START_TOKEN, PhraseMatch
@@ -228,10 +228,14 @@ def _arc_tooltip(arc: str, words: Sequence[tuple[str, float]], precision: int) -
 
 
 def svg_fragment(svg: str) -> str:
-    """An SVG document as an element to inline in HTML: without the XML prolog, doctype and comments."""
+    """An SVG document as an element to inline in HTML: without the XML prolog, doctype and comments.
+
+    Raises:
+        ReportError: ``svg`` has no ``<svg`` element.
+    """
     start = svg.find("<svg")
     if start < 0:
-        raise ValueError("not an SVG document: no <svg> element")
+        raise ReportError(f"svg: not an SVG document (no <svg> element), got {svg[:60]!r}")
     return re.sub(r"<!--.*?-->\s*", "", svg[start:], flags=re.DOTALL).strip()
 
 
