@@ -15,6 +15,7 @@ first operand equal to the result: the argmax route of max and min).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,21 +196,16 @@ class LaneWriter:
             self(self.d.close_form + tail)
 
     # -- algebra helpers ----------------------------------------------------------------------
+    @staticmethod
+    def _fold(terms: list[str], combine: Callable[[str, str], str], empty: str) -> str:
+        """``terms`` combined left to right by ``combine`` (``empty`` when there are none)."""
+        return functools.reduce(combine, terms) if terms else empty
+
     def product(self, factors: list[str]) -> str:
-        if not factors:
-            return self.d.one
-        out = factors[0]
-        for f in factors[1:]:
-            out = self.d.times(out, f)
-        return out
+        return self._fold(factors, self.d.times, self.d.one)
 
     def reduce(self, terms: list[str]) -> str:
-        if not terms:
-            return self.d.zero
-        out = terms[0]
-        for t in terms[1:]:
-            out = self.d.plus(out, t)
-        return out
+        return self._fold(terms, self.d.plus, self.d.zero)
 
     def add(self, grads: list[str]) -> str:
         """The ordinary sum of gradient expressions."""
