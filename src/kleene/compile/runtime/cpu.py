@@ -49,8 +49,13 @@ from kleene.errors import CompileError
 
 Tensor = torch.Tensor
 
+#: -O2, not -O3: the lane loops are vectorized by their ``#pragma omp simd`` at either level, and -O3's extra loop
+#: transformations cost a kernel's build 16% more compiler time (F: 1.28 against 1.52 CPU-s) for no kernel speed.
+#: Measured on an AMD EPYC (1 thread, CPU time, B/C/F at (32, 256, 512), the two builds' libraries alternated in one
+#: process per round, 2026-11-27, ``benchmarks/kernel_ab.py``): forward 0.99-1.03 of -O3's time, forward+backward
+#: 0.94-1.00 (BENCHMARKS.md, "Recurrence kernels").
 CXX_FLAGS: tuple[str, ...] = (
-    "-O3",
+    "-O2",
     "-march=native",
     "-fopenmp-simd",
     "-pthread",
