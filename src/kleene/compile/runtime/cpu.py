@@ -49,13 +49,14 @@ from kleene.errors import CompileError
 
 Tensor = torch.Tensor
 
-#: -O2, not -O3: the lane loops are vectorized by their ``#pragma omp simd`` at either level, and -O3's extra loop
-#: transformations cost a kernel's build 16% more compiler time (F: 1.28 against 1.52 CPU-s) for no kernel speed.
-#: Measured on an AMD EPYC (1 thread, CPU time, B/C/F at (32, 256, 512), the two builds' libraries alternated in one
-#: process per round, 2026-11-27, ``benchmarks/kernel_ab.py``): forward 0.99-1.03 of -O3's time, forward+backward
-#: 0.94-1.00 (BENCHMARKS.md, "Recurrence kernels").
+#: -O2 with -O3's vectorizer cost model, not -O3: as fast (the lane loops are vectorized by their ``#pragma omp
+#: simd`` either way; with -O2's own cheaper cost model the forward was 1-2% slower) for about 11% less compiler
+#: time per kernel. Measured on an AMD EPYC (1 thread, CPU time, B/C/F at (32, 256, 512), the builds' libraries
+#: alternated in one process per round, 2026-11-27, ``benchmarks/kernel_ab.py``; BENCHMARKS.md, "Recurrence
+#: kernels").
 CXX_FLAGS: tuple[str, ...] = (
     "-O2",
+    "-fvect-cost-model=dynamic",
     "-march=native",
     "-fopenmp-simd",
     "-pthread",
