@@ -1,10 +1,11 @@
 """Two or more kernel builds, alternated: ``python benchmarks/kernel_ab.py VARIANT VARIANT ... [--rounds N]``.
 
 A variant is ``NAME=SRC`` or ``NAME=SRC:FLAG``: ``SRC`` a checkout's ``src`` folder (an old commit's, e.g.
-``git archive a9826c4 src | tar -x -C /tmp/old``), ``FLAG`` an optimisation level (``-O3``) put in place of the one
-in the kernel compiler's flags (``kleene.compile.runtime.cpu.CXX_FLAGS``). Every variant builds the C++ kernels of
-``kleene.bench``'s B, C and F templates (real semiring, D = 512) with its own code, in a child process with ``SRC``
-on ``PYTHONPATH`` and a kernel cache of its own (``--cache``/NAME), so two checkouts' kernels never collide.
+``git archive a9826c4 src | tar -x -C /tmp/old``), ``FLAG`` an optimisation level (``-O2``; further flags may follow,
+comma-separated) put in place of the one in the kernel compiler's flags (``kleene.compile.runtime.cpu.CXX_FLAGS``).
+Every variant builds the C++ kernels of ``kleene.bench``'s B, C and F templates (real semiring, D = 512) with its own
+code, in a child process with ``SRC`` on ``PYTHONPATH`` and a kernel cache of its own (``--cache``/NAME), so two
+checkouts' kernels never collide.
 
 Timing, on one thread, in the calling thread's CPU time (``time.thread_time``), at (32, 256, 512):
 
@@ -26,7 +27,7 @@ F's generated source with each variant's flags, alternated the same way (the com
 measurements of BENCHMARKS.md, "Recurrence kernels")::
 
     mkdir -p /tmp/old && git archive a9826c4 src | tar -x -C /tmp/old
-    python benchmarks/kernel_ab.py old=/tmp/old/src:-O3 new=src new-O3=src:-O3 --rounds 16 --compile
+    python benchmarks/kernel_ab.py old=/tmp/old/src new=src new-O2=src:-O2 --rounds 16 --reps 8 --compile
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ SHAPE = (32, 256, 512)
 
 
 def _use_flag(flag: str) -> None:
-    """Put optimisation level ``flag`` in place of the one in this process's kernel compiler flags."""
+    """Put ``flag`` (an optimisation level, then any further flags, comma-separated) in place of the optimisation level
+    in this process's kernel compiler flags."""
     import kleene.compile.runtime.cpu as cpu
 
     if flag:
-        cpu.CXX_FLAGS = tuple(flag if f.startswith("-O") else f for f in cpu.CXX_FLAGS)
+        cpu.CXX_FLAGS = tuple(g for f in cpu.CXX_FLAGS for g in (flag.split(",") if f.startswith("-O") else [f]))
 
 
 def _module(name: str) -> Any:

@@ -49,14 +49,12 @@ from kleene.errors import CompileError
 
 Tensor = torch.Tensor
 
-#: -O2 with -O3's vectorizer cost model, not -O3: as fast (the lane loops are vectorized by their ``#pragma omp
-#: simd`` either way; with -O2's own cheaper cost model the forward was 1-2% slower) for about 11% less compiler
-#: time per kernel. Measured on an AMD EPYC (1 thread, CPU time, B/C/F at (32, 256, 512), the builds' libraries
-#: alternated in one process per round, 2026-11-27, ``benchmarks/kernel_ab.py``; BENCHMARKS.md, "Recurrence
-#: kernels").
+#: -O3, not -O2: measured on an AMD EPYC (1 thread, CPU time, B/C/F at (32, 256, 512), the builds' libraries
+#: alternated in one process per round, 2026-11-27, ``benchmarks/kernel_ab.py``), -O2 builds a kernel in 11-19% less
+#: compiler time (with or without -fvect-cost-model=dynamic) but its forward is 1-3% slower (forward+backward 0-3%
+#: faster); BENCHMARKS.md, "Recurrence kernels".
 CXX_FLAGS: tuple[str, ...] = (
-    "-O2",
-    "-fvect-cost-model=dynamic",
+    "-O3",
     "-march=native",
     "-fopenmp-simd",
     "-pthread",
