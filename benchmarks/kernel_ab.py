@@ -23,7 +23,9 @@ Timing, on one thread, in the calling thread's CPU time (``time.thread_time``), 
 
 The table gives each variant's median over the rounds, the median over rounds of its ratio to the first variant in
 the same round, in how many rounds it was the faster, and the range over rounds. ``--compile`` also times g++ on
-F's generated source with each variant's flags, alternated the same way (the compiler's CPU seconds). Example (the
+F's generated source with each variant's flags, alternated the same way (the compiler's CPU seconds). ``--code``
+first compares the machine code of the libraries' task bodies (``objdump -d``, addresses blanked) with the first
+variant's (``--rounds 0`` for that alone). Example (the
 measurements of BENCHMARKS.md, "Recurrence kernels")::
 
     mkdir -p /tmp/old && git archive a9826c4 src | tar -x -C /tmp/old
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -204,6 +207,41 @@ def _parse(text: str) -> tuple[str, str, str]:
     return name, src, flag
 
 
+def task_bodies(library: str) -> dict[str, list[str]]:
+    """The machine code of ``library``'s task bodies (the lambdas the pool runs), per demangled name, from
+    ``objdump -d``: instructions only, with addresses and jump or call targets blanked, so that two builds compare
+    equal when only their placement differs."""
+    listing = subprocess.run(
+        ["objdump", "-d", "-C", "--no-show-raw-insn", library], capture_output=True, text=True, check=True
+    ).stdout
+    bodies: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in listing.splitlines():
+        header = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if header:
+            name = header.group(1)
+            current = bodies.setdefault(name, []) if "{lambda(long)#1}::operator()" in name else None
+        elif current is not None and "\t" in line:
+            # objdump's comments name the data symbol nearby, which placement changes
+            instruction = re.sub(r"\s+# [0-9a-f]+ <.*>$", "", line.split("\t", 1)[1])
+            instruction = re.sub(r"[0-9a-f]+ <.*>$", "TARGET", instruction)
+            current.append(re.sub(r"0x[0-9a-f]+\(%rip\)", "RIP", instruction))
+    return bodies
+
+
+def _compare_code(libraries: dict[str, dict[str, str]], names: list[str]) -> None:
+    """Print, per template and task body, whether each variant's instructions equal the first variant's."""
+    print(f"# task bodies (objdump -d, placement blanked): the same instructions as {names[0]}'s?")
+    for template in NAMES:
+        base = task_bodies(libraries[names[0]][template])
+        others = {n: task_bodies(libraries[n][template]) for n in names[1:]}
+        for function, code in base.items():
+            short = function.split("(")[0]
+            verdicts = ["same" if others[n].get(function) == code else "differs" for n in names[1:]]
+            print(f"{template} {short:32} {len(code):5} instructions  " + "  ".join(
+                f"{n}: {v}" for n, v in zip(names[1:], verdicts)))
+
+
 def _table(samples: dict[str, dict[str, list[float]]], names: list[str], unit: str) -> None:
     """Per row and variant: the median over rounds, the median of the per-round ratios to the first variant (a
     round's variants ran side by side) with how many rounds the variant was faster, and the range over rounds."""
@@ -241,6 +279,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=10, help="calls per row, round and variant (the minimum counts)")
     parser.add_argument("--cache", type=Path, default=None, help="parent of the variants' caches (default: a temp dir)")
     parser.add_argument("--compile", action="store_true", help="also time g++ on F's source per variant")
+    parser.add_argument("--code", action="store_true", help="compare the task bodies' machine code (objdump)")
     parser.add_argument("--json", type=Path, default=None, help="also write every sample here")
     ns = parser.parse_args()
     variants = [_parse(v) for v in ns.variants]
@@ -250,6 +289,8 @@ def main() -> int:
     cache = ns.cache or Path(tempfile.mkdtemp(prefix="kleene-ab-"))
     libraries = {v[0]: dict(_run_child(v, cache, "build", v[2])) for v in variants}  # untimed builds
     spec = json.dumps(libraries)
+    if ns.code:
+        _compare_code(libraries, names)
     samples: dict[str, dict[str, list[float]]] = {n: {} for n in names}
     builds: dict[str, dict[str, list[float]]] = {n: {} for n in names}
     for r in range(ns.rounds):
@@ -264,6 +305,8 @@ def main() -> int:
             if ns.compile:
                 for row, value in _run_child(variant, cache, "compile", variant[2]):
                     builds[variant[0]].setdefault(row, []).append(float(value))
+    if not ns.rounds:
+        return 0
     where = "libraries alternated in a process per round" if ns.mode == "libraries" else "a process per variant"
     print(f"# 1 thread, CPU time, ms: the minimum of {ns.reps} calls; median over {ns.rounds} rounds ({where}); "
           f"x: the median per-round ratio to {names[0]}, k/n: rounds faster than it; (min-max over rounds)")
