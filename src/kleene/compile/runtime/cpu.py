@@ -54,6 +54,10 @@ from kleene.errors import CompileError
 
 Tensor = torch.Tensor
 
+#: -O3, not -O2: measured on an AMD EPYC (1 thread, CPU time, B/C/F at (32, 256, 512), the builds' libraries
+#: alternated in one process per round, 2026-11-27, ``benchmarks/kernel_ab.py``), -O2 builds a kernel in 11-19% less
+#: compiler time (with or without -fvect-cost-model=dynamic) but its forward is 1-3% slower (forward+backward 0-6%
+#: faster); BENCHMARKS.md, "Recurrence kernels".
 CXX_FLAGS: tuple[str, ...] = (
     "-O3",
     "-march=native",
