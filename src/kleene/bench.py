@@ -718,7 +718,7 @@ def model_build_seconds(name: str) -> tuple[float, float]:
     without ``num_classes``) none.
 
     Raises:
-        ModelConfigError: the model cannot be built from a vocabulary alone (``regex`` needs rules).
+        KleeneError: the model cannot be built from a vocabulary alone (``regex`` needs rules: a ``RuleError``).
     """
     import inspect
 
