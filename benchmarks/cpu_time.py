@@ -17,8 +17,6 @@ from typing import Any
 
 import torch
 
-from kleene.bench import _grad_of_sum, _no_grad, make_contender, tune_malloc
-
 ROWS: list[tuple[tuple[int, int, int], list[str], list[str]]] = [
     ((32, 256, 512), ["B", "C", "F", "SoPa"], ["forward", "forward+backward"]),
     ((1, 4096, 512), ["B", "C", "F"], ["forward+backward"]),
@@ -27,7 +25,8 @@ ROWS: list[tuple[tuple[int, int, int], list[str], list[str]]] = [
 
 
 def cpu_ms(fn: Callable[[], Any], reps: int) -> float:
-    """Minimum CPU time of the calling thread in ms over ``reps`` calls of ``fn`` (after one warm-up)."""
+    """Minimum CPU time of the calling thread in ms over ``reps`` calls of ``fn`` (after one warm-up); also the clock
+    of ``kernel_ab.py``'s children (this module imports kleene only in ``main``, so any checkout's child can use it)."""
     fn()
     best = float("inf")
     for _ in range(reps):
@@ -38,6 +37,8 @@ def cpu_ms(fn: Callable[[], Any], reps: int) -> float:
 
 
 def main() -> int:
+    from kleene.bench import _grad_of_sum, _no_grad, make_contender, tune_malloc
+
     tune_malloc()
     torch.set_num_threads(1)
     for shape, names, passes in ROWS:

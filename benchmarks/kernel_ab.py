@@ -43,7 +43,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +82,7 @@ def child_modules(flag: str, reps: int) -> None:
     from functools import partial
 
     import torch
+    from cpu_time import cpu_ms
 
     from kleene.bench import _grad_of_sum, _no_grad, tune_malloc
 
@@ -97,7 +97,7 @@ def child_modules(flag: str, reps: int) -> None:
             "forward+backward": _grad_of_sum(partial(contender.kernel, leaves), leaves + contender.parameters()),
         }
         for pass_name, fn in rows.items():
-            print(f"{name} {pass_name}\t{_best_ms(fn, reps):.4f}", flush=True)
+            print(f"{name} {pass_name}\t{cpu_ms(fn, reps):.4f}", flush=True)
 
 
 def child_compile(flag: str) -> None:
@@ -120,14 +120,19 @@ def child_compile(flag: str) -> None:
         print(f"F build\t{seconds:.4f}", flush=True)
 
 
-def _best_ms(fn: Any, reps: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.thread_time()
-        fn()
-        best = min(best, time.thread_time() - start)
-    return best * 1000
+class _Entries(dict):  # type: ignore[type-arg]
+    """A library's entry points by dtype, in both of ``runtime.cpu``'s kernel interfaces: indexed (``forward[dtype]``,
+    before the lazy builds) and called (``forward(dtype, backward)``, since)."""
+
+    def __call__(self, dtype: Any, *_: Any) -> Any:
+        return self[dtype]
+
+
+class _LoadedKernel:
+    """The kernel ``runtime.cpu._run_forward``/``_run_backward`` take, over one already loaded library."""
+
+    def __init__(self, forward: _Entries, backward: _Entries):
+        self.forward, self.backward = forward, backward
 
 
 def _library_calls(path: str, module: Any, slots: Any) -> dict[str, Any]:
@@ -145,7 +150,7 @@ def _library_calls(path: str, module: Any, slots: Any) -> dict[str, Any]:
     forward, backward = lib.kleene_forward_f32, lib.kleene_backward_f32
     forward.argtypes, forward.restype = [ptr] * 8 + [i64] * 4 + [c_int], None
     backward.argtypes, backward.restype = [ptr] * 9 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int], None
-    kernel = cpu.NativeKernel(lib, {torch.float32: forward}, {torch.float32: backward})
+    kernel = _LoadedKernel(_Entries({torch.float32: forward}), _Entries({torch.float32: backward}))
     plan, params = module.plan, module.params(slots).contiguous()
     lengths = torch.full((slots.shape[0],), slots.shape[1], dtype=torch.long)
 
@@ -165,6 +170,7 @@ def child_libraries(spec: str, first: int, reps: int) -> None:
     at variant ``first``), check they agree bit for bit, and time each one after the other in this process; print
     ``variant<TAB>row<TAB>ms`` per variant and row."""
     import torch
+    from cpu_time import cpu_ms
 
     from kleene.bench import tune_malloc
 
@@ -184,7 +190,7 @@ def child_libraries(spec: str, first: int, reps: int) -> None:
                     raise SystemExit(f"{name} {pass_name}: {v} disagrees with {variants[0]}")
         for variant in order:
             for pass_name, fn in calls[variant].items():
-                print(f"{variant}\t{name} {pass_name}\t{_best_ms(fn, reps):.4f}", flush=True)
+                print(f"{variant}\t{name} {pass_name}\t{cpu_ms(fn, reps):.4f}", flush=True)
 
 
 def _run_child(variant: tuple[str, str, str], cache: Path, *args: str) -> list[list[str]]:
