@@ -54,6 +54,7 @@ from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
 from kleene.compile.bank import CompiledBank, bank_runs_on, prebuild
 from kleene.compile.module import kernel_dtype
+from kleene.compile.runtime.cpu import DTYPE_SUFFIXES
 from kleene.compile.runtime.op import onnx_exporting
 from kleene.compile.template import OutputMode
 from kleene.errors import SemiringError, SoPaError, WeightError
@@ -733,7 +734,7 @@ class SoftPatterns(nn.Module):
         need = (kernel_dtype(like.dtype), torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()))
         if len(groups) < 2 or need in self._prebuilt or torch.compiler.is_compiling():
             return
-        if like.device.type != "cpu" or need[0] not in (torch.float32, torch.float64):
+        if like.device.type != "cpu" or need[0] not in DTYPE_SUFFIXES:  # the dtypes the cpp kernels are written for
             return
         plans = [group.recurrence.plan for group in groups if group.recurrence.backend == "cpp"]
         self._prebuilt.add(need)
