@@ -53,7 +53,7 @@ class TourContext:
     out: Path
     console: Console
     seed: int = 0
-    #: Fewer training steps (for tests): the sections run the same code on a smaller budget.
+    #: Fewer training steps and a smaller SoPa report (for tests): the sections run the same code on a smaller budget.
     quick: bool = False
     sentence: tuple[str, ...] = SENTENCE
     results: dict[str, Any] = field(default_factory=dict)
@@ -90,7 +90,8 @@ def run_tour(
 ) -> TourContext:
     """Run every section; return the context with the results and the files written under ``out``.
 
-    ``quick`` trains for a tenth of the steps (the accuracies are then near chance).
+    ``quick`` trains for a tenth of the steps (the accuracies are then near chance) and takes the SoPa report's
+    phrases from the dev split (872 documents instead of the train split's 6,920).
     """
     context = TourContext(Path(out), console or Console(highlight=False), seed, quick)
     context.out.mkdir(parents=True, exist_ok=True)
@@ -453,7 +454,7 @@ def sopa_report(context: TourContext) -> None:
     from kleene.extract.checkpoint import extract_checkpoint
     from kleene.nn import load_checkpoint
     from kleene.nn.training import TrainConfig, train
-    from kleene.viz import explain, hard_patterns, write_report
+    from kleene.viz import ReportOptions, explain, hard_patterns, write_report
 
     checkpoint = context.out / "sopa-sst2"
     steps = context.steps(400)
@@ -480,8 +481,11 @@ def sopa_report(context: TourContext) -> None:
         described = hard[contribution.pattern].describe()
         _say(context, f"  pattern {contribution.pattern}, hard (frequent words): {described}")
     report = context.out / "sopa-report.html"
-    _say(context, f"kleene report {checkpoint} -o {report}")
-    write_report(report, loaded, source=checkpoint)
+    # a quick tour reads the phrases in the dev split (872 documents instead of the train split's 6,920)
+    options = ReportOptions(corpus="dev") if context.quick else ReportOptions()
+    corpus = "" if options.corpus == ReportOptions().corpus else f" --corpus {options.corpus}"
+    _say(context, f"kleene report {checkpoint} -o {report}{corpus}")
+    write_report(report, loaded, source=checkpoint, options=options)
     context.files.append(report)
     context.results["sopa"] = {
         "metrics": metrics,
