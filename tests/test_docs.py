@@ -15,6 +15,9 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 MARKER = re.compile(r"<!--\s*not run\b(.*?)-->", re.DOTALL)
 REASON = re.compile(r"^:\s*(\S.*?)\s*$", re.DOTALL)
+#: Pages whose blocks a test of their own runs (in ``as_a_reader``'s conditions, every block, in order), with checks
+#: of what the blocks computed: running them here too would do the same work twice.
+RUN_ELSEWHERE = {ROOT / "docs" / "deploy.md": ROOT / "tests" / "deploy" / "test_docs_deploy.py"}
 
 
 def python_blocks(path: Path) -> list[tuple[int, str, str | None]]:
@@ -38,18 +41,26 @@ def documents_with_python() -> list[Path]:
     return [path for path in DOCUMENTS if python_blocks(path)]
 
 
-@pytest.mark.parametrize("path", documents_with_python(), ids=lambda p: str(p.relative_to(ROOT)))
-@pytest.mark.slow
-def test_python_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # the examples write files
+def as_a_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conditions a page's blocks run in: a temporary working directory (the examples write files) holding
+    ``examples``, matplotlib without a display, and only kleene's own semirings registered (a page is read by a
+    user in a fresh session: semirings that other tests registered are not there)."""
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     if (ROOT / "examples").is_dir():  # snippets may read the repository's examples by their relative path
         os.symlink(ROOT / "examples", tmp_path / "examples")
-    # a page is read by a user in a fresh session: semirings that other tests registered are not there
     from kleene.automata import semiring as semirings
 
     builtin = {key: value for key, value in semirings._BY_NAME.items() if type(value).__module__.startswith("kleene.")}
     monkeypatch.setattr(semirings, "_BY_NAME", builtin)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in documents_with_python() if p not in RUN_ELSEWHERE], ids=lambda p: str(p.relative_to(ROOT))
+)
+@pytest.mark.slow
+def test_python_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    as_a_reader(tmp_path, monkeypatch)
     namespace: dict[str, object] = {"__name__": "__doc_snippet__"}
     ran = 0
     for line, code, reason in python_blocks(path):
@@ -59,6 +70,14 @@ def test_python_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.Monke
         exec(compile(code, name, "exec"), namespace)
         ran += 1
     assert ran or all(reason for _, _, reason in python_blocks(path))
+
+
+@pytest.mark.parametrize("page", RUN_ELSEWHERE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_run_elsewhere_are_run_there(page: Path) -> None:
+    """A page left out of ``test_python_blocks_run`` has python blocks, and its own test reads it as a reader does."""
+    assert python_blocks(page)
+    source = RUN_ELSEWHERE[page].read_text(encoding="utf-8")
+    assert page.relative_to(ROOT).as_posix() in source and "as_a_reader(" in source
 
 
 def test_readme_examples_write_the_drawing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,7 @@
-"""docs/deploy.md runs: its Python blocks in order, and its onnxruntime example with torch and kleene unimportable."""
+"""docs/deploy.md runs: its Python blocks in order, and its onnxruntime example with torch and kleene unimportable.
+
+tests/test_docs.py leaves this page to this test (``RUN_ELSEWHERE``), which runs every block as that test would
+(``as_a_reader``), the third in a fresh namespace (it stands alone), and checks what the first two computed."""
 
 from __future__ import annotations
 
@@ -11,23 +14,21 @@ import numpy as np
 import pytest
 import torch
 
+from tests.test_docs import ROOT, as_a_reader, python_blocks
+
 pytest.importorskip("onnxruntime")
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
-
-
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+DOC = ROOT / "docs/deploy.md"
 
 
 @pytest.mark.slow
 def test_deploy_doc_runs_and_its_onnxruntime_example_equals_eager(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    blocks = python_blocks()
-    assert len(blocks) == 3
-    monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {}
+    blocks = [code for _, code, reason in python_blocks(DOC) if reason is None]
+    assert len(blocks) == len(python_blocks(DOC)) == 3
+    as_a_reader(tmp_path, monkeypatch)
+    namespace: dict[str, object] = {"__name__": "__doc_snippet__"}
     for number, block in enumerate(blocks[:2], start=1):
         exec(compile(block, f"docs/deploy.md python block {number}", "exec"), namespace)
     # block 2 (the onnxruntime program) read the files block 1 wrote; its logits are the eager model's
@@ -39,7 +40,7 @@ def test_deploy_doc_runs_and_its_onnxruntime_example_equals_eager(
     with torch.no_grad():
         eager = model.eval()(torch.from_numpy(tokens), torch.from_numpy(lengths)).numpy()
     assert np.abs(logits - eager).max() <= 1e-5 * np.abs(eager).max()
-    exec(compile(blocks[2], "docs/deploy.md python block 3", "exec"), {})
+    exec(compile(blocks[2], "docs/deploy.md python block 3", "exec"), {"__name__": "__doc_snippet__"})
     # the same program in a process where importing torch or kleene fails
     guard = "import sys\nsys.modules['torch'] = None\nsys.modules['kleene'] = None\n"
     result = subprocess.run(
