@@ -182,31 +182,34 @@ inline float log(float x) { return __builtin_logf(x); }
 inline double log(double x) { return __builtin_log(x); }
 inline float log1p(float x) { return __builtin_log1pf(x); }
 inline double log1p(double x) { return __builtin_log1p(x); }
-// std::vector's size, resize and data for the per-thread scratch arrays: resize keeps the elements, zeroes new ones
+// std::vector's size, resize and data for the per-thread scratch arrays: resize keeps the elements and zeroes new
+// ones; laid out as libstdc++'s (first, last, end of storage) and grown out of line, as std::vector is, so that the
+// kernels' loops around it compile to the same instructions
 template <typename T> class vector {
  public:
   vector() = default;
   vector(const vector&) = delete;
   vector& operator=(const vector&) = delete;
-  ~vector() { ::operator delete(data_); }
-  size_t size() const { return size_; }
-  T* data() { return data_; }
-  void resize(size_t n) {
-    if (n <= size_) {
-      size_ = n;
-      return;
+  ~vector() { ::operator delete(first_); }
+  size_t size() const { return size_t(last_ - first_); }
+  T* data() { return first_; }
+  __attribute__((noinline)) void resize(size_t n) {
+    const size_t old = size();
+    if (n > size_t(end_ - first_)) {
+      T* grown = static_cast<T*>(::operator new(n * sizeof(T)));
+      if (old) std::memcpy(grown, first_, old * sizeof(T));
+      ::operator delete(first_);
+      first_ = grown;
+      end_ = grown + n;
     }
-    T* grown = static_cast<T*>(::operator new(n * sizeof(T)));
-    if (size_) std::memcpy(grown, data_, size_ * sizeof(T));
-    std::memset(grown + size_, 0, (n - size_) * sizeof(T));
-    ::operator delete(data_);
-    data_ = grown;
-    size_ = n;
+    if (n > old) std::memset(first_ + old, 0, (n - old) * sizeof(T));
+    last_ = first_ + n;
   }
 
  private:
-  T* data_ = nullptr;
-  size_t size_ = 0;
+  T* first_ = nullptr;
+  T* last_ = nullptr;
+  T* end_ = nullptr;
 };
 }  // namespace kleene_std
 
