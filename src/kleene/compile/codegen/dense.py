@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from kleene.automata.semiring import Semiring
-from kleene.compile.codegen.cpp import _PRELUDE as _CPU_PRELUDE
-from kleene.compile.codegen.cpp import CDialect, c_helpers
+from kleene.compile.codegen.cpp import CDialect, c_helpers, cpp_prelude
 from kleene.compile.codegen.cuda import _PRELUDE as _CUDA_PRELUDE
 from kleene.compile.codegen.cuda import CudaDialect
 from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
@@ -272,7 +271,7 @@ def generate_dense_cpp(semiring: Semiring) -> str:
     """
     dialect = CDialect(_as_plan(semiring))
     parts = [
-        _CPU_PRELUDE.replace("kleene.compile.codegen.cpp", "kleene.compile.codegen.dense"),
+        cpp_prelude([dialect.kernel], "kleene.compile.codegen.dense"),
         c_helpers("static inline", "kleene_std::", vector_math=True),
         *_c_algebra(dialect, "static inline"),
         _CPU_KERNELS.format(
