@@ -124,15 +124,17 @@ def kleene_counts(a: WFSA) -> tuple[int, int]:
     return a.num_states, sum(len(arc.label.symbols(a.alphabet)) for arc in a.arcs)
 
 
-def scores_agree(expected: WFSA, got: WFSA, tolerance: float, what: str) -> None:
-    """Every string up to LENGTH has the same score (``tolerance``: absolute on log/tropical values, relative on
-    max-times)."""
+def scores_agree(expected: WFSA, got: WFSA | Sequence[WFSA], tolerance: float, what: str) -> None:
+    """Every string up to LENGTH has the same score in ``expected`` as in ``got`` (one automaton or several: the
+    input's scores are computed once) (``tolerance``: absolute on log/tropical values, relative on max-times)."""
+    results = [got] if isinstance(got, WFSA) else list(got)
     for word in strings():
-        x, y = expected.score(word), got.score(word)
-        if math.isinf(float(x)) or math.isinf(float(y)) or isinstance(x, bool):
-            assert x == y, f"{what}: {word} scores {x} in the input, {y} in the result"
-        else:
-            assert math.isclose(x, y, rel_tol=tolerance, abs_tol=tolerance), f"{what}: {word}: {x} vs {y}"
+        x = expected.score(word)
+        for y in (result.score(word) for result in results):
+            if math.isinf(float(x)) or math.isinf(float(y)) or isinstance(x, bool):
+                assert x == y, f"{what}: {word} scores {x} in the input, {y} in the result"
+            else:
+                assert math.isclose(x, y, rel_tol=tolerance, abs_tol=tolerance), f"{what}: {word}: {x} vs {y}"
 
 
 def tolerance_for(a: WFSA, quantised: bool) -> float:
@@ -338,8 +340,7 @@ def check_rmepsilon(a: WFSA) -> bool:
         sparse = remove_epsilon(a)
     finally:
         epsilon_closure_module.DENSE_CLOSURE_STATES = saved
-    for ours in (dense, sparse):
-        scores_agree(a, ours, tolerance_for(a, quantised=False), "remove_epsilon")
+    scores_agree(a, (dense, sparse), tolerance_for(a, quantised=False), "remove_epsilon")
     if a.semiring.name not in ("log", "min-plus"):
         return True
     compiler = fst.Compiler(arc_type="log64" if a.semiring.name == "log" else "standard", acceptor=True)

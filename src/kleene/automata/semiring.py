@@ -263,13 +263,16 @@ class KernelOp:
     rest: max and min, whose derivative is the argmax route). Every spelling must propagate NaN from
     either operand (the kernels' ``kleene_max``/``kleene_min`` do; ``std::max`` does not). ``transcendental``:
     the operation evaluates exp/log (tens of cycles a lane, not one), which makes recomputing a kernel's states
-    cost more than storing them.
+    cost more than storing them. ``c_headers``: the C++ headers the ``"c"`` spelling needs in CPU kernels (by
+    default <cmath>, so a spelling may call ``std::exp`` and the like; the shipped operations call only the
+    kernels' own helpers and need none, which saves each build the headers' compile time).
     """
 
     name: str
     spellings: Mapping[str, str]
     rule: Literal["sum", "product", "softmax", "select"]
     transcendental: bool = False
+    c_headers: tuple[str, ...] = ("<cmath>",)
 
     def spell(self, dialect: str, a: str, b: str) -> str:
         """``a ∘ b`` in ``dialect``.
@@ -282,12 +285,13 @@ class KernelOp:
         return self.spellings[dialect].format(a=a, b=b)
 
 
-ADD = KernelOp("add", {"c": "({a} + {b})", "triton": "({a} + {b})"}, "sum")
-MUL = KernelOp("mul", {"c": "({a} * {b})", "triton": "({a} * {b})"}, "product")
-MAX = KernelOp("max", {"c": "kleene_max({a}, {b})", "triton": "_kleene_max({a}, {b})"}, "select")
-MIN = KernelOp("min", {"c": "kleene_min({a}, {b})", "triton": "_kleene_min({a}, {b})"}, "select")
+ADD = KernelOp("add", {"c": "({a} + {b})", "triton": "({a} + {b})"}, "sum", c_headers=())
+MUL = KernelOp("mul", {"c": "({a} * {b})", "triton": "({a} * {b})"}, "product", c_headers=())
+MAX = KernelOp("max", {"c": "kleene_max({a}, {b})", "triton": "_kleene_max({a}, {b})"}, "select", c_headers=())
+MIN = KernelOp("min", {"c": "kleene_min({a}, {b})", "triton": "_kleene_min({a}, {b})"}, "select", c_headers=())
 LOGADDEXP = KernelOp(
-    "logaddexp", {"c": "kleene_logaddexp({a}, {b})", "triton": "_kleene_logaddexp({a}, {b})"}, "softmax", True
+    "logaddexp", {"c": "kleene_logaddexp({a}, {b})", "triton": "_kleene_logaddexp({a}, {b})"}, "softmax", True,
+    c_headers=(),
 )
 
 

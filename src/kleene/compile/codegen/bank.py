@@ -47,7 +47,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kleene.compile.codegen.cpp import _PRELUDE, PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers
+from kleene.compile.codegen.cpp import PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers, cpp_prelude
 from kleene.compile.codegen.cuda import CudaDialect, assemble_cuda
 from kleene.compile.codegen.cuda import lane_values as cuda_lane_values
 from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
@@ -161,7 +161,7 @@ def _forward_steps(code: _Code, layout: BankLayout, unroll: int) -> None:
     """A loop advancing ``t`` by ``unroll`` steps per pass over every block's lanes."""
     code.open(f"for (; t + {unroll} <= c_end; t += {unroll})")
     code("const T* __restrict__ row = slots + (b * Tn + t) * R;")
-    code(f"const T* ahead = slots + (b * Tn + std::min(t + {PREFETCH_STEPS}, len - {unroll})) * R;")
+    code(f"const T* ahead = slots + (b * Tn + kleene_std::min(t + {PREFETCH_STEPS}, len - {unroll})) * R;")
     for g, plan in enumerate(layout.plans):
         q = plan.num_states
         block = _Code(plan)
@@ -232,7 +232,7 @@ def _forward(layout: BankLayout) -> list[str]:
     code("const int64_t NC = (Tn + chunk - 1) / chunk;")
     code.open("kleene_pool().run(B, threads, [&](int64_t b)")
     code("const int64_t len = lengths[b];")
-    code("thread_local std::vector<T> state_buffer;")
+    code("thread_local kleene_std::vector<T> state_buffer;")
     code("if (state_buffer.size() < static_cast<size_t>(QT + WT)) state_buffer.resize(QT + WT);")
     code("T* __restrict__ Z = state_buffer.data();")
     code("T* __restrict__ AGG = Z + QT;")
@@ -240,7 +240,7 @@ def _forward(layout: BankLayout) -> list[str]:
     code(f"for (int64_t i = 0; i < WT; ++i) AGG[i] = {zero};")
     code.open("for (int64_t c = 0; c * chunk < len; ++c)")
     code("if (ckpt) std::memcpy(ckpt + (b * NC + c) * QT, Z, QT * sizeof(T));")
-    code("const int64_t c_end = std::min(len, (c + 1) * chunk);")
+    code("const int64_t c_end = kleene_std::min(len, (c + 1) * chunk);")
     code("int64_t t = c * chunk;")
     _forward_steps(code, layout, 2)
     _forward_steps(code, layout, 1)
@@ -356,7 +356,7 @@ def _backward(layout: BankLayout) -> list[str]:
     code("if (B == 0) return;")
     code("const int64_t NC = (Tn + chunk - 1) / chunk;")
     code.open("kleene_pool().run(B, threads, [&](int64_t b)")
-    code("thread_local std::vector<T> buffer;")
+    code("thread_local kleene_std::vector<T> buffer;")
     code("const int64_t need = chunk * QT + QT + KT + WT;")
     code("if (buffer.size() < static_cast<size_t>(need)) buffer.resize(need);")
     code("T* __restrict__ ZL = buffer.data();  // ZL[k * QT + ...]: the states before step k of the chunk")
@@ -368,11 +368,11 @@ def _backward(layout: BankLayout) -> list[str]:
     code("std::memset(GP, 0, KT * sizeof(T));")
     code("std::memcpy(GY, grad_out + b * WT, WT * sizeof(T));")
     code.open("for (int64_t c = (len + chunk - 1) / chunk - 1; c >= 0; --c)")
-    code("const int64_t t0 = c * chunk, t1 = std::min(len, t0 + chunk);")
+    code("const int64_t t0 = c * chunk, t1 = kleene_std::min(len, t0 + chunk);")
     code("std::memcpy(ZL, ckpt + (b * NC + c) * QT, QT * sizeof(T));")
     code.open("for (int64_t t = t0; t + 1 < t1; ++t)")
     code("const T* __restrict__ row = slots + (b * Tn + t) * R;")
-    code(f"const T* ahead = slots + (b * Tn + std::min(t + {PREFETCH_STEPS}, t1 - 1)) * R;")
+    code(f"const T* ahead = slots + (b * Tn + kleene_std::min(t + {PREFETCH_STEPS}, t1 - 1)) * R;")
     for g in range(len(layout.plans)):
         code.lines += _recompute_block(layout, g)
     code.close()
@@ -395,8 +395,9 @@ def _backward(layout: BankLayout) -> list[str]:
 
 def generate_bank_cpp(layout: BankLayout) -> str:
     """The C++ source of ``layout``'s bank forward and backward kernels (see the module docstring)."""
-    helpers = c_helpers("static inline", "std::", vector_math=True)
-    parts = [_PRELUDE, helpers, *_forward(layout), "", *_backward(layout), ""]
+    helpers = c_helpers("static inline", "kleene_std::", vector_math=True)
+    prelude = cpp_prelude((plan.semiring.kernel_algebra() for plan in layout.plans), "kleene.compile.codegen.bank")
+    parts = [prelude, helpers, *_forward(layout), "", *_backward(layout), ""]
     for suffix, ctype in ENTRY_DTYPES:
         parts += guarded("forward", suffix, [
             f'extern "C" void kleene_bank_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '

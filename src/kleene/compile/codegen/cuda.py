@@ -71,7 +71,7 @@ class CudaDialect(CDialect):
 
     exp_form = "exp({x})"
     call_forms: ClassVar[dict[str, str]] = {
-        name: form.replace("std::", "") for name, form in CDialect.call_forms.items()
+        name: form.replace("kleene_std::", "") for name, form in CDialect.call_forms.items()
     }
 
 

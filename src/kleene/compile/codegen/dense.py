@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from kleene.automata.semiring import Semiring
-from kleene.compile.codegen.cpp import _PRELUDE as _CPU_PRELUDE
-from kleene.compile.codegen.cpp import CDialect, c_helpers
+from kleene.compile.codegen.cpp import CDialect, c_helpers, cpp_prelude
 from kleene.compile.codegen.cuda import _PRELUDE as _CUDA_PRELUDE
 from kleene.compile.codegen.cuda import CudaDialect
 from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
@@ -192,7 +191,7 @@ static void dense_backward_impl(const T* __restrict__ W, const T* __restrict__ o
                                 int64_t D, int threads) {{
   if (B == 0) return;
   kleene_pool().run(B, threads, [&](int64_t b) {{
-    thread_local std::vector<T> buffer;
+    thread_local kleene_std::vector<T> buffer;
     if (buffer.size() < static_cast<size_t>(2 * D)) buffer.resize(2 * D);
     T* __restrict__ g = buffer.data();
     T* __restrict__ gp = g + D;
@@ -219,7 +218,7 @@ static void dense_backward_impl(const T* __restrict__ W, const T* __restrict__ o
             first = -1;
           }} else {{
 #pragma omp simd reduction(min : first)
-            for (int64_t j = 0; j < D; ++j) first = std::min(first, dense_times(w[j], cp[j]) == r ? j : D);
+            for (int64_t j = 0; j < D; ++j) first = kleene_std::min(first, dense_times(w[j], cp[j]) == r ? j : D);
           }}
           goff[bt * D + i] = first == -1 ? gi : T(0);
 #pragma omp simd
@@ -242,10 +241,10 @@ static void dense_backward_impl(const T* __restrict__ W, const T* __restrict__ o
           }}
         }}
       }}
-      std::swap(g, gp);
+      kleene_std::swap(g, gp);
     }}
     for (int64_t i = 0; i < D; ++i) gc0[b * D + i] = g[i];
-    for (int64_t t = std::max<int64_t>(len, 0); t < Tn; ++t) {{
+    for (int64_t t = kleene_std::max<int64_t>(len, 0); t < Tn; ++t) {{
       std::memset(gW + (b * Tn + t) * D * D, 0, sizeof(T) * D * D);
       std::memset(goff + (b * Tn + t) * D, 0, sizeof(T) * D);
     }}
@@ -272,8 +271,8 @@ def generate_dense_cpp(semiring: Semiring) -> str:
     """
     dialect = CDialect(_as_plan(semiring))
     parts = [
-        _CPU_PRELUDE.replace("kleene.compile.codegen.cpp", "kleene.compile.codegen.dense"),
-        c_helpers("static inline", "std::", vector_math=True),
+        cpp_prelude([dialect.kernel], "kleene.compile.codegen.dense"),
+        c_helpers("static inline", "kleene_std::", vector_math=True),
         *_c_algebra(dialect, "static inline"),
         _CPU_KERNELS.format(
             accumulators=CPU_ACCUMULATORS,
