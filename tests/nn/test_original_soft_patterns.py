@@ -186,11 +186,12 @@ def test_loaded_state_dict_reproduces_their_forward(
 def test_the_default_semiring_is_theirs_the_probability_semiring() -> None:
     """Loading a model trained with their defaults needs no semiring argument (kleene's max-times would be far off)."""
     torch.manual_seed(2)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 2, classes=2, hidden=3)
     table = original_embeddings(9, 4)
     docs = their_documents(table, DOCS, 2)
-    model = from_soft_patterns(state, {"patterns": "3-2_2-1"}, embeddings=table).eval()
+    model = from_soft_patterns(state, {"patterns": "3-2_2-1_4-1"}, embeddings=table).eval()
     with torch.no_grad():
         got = model(*kleene_batch(DOCS))
     torch.testing.assert_close(got, authors_forward(state, spec, "real", docs, 0.1, None, None), rtol=1e-9, atol=1e-9)
@@ -212,10 +213,11 @@ def their_namespace(**changes: Any) -> argparse.Namespace:
 
 def test_their_parsed_arguments_load_verbatim() -> None:
     torch.manual_seed(3)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 1, classes=2, hidden=25, shared_sl=2)
     table = original_embeddings(9, 4)
-    args = their_namespace(patterns="3-2_2-1", maxtimes=True, shared_sl=2, self_loop_scale=0.5)  # ignored by them
+    args = their_namespace(patterns="3-2_2-1_4-1", maxtimes=True, shared_sl=2, self_loop_scale=0.5)  # ignored by them
     model = from_soft_patterns(state, args, embeddings=table).eval()
     want = authors_forward(state, spec, "max-times", their_documents(table, DOCS, 2), 0.1, None, None)
     with torch.no_grad():
@@ -223,7 +225,9 @@ def test_their_parsed_arguments_load_verbatim() -> None:
     with pytest.raises(
         OriginalCodeError, match=r"mlp_hidden_dim=7, but the checkpoint's weights have mlp_hidden_dim=25"
     ):
-        from_soft_patterns(state, their_namespace(patterns="3-2_2-1", shared_sl=2, mlp_hidden_dim=7), embeddings=table)
+        from_soft_patterns(
+            state, their_namespace(patterns="3-2_2-1_4-1", shared_sl=2, mlp_hidden_dim=7), embeddings=table
+        )
 
 
 def test_start_and_end_are_rows_one_and_two_of_their_matrix_never_random() -> None:
@@ -295,10 +299,11 @@ def test_self_loop_arguments_are_checked_against_the_state_dict() -> None:
 def test_no_sl_with_shared_sl_ignores_the_learned_scale() -> None:
     """``--no_sl --shared_sl 1``: their forward never reads the learned scale (one diagonal, no self-loops)."""
     torch.manual_seed(4)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 1, 2, 3, shared_sl=1)
     table = original_embeddings(9, 4)
-    args = {"patterns": "3-2_2-1", "maxplus": True, "no_sl": True, "shared_sl": 1}
+    args = {"patterns": "3-2_2-1_4-1", "maxplus": True, "no_sl": True, "shared_sl": 1}
     model = from_soft_patterns(state, args, embeddings=table).eval()
     assert not model.patterns.groups[0].self_loops and model.patterns.shared_self_loops is None
     no_scale = {k: v for k, v in state.items() if k != "self_loop_scale"}
