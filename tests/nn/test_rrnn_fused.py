@@ -58,10 +58,12 @@ def _unfused(layer: RRNNLayer, x: torch.Tensor, lengths: torch.Tensor) -> tuple[
 @pytest.mark.parametrize(("kind", "semiring"), CASES)
 def test_fused_layer_equals_torch_gates(kind: str, semiring: str | None) -> None:
     torch.manual_seed(3)
-    # B with test_output_map_equals_torch_output's options (bidirectional, output gate), so that B's kernels are
-    # those (a kernel per kind, semiring and options); C runs one direction, C and F without an output gate
-    options = {"bidirectional": True, "output_gate": True} if kind.startswith("B") else {"bidirectional": kind == "F"}
-    layer = RRNNLayer(5, 3, kind, semiring=semiring, backend="cpp", **options).double()  # type: ignore[arg-type]
+    # B bidirectional with an output gate (test_output_map_equals_torch_output's kernels), F one direction with an
+    # output gate (test_rrnn_semirings.py's kernels), C one direction without: a kernel per kind, semiring and options
+    bidirectional, output_gate = kind.startswith("B"), kind != "C"
+    layer = RRNNLayer(
+        5, 3, kind, semiring=semiring, bidirectional=bidirectional, output_gate=output_gate, backend="cpp"
+    ).double()
     assert layer.recurrence.backend == "cpp" and layer.recurrence.template.functions
     _check_against_unfused(layer)
 

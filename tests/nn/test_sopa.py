@@ -338,9 +338,9 @@ def test_sopa_trains_on_real_sst2() -> None:
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
     batches = classification_batches(train, vocab, 32)
 
-    def mean_loss() -> float:
-        with torch.no_grad():
-            return sum(float(torch.nn.functional.cross_entropy(model(b.tokens, b.lengths), b.targets)) for b in batches)
+    def mean_loss() -> float:  # under gradients: the first call builds the kernel's forward and backward at once
+        losses = (torch.nn.functional.cross_entropy(model(b.tokens, b.lengths), b.targets) for b in batches)
+        return sum(float(loss.detach()) for loss in losses)
 
     before = mean_loss()
     for _ in range(8):
