@@ -20,9 +20,10 @@ def sst2_loss_ratio(build: type[nn.Module] | object, epochs: int = 8, lr: float 
     batches = classification_batches(train, vocab, 32)
 
     def total_loss() -> float:
+        # under gradients (not used): the first call builds each kernel's forward and backward in one library, not
+        # the forward now and the backward at the first training step
         model.eval()
-        with torch.no_grad():
-            loss = sum(float(nn.functional.cross_entropy(model(b.tokens, b.lengths), b.targets)) for b in batches)
+        loss = sum(float(nn.functional.cross_entropy(model(b.tokens, b.lengths), b.targets).detach()) for b in batches)
         model.train()
         return loss
 

@@ -186,11 +186,13 @@ def test_loaded_state_dict_reproduces_their_forward(
 def test_the_default_semiring_is_theirs_the_probability_semiring() -> None:
     """Loading a model trained with their defaults needs no semiring argument (kleene's max-times would be far off)."""
     torch.manual_seed(2)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    # (their documents carry max length - 1 = 3 START and END tokens)
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 2, classes=2, hidden=3)
     table = original_embeddings(9, 4)
-    docs = their_documents(table, DOCS, 2)
-    model = from_soft_patterns(state, {"patterns": "3-2_2-1"}, embeddings=table).eval()
+    docs = their_documents(table, DOCS, 3)
+    model = from_soft_patterns(state, {"patterns": "3-2_2-1_4-1"}, embeddings=table).eval()
     with torch.no_grad():
         got = model(*kleene_batch(DOCS))
     torch.testing.assert_close(got, authors_forward(state, spec, "real", docs, 0.1, None, None), rtol=1e-9, atol=1e-9)
@@ -212,45 +214,54 @@ def their_namespace(**changes: Any) -> argparse.Namespace:
 
 def test_their_parsed_arguments_load_verbatim() -> None:
     torch.manual_seed(3)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    # (their documents carry max length - 1 = 3 START and END tokens)
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 1, classes=2, hidden=25, shared_sl=2)
     table = original_embeddings(9, 4)
-    args = their_namespace(patterns="3-2_2-1", maxtimes=True, shared_sl=2, self_loop_scale=0.5)  # ignored by them
+    args = their_namespace(patterns="3-2_2-1_4-1", maxtimes=True, shared_sl=2, self_loop_scale=0.5)  # ignored by them
     model = from_soft_patterns(state, args, embeddings=table).eval()
-    want = authors_forward(state, spec, "max-times", their_documents(table, DOCS, 2), 0.1, None, None)
+    want = authors_forward(state, spec, "max-times", their_documents(table, DOCS, 3), 0.1, None, None)
     with torch.no_grad():
         torch.testing.assert_close(model(*kleene_batch(DOCS)), want, rtol=1e-9, atol=1e-9)
     with pytest.raises(
         OriginalCodeError, match=r"mlp_hidden_dim=7, but the checkpoint's weights have mlp_hidden_dim=25"
     ):
-        from_soft_patterns(state, their_namespace(patterns="3-2_2-1", shared_sl=2, mlp_hidden_dim=7), embeddings=table)
+        from_soft_patterns(
+            state, their_namespace(patterns="3-2_2-1_4-1", shared_sl=2, mlp_hidden_dim=7), embeddings=table
+        )
 
 
 def test_start_and_end_are_rows_one_and_two_of_their_matrix_never_random() -> None:
     torch.manual_seed(4)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    # (their documents carry max length - 1 = 3 START and END tokens)
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 2, classes=2, hidden=3)
     for zero_boundaries in (True, False):  # theirs are zeros; other rows are read as they are
         table = original_embeddings(9, 4, zero_boundaries)
-        model = from_soft_patterns(state, {"patterns": "3-2_2-1"}, embeddings=table).eval()
+        model = from_soft_patterns(state, {"patterns": "3-2_2-1_4-1"}, embeddings=table).eval()
         assert torch.equal(model.start_vector, table[1]) and torch.equal(model.end_vector, table[2])
-        want = authors_forward(state, spec, "real", their_documents(table, DOCS, 2), 0.1, None, None)
+        want = authors_forward(state, spec, "real", their_documents(table, DOCS, 3), 0.1, None, None)
         with torch.no_grad():
             torch.testing.assert_close(model(*kleene_batch(DOCS)), want, rtol=1e-9, atol=1e-9)
     with pytest.raises(OriginalCodeError, match=r"rows UNK, START, END first \(V >= 3\); got \(2, 4\)"):
-        from_soft_patterns(state, {"patterns": "3-2_2-1"}, embeddings=torch.zeros(2, 4, dtype=torch.float64))
+        from_soft_patterns(state, {"patterns": "3-2_2-1_4-1"}, embeddings=torch.zeros(2, 4, dtype=torch.float64))
 
 
 def test_documents_padded_already_take_their_own_ids() -> None:
     torch.manual_seed(5)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    # (their documents carry max length - 1 = 3 START and END tokens)
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 2, classes=2, hidden=3)
     table = original_embeddings(9, 4)
-    model = from_soft_patterns(state, {"patterns": "3-2_2-1", "maxplus": True}, embeddings=table, padded=True).eval()
-    padded = [[1, 1, *doc, 2, 2] for doc in DOCS]  # their read_docs output
+    args = {"patterns": "3-2_2-1_4-1", "maxplus": True}
+    model = from_soft_patterns(state, args, embeddings=table, padded=True).eval()
+    padded = [[1, 1, 1, *doc, 2, 2, 2] for doc in DOCS]  # their read_docs output
     steps = max(len(doc) for doc in padded)
     tokens = torch.tensor([doc + [0] * (steps - len(doc)) for doc in padded])
-    want = authors_forward(state, spec, "max-plus", their_documents(table, DOCS, 2), 0.1, None, None)
+    want = authors_forward(state, spec, "max-plus", their_documents(table, DOCS, 3), 0.1, None, None)
     with torch.no_grad():
         torch.testing.assert_close(model(tokens, torch.tensor([len(d) for d in padded])), want, rtol=1e-9, atol=1e-9)
 
@@ -295,13 +306,15 @@ def test_self_loop_arguments_are_checked_against_the_state_dict() -> None:
 def test_no_sl_with_shared_sl_ignores_the_learned_scale() -> None:
     """``--no_sl --shared_sl 1``: their forward never reads the learned scale (one diagonal, no self-loops)."""
     torch.manual_seed(4)
-    spec = parse_pattern_spec("3-2_2-1")
+    # the lengths (2, 3, 4) of test_loaded_state_dict_reproduces_their_forward's banks: their kernels, not one more
+    # (their documents carry max length - 1 = 3 START and END tokens)
+    spec = parse_pattern_spec("3-2_2-1_4-1")
     state = authors_state_dict(spec, 4, 1, 2, 3, shared_sl=1)
     table = original_embeddings(9, 4)
-    args = {"patterns": "3-2_2-1", "maxplus": True, "no_sl": True, "shared_sl": 1}
+    args = {"patterns": "3-2_2-1_4-1", "maxplus": True, "no_sl": True, "shared_sl": 1}
     model = from_soft_patterns(state, args, embeddings=table).eval()
     assert not model.patterns.groups[0].self_loops and model.patterns.shared_self_loops is None
     no_scale = {k: v for k, v in state.items() if k != "self_loop_scale"}
-    want = authors_forward(no_scale, spec, "max-plus", their_documents(table, DOCS, 2), 0.1, None, None)
+    want = authors_forward(no_scale, spec, "max-plus", their_documents(table, DOCS, 3), 0.1, None, None)
     with torch.no_grad():
         torch.testing.assert_close(model(*kleene_batch(DOCS)), want, rtol=1e-9, atol=1e-9)

@@ -89,8 +89,8 @@ def test_fused_layer_equals_torch_gates(semiring: str, pooling: str, window: int
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-@pytest.mark.parametrize("pooling", ["f", "ifo"])
-def test_zoneout_mask_in_the_kernel_equals_torch_gates(semiring: str, pooling: str) -> None:
+@pytest.mark.parametrize("pooling", ["fo", "ifo"])  # fo: f's gates and mask, and an output gate; the kernels of the
+def test_zoneout_mask_in_the_kernel_equals_torch_gates(semiring: str, pooling: str) -> None:  # two tests below too
     """Training with zoneout: the kernel reads the layer's Bernoulli mask (drawn by ``forget_scale``, replayed here
     from the same seed) and sets f to 1 where it drops the gate, exactly as ``1 − mask ⊙ (1 − F)`` in torch.
 

@@ -58,7 +58,12 @@ def _unfused(layer: RRNNLayer, x: torch.Tensor, lengths: torch.Tensor) -> tuple[
 @pytest.mark.parametrize(("kind", "semiring"), CASES)
 def test_fused_layer_equals_torch_gates(kind: str, semiring: str | None) -> None:
     torch.manual_seed(3)
-    layer = RRNNLayer(5, 3, kind, semiring=semiring, bidirectional=kind == "F", backend="cpp").double()
+    # B bidirectional with an output gate (test_output_map_equals_torch_output's kernels), F one direction with an
+    # output gate (test_rrnn_semirings.py's kernels), C one direction without: a kernel per kind, semiring and options
+    bidirectional, output_gate = kind.startswith("B"), kind != "C"
+    layer = RRNNLayer(
+        5, 3, kind, semiring=semiring, bidirectional=bidirectional, output_gate=output_gate, backend="cpp"
+    ).double()
     assert layer.recurrence.backend == "cpp" and layer.recurrence.template.functions
     _check_against_unfused(layer)
 

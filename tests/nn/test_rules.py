@@ -51,6 +51,12 @@ def user_automata(semiring: str) -> list[WFSA]:
     return [a, b]
 
 
+def log_rules() -> list[WFSA]:
+    """Two rules and the two automata of ``user_automata``, in the log semiring: one layer (one kernel) that the
+    exactness test and the gradcheck both run."""
+    return [regex("what . of | who", "log"), regex("[how who] [^the]* big", "log"), *user_automata("log")]
+
+
 SENTENCES = [
     ["what", "is", "the", "capital", "of", "of"],
     ["who", "is", "big"],
@@ -66,6 +72,8 @@ def test_layer_computes_the_automata_exactly(semiring: str, backend: str) -> Non
     automata = user_automata("real" if semiring in ("real", "max-times") else semiring)
     if semiring == "max-times":
         automata = [regex("what . of | who", "max-times"), regex("[how who] [^the]*", "max-times")]
+    if semiring == "log":
+        automata = log_rules()
     layer = AutomatonLayer(automata, WORDS, 4, backend=backend).double()
     ids, lengths = batch(SENTENCES, WORDS)
     scores = layer(ids, torch.randn(*ids.shape, 4, dtype=torch.float64), lengths)
@@ -86,6 +94,27 @@ def test_one_kernel_for_many_rules() -> None:
     model = RegexClassifier.from_rules(ruleset, WORDS, labels=["DESC", "ENTY", "ABBR", "HUM", "LOC", "NUM"])
     assert model.layer.recurrence.dim == len(ruleset.flat())
     assert model.layer.num_automata == len(ruleset.flat())
+
+
+@pytest.mark.slow
+def test_cli_trains_from_a_rules_file_and_reports_the_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before test_untrained_classifier_predicts_the_rules_on_trec: training builds the TREC rules' kernel with its
+    # backward, in one library, which that forward-only test then loads
+    from kleene.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "regex", "--data", "trec", "--rules", str(TREC_RULES), "--max-steps", "3", "--out", str(out)]
+    assert main([*args, "--set", "leak=0.001", "--no-progress", "--pretrained", "none", "--json"]) == 0
+    assert main(["report", str(out), "-o", str(tmp_path / "r.html"), "--no-progress"]) == 0
+    page = (tmp_path / "r.html").read_text()
+    count = len(load_rules(TREC_RULES).flat())
+    assert f"Rules before and after training ({count})" in page and "stand for" in page and "words gained" in page
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"HUM": ["who ("]}')
+    assert main(["train", "regex", "--data", "trec", "--rules", str(bad), "--out", str(tmp_path / "bad-run")]) == 1
+    assert "label 'HUM', rule 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("leak", [None, 1e-3])
@@ -112,8 +141,7 @@ def test_untrained_classifier_predicts_the_rules_on_trec(leak: float | None) -> 
 @pytest.mark.parametrize("backend", ["torch", "cpp"])
 @pytest.mark.slow
 def test_gradcheck_through_the_rule_initialised_layer(backend: str, leak: float | None) -> None:
-    automata = [regex("what . of | who", "log"), regex("[how who] [^the]* big", "log"), *user_automata("log")]
-    layer = AutomatonLayer(automata, WORDS, 3, backend=backend, leak=leak).double()
+    layer = AutomatonLayer(log_rules(), WORDS, 3, backend=backend, leak=leak).double()
     ids, lengths = batch(SENTENCES, WORDS)
     names = ["arc_weight", "residual"] + (["leak_gate"] if leak is not None else [])
     # the parameters at the rule-initialised point (residual zero, gate log ε) and the word vectors
@@ -134,6 +162,27 @@ def test_readback_of_an_untrained_model_is_the_rules() -> None:
         assert r.lost == []
         assert r.fidelity == 1.0
         assert r.regex == r.original  # nothing changed: the rule as written
+
+
+def test_a_leak_keeps_the_rules_predictions_and_lets_words_in() -> None:
+    # before test_readback_drops_the_words_that_lost_their_weight: the same kernel (two rules of those shapes), built
+    # here with its backward in one library
+    rules = {"HUM": ["who is"], "NUM": ["how [many big]"]}
+    sentences = [["who", "is", "big"], ["how", "many"], ["how", "the"], ["what", "is"], []]
+    ids, lengths = batch(sentences, WORDS)
+    exact = RegexClassifier.from_rules(rules, WORDS, embedding_dim=4)
+    leaky = RegexClassifier.from_rules(rules, WORDS, embedding_dim=4, leak=1e-3)
+    leaky.load_state_dict(exact.state_dict(), strict=False)
+    # a leaked word scores at most ε = 1e-3 where the exact rule scores zero; matched spans are unchanged
+    difference = (leaky.label_scores(ids, lengths) - exact.label_scores(ids, lengths)).detach()
+    assert bool((difference >= 0).all()) and float(difference.max()) <= 1e-3 * (1 + 1e-6)
+    assert leaky(ids, lengths).argmax(-1).tolist() == exact(ids, lengths).argmax(-1).tolist()
+    with torch.no_grad():
+        leaky.layer.leak_gate.zero_()  # every arc now reads every word at its full weight
+    num = read_back(leaky)[1]
+    assert "the" in num.gained and num.lost == []
+    with pytest.raises(RuleError, match="leak"):
+        RegexClassifier.from_rules(rules, WORDS, leak=0.7)
 
 
 def test_readback_drops_the_words_that_lost_their_weight() -> None:
@@ -224,44 +273,6 @@ def test_bad_layer_inputs() -> None:
         AutomatonLayer([regex("who", "min-plus")], WORDS, 4)
     with pytest.raises(RuleError, match="no consuming arc"):
         AutomatonLayer([regex("()", "real")], WORDS, 4)
-
-
-@pytest.mark.slow
-def test_cli_trains_from_a_rules_file_and_reports_the_rules(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from kleene.cli import main
-
-    out = tmp_path / "run"
-    args = ["train", "regex", "--data", "trec", "--rules", str(TREC_RULES), "--max-steps", "3", "--out", str(out)]
-    assert main([*args, "--set", "leak=0.001", "--no-progress", "--pretrained", "none", "--json"]) == 0
-    assert main(["report", str(out), "-o", str(tmp_path / "r.html"), "--no-progress"]) == 0
-    page = (tmp_path / "r.html").read_text()
-    count = len(load_rules(TREC_RULES).flat())
-    assert f"Rules before and after training ({count})" in page and "stand for" in page and "words gained" in page
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"HUM": ["who ("]}')
-    assert main(["train", "regex", "--data", "trec", "--rules", str(bad), "--out", str(tmp_path / "bad-run")]) == 1
-    assert "label 'HUM', rule 1" in capsys.readouterr().err
-
-
-def test_a_leak_keeps_the_rules_predictions_and_lets_words_in() -> None:
-    rules = {"HUM": ["who is"], "NUM": ["how [many big]"]}
-    sentences = [["who", "is", "big"], ["how", "many"], ["how", "the"], ["what", "is"], []]
-    ids, lengths = batch(sentences, WORDS)
-    exact = RegexClassifier.from_rules(rules, WORDS, embedding_dim=4)
-    leaky = RegexClassifier.from_rules(rules, WORDS, embedding_dim=4, leak=1e-3)
-    leaky.load_state_dict(exact.state_dict(), strict=False)
-    # a leaked word scores at most ε = 1e-3 where the exact rule scores zero; matched spans are unchanged
-    difference = (leaky.label_scores(ids, lengths) - exact.label_scores(ids, lengths)).detach()
-    assert bool((difference >= 0).all()) and float(difference.max()) <= 1e-3 * (1 + 1e-6)
-    assert leaky(ids, lengths).argmax(-1).tolist() == exact(ids, lengths).argmax(-1).tolist()
-    with torch.no_grad():
-        leaky.layer.leak_gate.zero_()  # every arc now reads every word at its full weight
-    num = read_back(leaky)[1]
-    assert "the" in num.gained and num.lost == []
-    with pytest.raises(RuleError, match="leak"):
-        RegexClassifier.from_rules(rules, WORDS, leak=0.7)
 
 
 @pytest.mark.slow

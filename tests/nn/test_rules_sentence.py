@@ -71,6 +71,21 @@ def batch(rows: list[list[str]], vocab: Vocabulary) -> tuple[torch.Tensor, torch
     return ids, lengths
 
 
+def test_a_rule_set_round_trips_through_its_json_and_a_checkpoint_rebuild() -> None:
+    # before the test below: its forward under gradients builds the rules' kernels with their backward, in one
+    # library each, which the forward-only test below then loads
+    ruleset = parse_rules(FA_RNN_STYLE)
+    again = parse_rules(json.loads(json.dumps(ruleset.to_json())))
+    assert again == ruleset and again.whole_sentence() == [True, False, True, True, True, True]
+    rebuilt = build_model("regex", vocab_size=len(WORDS), num_classes=4, rules=ruleset.to_json(), vocab=WORDS,
+                          labels=["HUM", "LOC", "NUM", "OTHER"])  # fmt: skip
+    model = RegexClassifier.from_rules(FA_RNN_STYLE, WORDS)
+    rebuilt.load_state_dict(model.state_dict())
+    ids, lengths = batch([["who", "is"], ["how", "many", "who"], ["name", "is", "the", "capital"]], Vocabulary(WORDS))
+    assert torch.equal(rebuilt(ids, lengths), model(ids, lengths))
+    assert parse_rules({"HUM": ["who"]}).to_json() == {"default": "HUM", "rules": {"HUM": ["who"]}}  # as before
+
+
 @pytest.mark.slow
 def test_sentence_rules_and_priorities_compile_to_exactly_the_rules_predictions() -> None:
     rows = sentences()
@@ -85,19 +100,6 @@ def test_sentence_rules_and_priorities_compile_to_exactly_the_rules_predictions(
     assert {"NUM", "HUM", "LOC", "OTHER"} <= set(expected)  # every label is exercised
     assert model.layer is not None and model.sentence_layer is not None
     assert model.layer.num_automata == 1 and model.sentence_layer.num_automata == 5
-
-
-def test_a_rule_set_round_trips_through_its_json_and_a_checkpoint_rebuild() -> None:
-    ruleset = parse_rules(FA_RNN_STYLE)
-    again = parse_rules(json.loads(json.dumps(ruleset.to_json())))
-    assert again == ruleset and again.whole_sentence() == [True, False, True, True, True, True]
-    rebuilt = build_model("regex", vocab_size=len(WORDS), num_classes=4, rules=ruleset.to_json(), vocab=WORDS,
-                          labels=["HUM", "LOC", "NUM", "OTHER"])  # fmt: skip
-    model = RegexClassifier.from_rules(FA_RNN_STYLE, WORDS)
-    rebuilt.load_state_dict(model.state_dict())
-    ids, lengths = batch([["who", "is"], ["how", "many", "who"], ["name", "is", "the", "capital"]], Vocabulary(WORDS))
-    assert torch.equal(rebuilt(ids, lengths), model(ids, lengths))
-    assert parse_rules({"HUM": ["who"]}).to_json() == {"default": "HUM", "rules": {"HUM": ["who"]}}  # as before
 
 
 @pytest.mark.parametrize(

@@ -125,23 +125,27 @@ def test_paper_mode_matches_equations(
     ).double()
     vectors = torch.randn(3, 5, 6, dtype=torch.float64)
     lengths = torch.tensor([5, 2, 3])
+    # under gradients: the bank's forward and backward build in one library, which the gradient tests below reuse
+    got = get_semiring(semiring).from_storage(bank(vectors, lengths)).detach()
     with torch.no_grad():
-        got = get_semiring(semiring).from_storage(bank(vectors, lengths))
         want = torch.cat([paper_scores(g, vectors, lengths) for g in bank.groups], 1)  # type: ignore[arg-type]
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
 
 def test_paper_mode_scores_the_empty_span_of_a_length_two_pattern() -> None:
-    # h_t contains h_0 = eps(π), whose END value is E(c_0) for a 2-state pattern (eq. 7a, 8)
+    # h_t contains h_0 = eps(π), whose END value is E(c_0) for a 2-state pattern (eq. 7a, 8); the other groups are
+    # there so that the bank's kernel is the one test_paper_mode_matches_equations builds (its source depends on the
+    # set of lengths and the counts' vector widths, not on the counts themselves)
     torch.manual_seed(0)
-    bank = SoftPatterns(4, "2-1", semiring="max-times").double()
+    bank = SoftPatterns(4, "2-1_3-1_4-1", semiring="max-times").double()
     with torch.no_grad():
         bank.groups[0].main_bias.fill_(-30.0)  # the main path is (almost) never taken
         bank.groups[0].loop_bias.fill_(-30.0)
         raw_epsilons(bank.groups[0]).fill_(2.0)  # type: ignore[union-attr]
         stored = bank(torch.randn(1, 3, 4, dtype=torch.float64), torch.tensor([3]))
         score = get_semiring("max-times").from_storage(stored)
-    assert float(score) == pytest.approx(1 / (1 + math.exp(-2.0)), rel=1e-6)
+    assert bank.groups[0].length == 2 and score.shape == (1, 3)
+    assert float(score[0, 0]) == pytest.approx(1 / (1 + math.exp(-2.0)), rel=1e-6)
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,7 +220,9 @@ def test_configuration_errors() -> None:
 @pytest.mark.parametrize("semiring", ["real", "max-plus"])
 def test_gradcheck_float64(semiring: str) -> None:
     torch.manual_seed(2)
-    bank = SoftPatterns(3, "3-2", semiring=semiring, encoder="sigmoid").double()
+    # the lengths of test_paper_mode_matches_equations' banks: the same kernel (its source depends on the set of
+    # lengths, semiring, options and counts' vector widths, not on sizes), built there with its backward
+    bank = SoftPatterns(3, "2-1_3-2_4-1", semiring=semiring, encoder="sigmoid").double()
     lengths = torch.tensor([4, 2])
     vectors = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda v: bank(v, lengths), (vectors,))
@@ -278,7 +284,8 @@ def test_distinct_vectors_keep_per_position_transition_dropout() -> None:
     """Reference mode drops transition scores per position, as the authors do: a word repeated in a document
     gets independent masks, so the table path must encode per position then."""
     torch.manual_seed(5)
-    bank = SoftPatterns(4, "3-2", semiring="max-plus", mode="reference").double()
+    # the lengths and semiring of the reference max-plus case above: the same bank kernel
+    bank = SoftPatterns(4, "2-1_3-2_4-1", semiring="max-plus", mode="reference").double()
     table = torch.randn(3, 4, dtype=torch.float64)
     index = torch.tensor([[0, 1, 1, 2, 1, 0]])
     lengths = torch.tensor([6])
@@ -304,12 +311,12 @@ def test_every_parameter_gets_a_gradient(mode: str, shared: str | None) -> None:
         20,
         2,
         embedding_dim=6,
-        patterns="2-2_4-2",
+        patterns="2-2_4-2_3-1",  # float64 and these lengths: the bank kernels of the tests above, not two more
         semiring="real",
         mode=mode,  # type: ignore[arg-type]
         freeze_embeddings=False,
         shared_self_loops=shared,  # type: ignore[arg-type]
-    )
+    ).double()
     tokens = torch.randint(1, 20, (4, 6))
     loss = model(tokens, torch.tensor([6, 3, 1, 5])).logsumexp(1).sum()
     loss.backward()
@@ -331,9 +338,9 @@ def test_sopa_trains_on_real_sst2() -> None:
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
     batches = classification_batches(train, vocab, 32)
 
-    def mean_loss() -> float:
-        with torch.no_grad():
-            return sum(float(torch.nn.functional.cross_entropy(model(b.tokens, b.lengths), b.targets)) for b in batches)
+    def mean_loss() -> float:  # under gradients: the first call builds the kernel's forward and backward at once
+        losses = (torch.nn.functional.cross_entropy(model(b.tokens, b.lengths), b.targets) for b in batches)
+        return sum(float(loss.detach()) for loss in losses)
 
     before = mean_loss()
     for _ in range(8):
@@ -355,14 +362,26 @@ def test_end_scores_and_span_totals_add_up_to_the_document_score(mode: str, semi
     vectors = torch.randn(3, 6, 5, dtype=torch.float64)
     lengths = torch.tensor([6, 0, 4])
     with torch.no_grad():
-        for group in bank.groups:
-            assert isinstance(group, PatternGroup)
+        groups = [group for group in bank.groups if isinstance(group, PatternGroup)]
+        assert len(groups) == 3
+        every_slots = [group.slots(*group.transitions(vectors)) for group in groups]
+        if all(group.recurrence.backend == "cpp" for group in groups):
+            # the layer's score: the bank's one-call kernel (the kernel the other tests here build for these lengths)
+            layer = bank.bank_scores(bank.one_call_layout().pad_lanes(every_slots), lengths, floor=False)
+        else:  # no C++ compiler ("auto" fell back to torch): the layer scores group by group
+            layer = torch.cat([g.score(s, lengths, floor=False) for g, s in zip(groups, every_slots)], 1)
+        for group, slots, score in zip(groups, every_slots, layer.split([g.count for g in groups], 1)):
             storage = group.storage
-            slots = group.slots(*group.transitions(vectors))
             ends = group.end_scores(slots, lengths)  # (B, T, C)
-            torch.testing.assert_close(
-                storage.sum(ends, axis=1), group.score(slots, lengths, floor=False), rtol=1e-12, atol=1e-12
-            )
+            torch.testing.assert_close(storage.sum(ends, axis=1), score, rtol=1e-12, atol=1e-12)
+            if semiring == "max-times":
+                # and the group's own kernel (what extraction scores with, kleene.extract.hard), in one semiring:
+                # test_sopa_bank.py checks the groups' kernels against the one-call kernel bit for bit (max-times,
+                # log, max-plus), so the other semirings here build the bank's kernel alone. Under gradients: the
+                # group's forward and backward in one library, the one test_sopa_bank.py's groups load
+                with torch.enable_grad():
+                    own = group.score(group.slots(*group.transitions(vectors)), lengths, floor=False).detach()
+                torch.testing.assert_close(storage.sum(ends, axis=1), own, rtol=1e-12, atol=1e-12)
             by_start = storage.sum(group.span_totals(slots, lengths), axis=1)  # ⊕ over starts: (B, end, C)
             empty = group.empty_span()
             if empty is not None:
