@@ -148,13 +148,19 @@ def test_reference_runner_is_not_the_kernel() -> None:
     assert module.backend == "cpp"
 
 
+def _chunk_options(output: str) -> dict[str, object]:
+    """The options of the chunk test's kernels: both directions, restarts except for "last" (its "steps" kernel is
+    test_gradcheck[log]'s)."""
+    return {"output": output, "bidirectional": True, "restart": output != "last"}
+
+
 @pytest.mark.parametrize("output", ["steps", "sum", "last"])
 def test_backward_across_checkpoint_chunks(output: str) -> None:
     """Sequences longer than a checkpoint chunk (the backward recomputes chunk by chunk), ragged lengths
     ending inside and on chunk borders, both directions."""
     gen = torch.Generator().manual_seed(15)
     template = Template.from_wfsa(paper_automaton_f("log"))
-    cpp, ref = _pair(template, "log", 6, output=output, bidirectional=True, restart=output == "sum")
+    cpp, ref = _pair(template, "log", 6, **_chunk_options(output))
     set_constants(cpp, gen)
     chunk = checkpoint_chunk(cpp.plan, 8)
     steps = 2 * chunk + 3
@@ -168,7 +174,7 @@ def test_empty_batches_and_empty_sequences(output: str, batch: int, steps: int) 
     """B = 0 and T = 0 (the kernels of the chunk test above): the reference's values and gradients, no crash
     (an empty batch used to divide by zero in the work split)."""
     template = Template.from_wfsa(paper_automaton_f("log"))
-    cpp, ref = _pair(template, "log", 6, output=output, bidirectional=True, restart=output == "sum")
+    cpp, ref = _pair(template, "log", 6, **_chunk_options(output))
     set_constants(cpp, torch.Generator().manual_seed(16))
     slots = random_slots("log", (batch, steps, 4, 6), torch.Generator().manual_seed(16))
     h0 = random_slots("log", (batch, 4, 6), torch.Generator().manual_seed(17))
@@ -269,7 +275,7 @@ def test_ragged_lane_blocks(semiring: str) -> None:
 
     gen = torch.Generator().manual_seed(19)
     template = Template.from_wfsa(paper_automaton_f(semiring))
-    options = {} if semiring == "real" else {"output": "steps", "bidirectional": True}
+    options = {} if semiring == "real" else _chunk_options("steps")
     dim = 85 if semiring == "real" else 86
     cpp, ref = _pair(template, semiring, dim, **options)  # the kernels of the tests above
     assert dim % backward_lanes(cpp.plan)
@@ -294,7 +300,7 @@ def test_stored_states_and_recomputation_agree(output: str) -> None:
 
     gen = torch.Generator().manual_seed(20)
     template = Template.from_wfsa(paper_automaton_f("log"))
-    options = {"output": output, "bidirectional": True, "restart": output == "sum"}  # the chunk test's kernels
+    options = _chunk_options(output)  # the chunk test's kernels
     chunk = cpu.checkpoint_chunk(lower(template, "log"), 8)
     steps = 2 * chunk + 3
     slots = random_slots("log", (3, steps, 4, 6), gen)
