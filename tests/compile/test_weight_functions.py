@@ -159,11 +159,10 @@ def test_forward_equals_automaton_and_reference(semiring: str) -> None:
     wfsa = function_wfsa(semiring)
     template = Template.from_wfsa(wfsa)
     assert template.functions, "the test template has weight functions"
-    bidirectional = True
     d, lengths = 4, [5, 3, 0]
     slots = _raw((3, 5, len(template.slots), d), 11)
     cpp = _function_kernel(semiring, d)
-    ref = compile(template, semiring, d, "torch", bidirectional=bidirectional).double()
+    ref = compile(template, semiring, d, "torch", bidirectional=True).double()
     out, final = (y.detach() for y in cpp(slots.clone().requires_grad_(), torch.tensor(lengths)))
     out_ref, final_ref = ref(slots, torch.tensor(lengths))
     storage = cpp.plan.storage
@@ -171,7 +170,7 @@ def test_forward_equals_automaton_and_reference(semiring: str) -> None:
     semiring_of = cpp.plan.semiring
     for b in range(3):
         for k in range(d):
-            backwards = bidirectional and k >= d // 2
+            backwards = k >= d // 2
             order = list(range(lengths[b]))[:: -1 if backwards else 1]
             # raw numbers; a bare slot (u) is a stored value, read by the automaton as the element it stores
             env = {
