@@ -60,7 +60,7 @@ def test_the_bank_row_fails_when_the_bank_does_not_run_in_one_call() -> None:
     (kind,) = [k for k in kernel_kinds(dim=2) if k.name.startswith("bank")]
     cpu = torch.device("cpu")
     report = gpu_check.CheckReport("cpu", {})
-    gpu_check.check_kind(report, kind, "cpp", cpu, torch.float64, batch=3)
+    gpu_check.check_kind(report, kind, "cpp", cpu, torch.float32, batch=3)
     assert report.correctness[-1]["passed"] and not report.failures
 
     def per_length(backend: str) -> torch.nn.Module:
@@ -69,7 +69,7 @@ def test_the_bank_row_fails_when_the_bank_does_not_run_in_one_call() -> None:
         return module
 
     fallback = gpu_check.Kind(kind.name, per_length, kind.inputs, kind.run)
-    gpu_check.check_kind(report, fallback, "cpp", cpu, torch.float64, batch=3)
+    gpu_check.check_kind(report, fallback, "cpp", cpu, torch.float32, batch=3)
     row = report.correctness[-1]
     assert not row["passed"] and "one kernel per pattern length" in row["error"] and report.failures
 

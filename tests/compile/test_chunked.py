@@ -128,14 +128,16 @@ def test_chunked_gradcheck(backend: str, case: int) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_module_scan_option(backend: str) -> None:
     """``scan="chunked"`` on the module: same outputs as sequential, on long, empty and zero-length inputs."""
-    semiring, template, options, _ = _case(2)  # log, restart, output "last"
+    # max-times, restart, both directions, output "last": the cpp kernels test_chunked_agrees_with_sequential_and_
+    # reference[0-max-times] builds (the option's logic does not depend on the semiring)
+    semiring, template, options, _ = _case(6)
     gen = torch.Generator().manual_seed(5)
-    chunked = compile(template, semiring, 3, backend, scan="chunked", **options).double()  # type: ignore[arg-type]
-    sequential = compile(template, semiring, 3, backend, scan="sequential", **options).double()  # type: ignore[arg-type]
+    chunked = compile(template, semiring, 4, backend, scan="chunked", **options).double()  # type: ignore[arg-type]
+    sequential = compile(template, semiring, 4, backend, scan="sequential", **options).double()  # type: ignore[arg-type]
     set_constants(chunked, gen)
     sequential.load_state_dict(chunked.state_dict())
     assert "scan=chunked" in repr(chunked)
-    slots = random_slots(semiring, (2, 300, len(template.slots), 3), gen)  # long enough for the automatic chunks
+    slots = random_slots(semiring, (2, 300, len(template.slots), 4), gen)  # long enough for the automatic chunks
     for x, lengths in (
         (slots, torch.tensor([300, 131])),
         (slots[:0], None),  # an empty batch

@@ -55,11 +55,10 @@ def _agree(cpp, ref, slots: torch.Tensor, lengths: torch.Tensor, h0: torch.Tenso
         torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-10)
 
 
-@pytest.mark.parametrize("semiring", SEMIRINGS)
-@pytest.mark.parametrize("seed", range(3))
-def test_random_templates_agree_with_reference(semiring: str, seed: int) -> None:
+def _random_case(semiring: str, seed: int) -> tuple[Template, dict[str, object]]:
+    """The random template and options of test_random_templates_agree_with_reference[seed-semiring] (seed 0: steps,
+    both directions; 1: sum, restarts, both directions; 2: last, one direction)."""
     rng = random.Random(100 + seed)
-    gen = torch.Generator().manual_seed(seed)
     template = random_template(rng, semiring)
     options = {
         "restart": seed == 1,
@@ -67,6 +66,14 @@ def test_random_templates_agree_with_reference(semiring: str, seed: int) -> None
         "bidirectional": seed != 2,
         "output": ("steps", "sum", "last")[seed],
     }
+    return template, options
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.parametrize("seed", range(3))
+def test_random_templates_agree_with_reference(semiring: str, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    template, options = _random_case(semiring, seed)
     cpp, ref = _pair(template, semiring, 6, **options)
     set_constants(cpp, gen)
     slots = random_slots(semiring, (3, 7, len(template.slots), 6), gen)
@@ -148,17 +155,27 @@ def test_reference_runner_is_not_the_kernel() -> None:
     assert module.backend == "cpp"
 
 
+def _chunk_case(output: str) -> tuple[Template, dict[str, object]]:
+    """The log template and options of the chunk tests' kernels, both directions: for "steps" (without restarts)
+    and "sum" (with) the random templates test_random_templates_agree_with_reference builds with these options,
+    for "last" the paper's automaton F."""
+    if output == "last":
+        return Template.from_wfsa(paper_automaton_f("log")), {"output": "last", "bidirectional": True}
+    return _random_case("log", ("steps", "sum").index(output))
+
+
 @pytest.mark.parametrize("output", ["steps", "sum", "last"])
 def test_backward_across_checkpoint_chunks(output: str) -> None:
     """Sequences longer than a checkpoint chunk (the backward recomputes chunk by chunk), ragged lengths
     ending inside and on chunk borders, both directions."""
     gen = torch.Generator().manual_seed(15)
-    template = Template.from_wfsa(paper_automaton_f("log"))
-    cpp, ref = _pair(template, "log", 6, output=output, bidirectional=True, restart=output == "sum")
+    template, options = _chunk_case(output)
+    assert options["bidirectional"] and options.get("restart", False) == (output == "sum")
+    cpp, ref = _pair(template, "log", 6, **options)
     set_constants(cpp, gen)
     chunk = checkpoint_chunk(cpp.plan, 8)
     steps = 2 * chunk + 3
-    slots = random_slots("log", (4, steps, 4, 6), gen)
+    slots = random_slots("log", (4, steps, len(template.slots), 6), gen)
     _agree(cpp, ref, slots, torch.tensor([steps, chunk, chunk + 1, 0]), None, 15)
 
 
@@ -167,14 +184,15 @@ def test_backward_across_checkpoint_chunks(output: str) -> None:
 def test_empty_batches_and_empty_sequences(output: str, batch: int, steps: int) -> None:
     """B = 0 and T = 0 (the kernels of the chunk test above): the reference's values and gradients, no crash
     (an empty batch used to divide by zero in the work split)."""
-    template = Template.from_wfsa(paper_automaton_f("log"))
-    cpp, ref = _pair(template, "log", 6, output=output, bidirectional=True, restart=output == "sum")
+    template, options = _chunk_case(output)
+    cpp, ref = _pair(template, "log", 6, **options)
     set_constants(cpp, torch.Generator().manual_seed(16))
-    slots = random_slots("log", (batch, steps, 4, 6), torch.Generator().manual_seed(16))
-    h0 = random_slots("log", (batch, 4, 6), torch.Generator().manual_seed(17))
+    slots = random_slots("log", (batch, steps, len(template.slots), 6), torch.Generator().manual_seed(16))
+    h0 = random_slots("log", (batch, template.num_states, 6), torch.Generator().manual_seed(17))
     _agree(cpp, ref, slots, torch.full((batch,), steps), h0, 16)
     out, final = cpp(slots)
-    assert out.shape == ((batch, steps, 6) if output == "steps" else (batch, 6)) and final.shape == (batch, 4, 6)
+    assert out.shape == ((batch, steps, 6) if output == "steps" else (batch, 6))
+    assert final.shape == (batch, template.num_states, 6)
 
 
 @pytest.mark.parametrize("output", ["steps", "sum"])
@@ -269,7 +287,8 @@ def test_ragged_lane_blocks(semiring: str) -> None:
 
     gen = torch.Generator().manual_seed(19)
     template = Template.from_wfsa(paper_automaton_f(semiring))
-    options = {} if semiring == "real" else {"output": "steps", "bidirectional": True}
+    # real: test_broadcast_and_strided_output_gradients[steps]'s kernel; log: test_gradcheck[log]'s
+    options = {} if semiring == "real" else {"output": "steps", "bidirectional": True, "restart": True}
     dim = 85 if semiring == "real" else 86
     cpp, ref = _pair(template, semiring, dim, **options)  # the kernels of the tests above
     assert dim % backward_lanes(cpp.plan)
@@ -293,11 +312,10 @@ def test_stored_states_and_recomputation_agree(output: str) -> None:
     from kleene.compile.runtime import cpu, op
 
     gen = torch.Generator().manual_seed(20)
-    template = Template.from_wfsa(paper_automaton_f("log"))
-    options = {"output": output, "bidirectional": True, "restart": output == "sum"}  # the chunk test's kernels
+    template, options = _chunk_case(output)  # the chunk test's kernels
     chunk = cpu.checkpoint_chunk(lower(template, "log"), 8)
     steps = 2 * chunk + 3
-    slots = random_slots("log", (3, steps, 4, 6), gen)
+    slots = random_slots("log", (3, steps, len(template.slots), 6), gen)
     lengths = torch.tensor([steps, chunk + 1, 2])
     grads = []
     for budget in (1 << 30, 0):

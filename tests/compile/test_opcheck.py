@@ -24,14 +24,16 @@ pytestmark = pytest.mark.cpp
 @pytest.mark.slow
 def test_opcheck(semiring: str, output: str) -> None:
     gen = torch.Generator().manual_seed(21)
+    # restarts and both directions: the log kernel is tests/compile/test_cpp_backend.py's test_gradcheck[log]
     module = compile(
-        Template.from_wfsa(paper_automaton_f(semiring)), semiring, 3, "cpp", output=output, restart=output == "sum"
-    ).double()
+        Template.from_wfsa(paper_automaton_f(semiring)), semiring, 4, "cpp", output=output, restart=True,
+        bidirectional=True,
+    ).double()  # fmt: skip
     set_constants(module, gen)
     forward = cpp_op(module.plan).custom_forward
-    slots = random_slots(semiring, (2, 5, 4, 3), gen).requires_grad_()
+    slots = random_slots(semiring, (2, 5, 4, 4), gen).requires_grad_()
     params = module.params(slots).detach().requires_grad_()
-    h0 = random_slots(semiring, (2, 4, 3), gen).requires_grad_()
+    h0 = random_slots(semiring, (2, 4, 4), gen).requires_grad_()
     lengths = torch.tensor([5, 3])
     stored = stores_states(module.plan)
     assert stored == (semiring == "log")  # logaddexp's exp/log make recomputation the costly side

@@ -16,7 +16,7 @@ import torch
 
 from kleene.automata.examples import paper_automaton_f
 from kleene.automata.weights import sigmoid
-from kleene.compile import CompileError, OutputMap, Template, compile
+from kleene.compile import CompiledRecurrence, CompileError, OutputMap, Template, compile
 from kleene.compile.runtime.cpu import compiler, cpp_op, cpp_source
 from kleene.compile.runtime.op import SAVE_CHECKPOINTS, SAVE_NOTHING
 
@@ -64,12 +64,24 @@ CASES = [
 ]
 
 
+#: For each map, the case of ``CASES`` whose kernel the tests of one map (gradcheck, opcheck, empty batches) use:
+#: a smooth semiring (real or log), so that finite differences apply
+SMOOTH_CASE = {"highway": CASES[0], "bias": CASES[1], "gated": CASES[5]}
+
+
+def _case(
+    semiring: str, kind: str, bidirectional: bool, dim: int
+) -> tuple[Template, CompiledRecurrence, random.Random]:
+    """The random template of a case of ``CASES``, its C++ module in float64 and the random source that drew it."""
+    rng = random.Random(f"{semiring}-{kind}-{bidirectional}")
+    template = with_output_map(random_template(rng, semiring), kind)
+    return template, compile(template, semiring, dim, "cpp", bidirectional=bidirectional).double(), rng
+
+
 @pytest.mark.parametrize(("semiring", "kind", "bidirectional"), CASES)
 def test_fused_equals_unfused(semiring: str, kind: str, bidirectional: bool) -> None:
     """Random templates: the C++ kernel's h and every gradient equal the unfused torch computation's (float64)."""
-    rng = random.Random(f"{semiring}-{kind}-{bidirectional}")
-    template = with_output_map(random_template(rng, semiring), kind)
-    module = compile(template, semiring, 4, "cpp", bidirectional=bidirectional).double()
+    template, module, rng = _case(semiring, kind, bidirectional, 4)
     set_constants(module, torch.Generator().manual_seed(3))
     slots, constants = _inputs(semiring, template, 3, 6, 4, seed=rng.randrange(1000))
     lengths = torch.tensor([6, 0, 4])
@@ -103,10 +115,11 @@ def test_fused_equals_unfused(semiring: str, kind: str, bidirectional: bool) -> 
 
 @pytest.mark.parametrize("kind", sorted(OUTPUT_MAPS))
 def test_gradcheck(kind: str) -> None:
-    template = with_output_map(Template.from_wfsa(paper_automaton_f("real")), kind)
-    module = compile(template, "real", 2, "cpp", bidirectional=True).double()
+    """float64 gradcheck of the C++ backward through each map (the kernel of its case in ``SMOOTH_CASE``)."""
+    semiring = SMOOTH_CASE[kind][0]
+    template, module, _ = _case(*SMOOTH_CASE[kind], 2)
     set_constants(module, torch.Generator().manual_seed(4))
-    slots, constants = _inputs("real", template, 2, 3, 2, seed=8)
+    slots, constants = _inputs(semiring, template, 2, 3, 2, seed=8)
     lengths = torch.tensor([3, 1])
 
     def run(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -116,9 +129,7 @@ def test_gradcheck(kind: str) -> None:
 
 
 def test_empty_batch_and_empty_sequences() -> None:
-    # the kernel of test_gradcheck[bias] (the same template and options: a cold cache builds it once)
-    template = with_output_map(Template.from_wfsa(paper_automaton_f("real")), "bias")
-    module = compile(template, "real", 4, "cpp", bidirectional=True).double()
+    template, module, _ = _case(*SMOOTH_CASE["bias"], 4)  # a kernel of test_fused_equals_unfused
     constants = torch.randn(1, 4, dtype=torch.float64)
     h, final = module(torch.zeros(0, 4, len(template.slots), 4, dtype=torch.float64), None, output_constants=constants)
     assert h.shape == (0, 4, 4) and final.shape == (0, 4, 4)
@@ -128,11 +139,11 @@ def test_empty_batch_and_empty_sequences() -> None:
 
 
 def test_opcheck() -> None:
-    template = with_output_map(Template.from_wfsa(paper_automaton_f("real")), "gated")
-    module = compile(template, "real", 3, "cpp", bidirectional=True).double()  # test_gradcheck[gated]'s kernel
+    semiring = SMOOTH_CASE["gated"][0]
+    template, module, _ = _case(*SMOOTH_CASE["gated"], 3)  # a kernel of test_fused_equals_unfused
     set_constants(module, torch.Generator().manual_seed(6))
     forward = cpp_op(module.plan).custom_forward
-    slots, constants = _inputs("real", template, 2, 5, 3, seed=9)
+    slots, constants = _inputs(semiring, template, 2, 5, 3, seed=9)
     params = torch.cat([module.params(slots).detach(), constants], 0).requires_grad_()
     lengths = torch.tensor([5, 3])
     torch.library.opcheck(forward, (slots.requires_grad_(), params, lengths, None, SAVE_CHECKPOINTS))
