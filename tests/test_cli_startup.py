@@ -17,15 +17,15 @@ import pytest
 
 from kleene.cli import main
 from kleene.nn.registry import BUILTIN_MODELS
+from tests.interpreters import clean_env
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 #: Imported only by what draws (graphviz), converts to graphs (networkx) or runs the sparse algorithms (scipy).
 NOT_FOR_EVALUATION = ("graphviz", "networkx", "scipy")
 
 
 def fresh(code: str) -> Any:
     """The JSON value that ``code`` prints last, run in a new interpreter with this tree's ``src`` on the path."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(SRC)})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -138,7 +138,7 @@ def console(argv: list[str], prelude: str = "") -> subprocess.CompletedProcess[s
     """``kleene argv`` through the console script's entry point ``kleene.cli.run``, in a new interpreter, after
     running ``prelude``."""
     code = f"import sys; {prelude}\nsys.argv = ['kleene', *{argv!r}]\nfrom kleene.cli import run\nrun()"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(SRC)})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
 
 
 def test_the_console_script_keeps_output_exit_codes_and_exit_handlers(small_run: Path) -> None:

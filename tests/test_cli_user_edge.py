@@ -18,11 +18,11 @@ import torch
 
 from kleene.cli import main
 from kleene.nn.registry import registered_models
+from tests.interpreters import clean_env
 
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "a", "the", "fine", "boring"]
 TINY = ["--set", "hidden_size=3", "--set", "num_layers=1", "--set", "embedding_dim=4", "--set", "mlp_hidden=3"]
 QUIET = ["--pretrained", "none", "--no-progress", "--batch-size", "16"]
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -248,7 +248,7 @@ def test_building_the_parser_imports_neither_torch_nor_the_automata() -> None:
         "import sys; from kleene.cli import build_parser; build_parser(); "
         "print([m for m in ('torch', 'numpy', 'sympy', 'kleene.automata', 'kleene.nn') if m in sys.modules])"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(SRC)})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 
 
@@ -258,7 +258,7 @@ def test_evaluate_builds_no_optimizer(checkpoint: Path) -> None:
         "import sys; from kleene.cli import main; "
         f"assert main(['evaluate', {str(checkpoint)!r}]) == 0; print('torch._dynamo' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(SRC)})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert done.returncode == 0 and done.stdout.strip().endswith("False"), done.stderr
 
 
