@@ -67,6 +67,35 @@ def test_one_dtype_and_direction_builds_one_library(fresh_cache: Path) -> None:
     assert len(_libraries(fresh_cache)) == 2
 
 
+def test_each_mode_of_a_log_kernel_builds_its_own_instantiations(fresh_cache: Path) -> None:
+    """A log plan's kernels store the forward states for the backward where they fit ``state_budget``, else keep
+    checkpoints and recompute: each mode is a library of its own (``entries.STORED_KINDS``), so that a training step
+    compiles one mode's instantiations and not both; values and gradients equal the torch backend's in each mode."""
+    template = Template.from_wfsa(paper_automaton_f())
+    stored = compile(template, "log", 3, "cpp", output="last")
+    checkpointed = compile(template, "log", 3, "cpp", output="last", state_budget=0)
+    reference = compile(template, "log", 3, "torch", output="last")
+    for module in (stored, checkpointed):
+        module.load_state_dict(reference.state_dict())
+    slots = torch.randn(2, 5, stored.plan.num_slots, 3, dtype=torch.float64)
+
+    def gradient(module: torch.nn.Module) -> torch.Tensor:
+        x = slots.clone().requires_grad_()
+        module(x)[0].sum().backward()
+        assert x.grad is not None
+        return x.grad
+
+    want = gradient(reference)
+    torch.testing.assert_close(gradient(stored), want)
+    (library,) = _libraries(fresh_cache)
+    assert library.endswith("_stored_forward_f64_stored_backward_f64.so")
+    with torch.no_grad():  # saving nothing: the checkpointed forward, a library of its own
+        torch.testing.assert_close(stored(slots)[0], reference(slots)[0])
+    torch.testing.assert_close(gradient(checkpointed), want)  # its backward joins that forward
+    key = library.removesuffix("_stored_forward_f64_stored_backward_f64.so")
+    assert _libraries(fresh_cache) == sorted([library, f"{key}_forward_f64.so", f"{key}_backward_f64.so"])
+
+
 def test_a_failing_compiler_fails_the_first_call(fresh_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A compiler that is found but fails: construction succeeds (nothing is built), the first call raises a
     ``CompileError`` naming the entry point; no compiler at all: ``backend="auto"`` falls back to torch at

@@ -32,10 +32,17 @@ def prebuild(plans: Sequence[Plan], dtype: torch.dtype, backward: bool) -> None:
     Raises:
         CompileError: no compiler, a dtype other than float32 and float64, or a kernel that does not build.
     """
+    from kleene.compile.codegen.entries import ENTRY_KINDS, stored
     from kleene.compile.runtime.cpu import build_many, load_kernel
 
-    kinds = ("forward", "backward") if backward else ("forward",)
-    build_many([request for plan in plans for request in load_kernel(plan)[1].requests(dtype, kinds)])
+    requests = []
+    for plan in plans:
+        kernel = load_kernel(plan)[1]
+        # a training step stores the states where the kernel can and they fit its budget (runtime.cpu
+        # .backward_strategy): the usual case, so that variant is the one built ahead
+        kinds = tuple(stored(k) if stored(k) in kernel.kinds else k for k in ENTRY_KINDS) if backward else ("forward",)
+        requests += kernel.requests(dtype, kinds)
+    build_many(requests)
 
 
 def bank_runs_on(backend: str, device: torch.device) -> bool:

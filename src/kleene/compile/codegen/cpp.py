@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from kleene.automata.semiring import KernelAlgebra
-from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
+from kleene.compile.codegen.entries import ENTRY_DTYPES, entry_name, guarded, kept, stored
 from kleene.compile.codegen.vecmath import C_VECTOR_MATH
 from kleene.compile.codegen.writer import Dialect, LaneWriter
 from kleene.compile.template import Plan
@@ -729,38 +729,38 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
     helpers = c_helpers("static inline", "kleene_std::", vector_math=True)
     parts = [cpp_prelude([plan.semiring.kernel_algebra()]), helpers, f"static constexpr int64_t LANES = {LANES};", ""]
     parts += [*_forward(plan), "", *_backward(plan), ""]
-    otherwise = "else " if store_states else ""
+    arguments = {
+        "forward": "slots, params, lengths, h0, out, final_state, {ckpt}, {states}, B, Tn, D, chunk, threads",
+        "backward": "slots, params, lengths, h0, {ckpt}, {states}, final_state, out, grad_out, gsb, gst, gsd, "
+        "grad_final, grad_slots, grad_params, grad_h0, B, Tn, D, chunk, threads",
+    }
     for suffix, ctype in ENTRY_DTYPES:
-        parts += guarded("forward", suffix, [
-            f'extern "C" void kleene_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '
+        signatures = {
+            "forward": f'extern "C" void kleene_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, {ctype}* out, {ctype}* final_state, {ctype}* ckpt, "
             f"{ctype}* states, int64_t B, int64_t Tn, int64_t D, int64_t chunk, int threads) {{",
-            (
-                "  if (states) forward_impl<" + ctype + ", true>(slots, params, lengths, h0, out, final_state, "
-                "nullptr, states, B, Tn, D, chunk, threads);"
-            )
-            if store_states
-            else "  (void)states;  // this plan's kernels recompute (see stores_states)",
-            f"  {otherwise}forward_impl<{ctype}, false>(slots, params, lengths, h0, out, final_state, ckpt, nullptr, "
-            "B, Tn, D, chunk, threads);",
-            "}",
-        ])  # fmt: skip
-        parts += guarded("backward", suffix, [
-            f'extern "C" void kleene_backward_{suffix}(const {ctype}* slots, const {ctype}* params, '
+            "backward": f'extern "C" void kleene_backward_{suffix}(const {ctype}* slots, const {ctype}* params, '
             f"const int64_t* lengths, const {ctype}* h0, const {ctype}* ckpt, const {ctype}* states, "
-            f"const {ctype}* final_state, "
-            f"const {ctype}* out, const {ctype}* grad_out, int64_t gsb, int64_t gst, int64_t gsd, "
-            f"const {ctype}* grad_final, {ctype}* grad_slots, {ctype}* grad_params, {ctype}* grad_h0, "
+            f"const {ctype}* final_state, const {ctype}* out, const {ctype}* grad_out, int64_t gsb, int64_t gst, "
+            f"int64_t gsd, const {ctype}* grad_final, {ctype}* grad_slots, {ctype}* grad_params, {ctype}* grad_h0, "
             "int64_t B, int64_t Tn, int64_t D, int64_t chunk, int threads) {",
-            (
-                "  if (states) backward_impl<" + ctype + ", true>(slots, params, lengths, h0, nullptr, states, "
-                "final_state, out, grad_out, gsb, gst, gsd, grad_final, grad_slots, grad_params, grad_h0, B, Tn, "
-                "D, chunk, threads);"
-            )
-            if store_states
-            else "  (void)states;",
-            f"  {otherwise}backward_impl<{ctype}, false>(slots, params, lengths, h0, ckpt, nullptr, final_state, "
-            "out, grad_out, gsb, gst, gsd, grad_final, grad_slots, grad_params, grad_h0, B, Tn, D, chunk, threads);",
-            "}",
-        ])  # fmt: skip
+        }
+        for kind, args in arguments.items():
+            chunked = f"{kind}_impl<{ctype}, false>({args.format(ckpt='ckpt', states='nullptr')});"
+            if not store_states:
+                body = ["  (void)states;  // this plan's kernels recompute (see stores_states)", f"  {chunked}"]
+            else:  # each mode built on its own (entries.STORED_KINDS); a build of both dispatches on ``states``
+                body = [
+                    f"#if {kept(entry_name(stored(kind), suffix))}",
+                    f"  if (states) {{ {kind}_impl<{ctype}, true>({args.format(ckpt='nullptr', states='states')}); "
+                    "return; }",
+                    "#endif",
+                    f"#if {kept(entry_name(kind, suffix))}",
+                    f"  {chunked}",
+                    "#else",
+                    "  __builtin_trap();  // the stored-states variant alone, called without states: never by kleene",
+                    "#endif",
+                ]
+            variants = (stored(kind),) if store_states else ()
+            parts += guarded(kind, suffix, [signatures[kind], *body, "}"], variants)
     return "\n".join(parts) + "\n"

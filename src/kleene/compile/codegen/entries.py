@@ -17,16 +17,36 @@ ENTRY_KINDS = ("forward", "backward")
 ENTRY_DTYPES = (("f32", "float"), ("f64", "double"))
 
 
+#: The kinds of a template kernel whose plan stores states (``runtime.op.stores_states``): each direction also in
+#: its stored-states variant, built on its own (the same C function, compiled with only that mode's instantiation:
+#: a training step in one mode then compiles half the code).
+STORED_KINDS = ("forward", "backward", "stored_forward", "stored_backward")
+
+
+def stored(kind: str) -> str:
+    """The stored-states variant of the direction ``kind`` (in ``STORED_KINDS``)."""
+    return f"stored_{kind}"
+
+
+def direction(kind: str) -> str:
+    """The direction (in ``ENTRY_KINDS``) of ``kind``, a direction or its stored-states variant: its C function."""
+    return kind.removeprefix("stored_")
+
+
 def entry_name(kind: str, suffix: str) -> str:
     """The name of the ``kind`` entry point for dtype ``suffix`` in ``guarded`` and ``entry_defines``."""
     return f"{kind}_{suffix}"
 
 
-def guarded(kind: str, suffix: str, lines: list[str]) -> list[str]:
+def kept(*names: str) -> str:
+    """The preprocessor test of a build that keeps any of the entry points ``names`` (``entry_name``s)."""
+    return " || ".join(["!defined(KLEENE_ONE_ENTRY)", *(f"defined(KLEENE_ENTRY_{name})" for name in names)])
+
+
+def guarded(kind: str, suffix: str, lines: list[str], variants: tuple[str, ...] = ()) -> list[str]:
     """``lines`` (the definition of the ``kind`` entry point for dtype ``suffix``) kept by a build of every entry
-    point or of some that include it (``entry_defines``)."""
-    test = f"!defined(KLEENE_ONE_ENTRY) || defined(KLEENE_ENTRY_{entry_name(kind, suffix)})"
-    return [f"#if {test}", *lines, "#endif"]
+    point or of some that include it or one of its ``variants`` (kinds, e.g. ``stored(kind)``; ``entry_defines``)."""
+    return [f"#if {kept(*(entry_name(k, suffix) for k in (kind, *variants)))}", *lines, "#endif"]
 
 
 def entry_defines(names: tuple[str, ...]) -> list[str]:

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from kleene.compile.codegen.cpp import LANES, POOL_SOURCE, generate_cpp
-from kleene.compile.codegen.entries import ENTRY_KINDS, entry_defines, entry_name
+from kleene.compile.codegen.entries import ENTRY_KINDS, STORED_KINDS, direction, entry_defines, entry_name, stored
 from kleene.compile.runtime.op import (
     SAVE_CHECKPOINTS,
     SAVE_NOTHING,
@@ -216,19 +216,27 @@ def entry_suffix(dtype: torch.dtype) -> str:
 
 
 class NativeKernel:
-    """A generated C++ ``source`` exporting ``{prefix}_{kind}_{suffix}`` (``codegen.entries``) whose entry points
-    are built and loaded on first use: ``forward(dtype, backward)`` and ``backward(dtype)`` return the ctypes
-    function, from a library of the entry points that call needs (the source compiled with ``entry_defines``): a
-    forward in float64 compiles one instantiation of four, and a forward followed by a backward (``backward=True``)
-    compiles the two in one library. ``requests(dtype, kinds)`` are the builds those entry points need, for
-    ``build_many``.
+    """A generated C++ ``source`` exporting ``{prefix}_{direction}_{suffix}`` (``codegen.entries``) whose entry
+    points are built and loaded on first use: ``forward(dtype, backward, stored)`` and ``backward(dtype, stored)``
+    return the ctypes function, from a library of the entry points that call needs (the source compiled with
+    ``entry_defines``): a forward in float64 compiles one instantiation of four (of eight for ``kinds`` =
+    ``STORED_KINDS``: each direction's stored-states variant is a kind of its own), and a forward followed by a
+    backward (``backward=True``) compiles the two in one library. ``requests(dtype, kinds)`` are the builds those
+    entry points need, for ``build_many``.
 
     Caution: constructing one builds nothing; a compiler failure is a ``CompileError`` at the first call of the
     entry point, naming the kernel (``prefix``) and the entry point.
     """
 
-    def __init__(self, source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]):
-        self.source, self.prefix = source, prefix
+    def __init__(
+        self,
+        source: str,
+        prefix: str,
+        forward_args: list[Any],
+        backward_args: list[Any],
+        kinds: tuple[str, ...] = ENTRY_KINDS,
+    ):
+        self.source, self.prefix, self.kinds = source, prefix, kinds
         self._argtypes = {"forward": forward_args, "backward": backward_args}
         self._entries: dict[str, Any] = {}  # by entry name (``entry_name``)
         self._libraries: list[Any] = []  # the loaded libraries (kept alive with their functions)
@@ -236,21 +244,25 @@ class NativeKernel:
     def requests(self, dtype: torch.dtype, kinds: Sequence[str] = ENTRY_KINDS) -> list[Request]:
         """The build of the ``kinds`` entry points for ``dtype``, in one library (for ``build_many``)."""
         suffix = entry_suffix(dtype)
-        return [(self.source, tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS if kind in kinds))]
+        return [(self.source, tuple(entry_name(kind, suffix) for kind in self.kinds if kind in kinds))]
 
     def entries(self, dtype: torch.dtype, kinds: Sequence[str]) -> list[Any]:
         """The ``kinds`` entry points for ``dtype``; those not loaded yet are built (or found in the cache) in one
-        library and loaded, or loaded from a library of every direction in the cache (``requests``).
+        library and loaded, or loaded from a library of every kind in the cache (``requests``).
 
         Raises:
-            CompileError: a dtype other than float32 and float64, no compiler, or the compiler failed.
+            CompileError: a dtype other than float32 and float64, a kind this kernel has not, no compiler, or the
+                compiler failed.
         """
         suffix = entry_suffix(dtype)
-        missing = tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS if kind in kinds)
+        unknown = [kind for kind in kinds if kind not in self.kinds]
+        if unknown:
+            raise CompileError(f"kernel {self.prefix}: no entry point of the kinds {unknown}; it has {self.kinds}")
+        missing = tuple(entry_name(kind, suffix) for kind in self.kinds if kind in kinds)
         missing = tuple(name for name in missing if name not in self._entries)
         if missing:
-            both = tuple(entry_name(kind, suffix) for kind in ENTRY_KINDS)
-            names = both if library_path(self.source, both).exists() else missing
+            every = tuple(entry_name(kind, suffix) for kind in self.kinds)
+            names = every if library_path(self.source, every).exists() else missing
             try:
                 path, _ = build(self.source, names)
             except CompileError as exc:
@@ -258,35 +270,37 @@ class NativeKernel:
                 raise CompileError(f"building kernel {wanted}: {exc}") from exc
             library = ctypes.CDLL(str(path))
             self._libraries.append(library)
-            for kind in ENTRY_KINDS:
+            for kind in self.kinds:
                 name = entry_name(kind, suffix)
                 if name in names and name not in self._entries:
-                    function = getattr(library, f"{self.prefix}_{name}")
-                    function.argtypes, function.restype = self._argtypes[kind], None
+                    function = getattr(library, f"{self.prefix}_{entry_name(direction(kind), suffix)}")
+                    function.argtypes, function.restype = self._argtypes[direction(kind)], None
                     self._entries[name] = function
         return [self._entries[entry_name(kind, suffix)] for kind in kinds]
 
-    def forward(self, dtype: torch.dtype, backward: bool = False) -> Any:
-        """The forward entry point for ``dtype`` (``entries``); ``backward``: a backward will follow (its entry point
-        is built with the forward's, in one library, if neither is loaded yet)."""
+    def forward(self, dtype: torch.dtype, backward: bool = False, stored_states: bool = False) -> Any:
+        """The forward entry point for ``dtype`` (``entries``), the stored-states variant if ``stored_states``;
+        ``backward``: a backward will follow (its entry point, of the same variant, is built with the forward's, in
+        one library, if neither is loaded yet)."""
         suffix = entry_suffix(dtype)
-        both = backward and entry_name("backward", suffix) not in self._entries
-        return self.entries(dtype, ENTRY_KINDS if both else ("forward",))[0]
+        kinds = tuple(stored(k) if stored_states else k for k in ENTRY_KINDS)
+        both = backward and entry_name(kinds[1], suffix) not in self._entries
+        return self.entries(dtype, kinds if both else kinds[:1])[0]
 
-    def backward(self, dtype: torch.dtype) -> Any:
-        """The backward entry point for ``dtype`` (``entries``)."""
-        return self.entries(dtype, ("backward",))[0]
+    def backward(self, dtype: torch.dtype, stored_states: bool = False) -> Any:
+        """The backward entry point for ``dtype`` (``entries``), the stored-states variant if ``stored_states``."""
+        return self.entries(dtype, (stored("backward") if stored_states else "backward",))[0]
 
 
 _LOADED: dict[str, NativeKernel] = {}
 
 
 def load_native(
-    source: str, prefix: str, forward_args: list[Any], backward_args: list[Any]
+    source: str, prefix: str, forward_args: list[Any], backward_args: list[Any], kinds: tuple[str, ...] = ENTRY_KINDS
 ) -> tuple[str, NativeKernel]:
     """Generated C++ ``source`` exporting ``{prefix}_forward_f32|f64`` and ``{prefix}_backward_f32|f64`` with the
-    ctypes argument types given, as a ``NativeKernel`` (one per process and source; its entry points build on
-    first call); returns (key, kernel).
+    ctypes argument types given, as a ``NativeKernel`` of ``kinds`` (one per process and source; its entry points
+    build on first call); returns (key, kernel).
 
     Raises:
         CompileError: no C++ compiler (found now, so that ``backend="auto"`` falls back at construction).
@@ -294,7 +308,7 @@ def load_native(
     compiler()
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if key not in _LOADED:
-        _LOADED[key] = NativeKernel(source, prefix, forward_args, backward_args)
+        _LOADED[key] = NativeKernel(source, prefix, forward_args, backward_args, kinds)
     return key, _LOADED[key]
 
 
@@ -309,7 +323,8 @@ def load_kernel(plan: Plan) -> tuple[str, NativeKernel]:
     ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     forward = [ptr] * 8 + [i64] * 4 + [c_int]
     backward = [ptr] * 9 + [i64] * 3 + [ptr] * 4 + [i64] * 4 + [c_int]
-    return load_native(cpp_source(plan), "kleene", forward, backward)
+    kinds = STORED_KINDS if stores_states(plan) else ENTRY_KINDS
+    return load_native(cpp_source(plan), "kleene", forward, backward, kinds)
 
 
 def _ptr(t: Tensor | None) -> int | None:
@@ -377,7 +392,7 @@ def _run_forward(
     out = slots.new_empty(_output_shape(plan, b, t, d))
     final = slots.new_empty((b, plan.num_states, d))
     saved = slots.new_empty(_saved_shape(plan, slots, save))
-    kernel.forward(slots.dtype, save != SAVE_NOTHING)(
+    kernel.forward(slots.dtype, save != SAVE_NOTHING, save == SAVE_STATES)(
         _ptr(slots),
         _ptr(params),
         _ptr(lengths),
@@ -431,7 +446,7 @@ def _run_backward(
     grad_params = slots.new_empty((b, plan.num_params, d))
     grad_h0 = slots.new_empty((b, plan.num_states, d))
     strides = grad_out.stride()
-    kernel.backward(slots.dtype)(
+    kernel.backward(slots.dtype, stored)(
         _ptr(slots),
         _ptr(params),
         _ptr(lengths),
