@@ -750,15 +750,16 @@ def generate_cpp(plan: Plan, store_states: bool) -> str:
             if not store_states:
                 body = ["  (void)states;  // this plan's kernels recompute (see stores_states)", f"  {chunked}"]
             else:  # each mode built on its own (entries.STORED_KINDS); a build of both dispatches on ``states``
+                with_states = f"{kind}_impl<{ctype}, true>({args.format(ckpt='nullptr', states='states')});"
                 body = [
-                    f"#if {kept(entry_name(stored(kind), suffix))}",
-                    f"  if (states) {{ {kind}_impl<{ctype}, true>({args.format(ckpt='nullptr', states='states')}); "
-                    "return; }",
-                    "#endif",
-                    f"#if {kept(entry_name(kind, suffix))}",
+                    f"#if !({kept(entry_name(stored(kind), suffix))})",
+                    f"  {chunked}",
+                    f"#elif {kept(entry_name(kind, suffix))}",
+                    f"  if (states) {{ {with_states} return; }}",
                     f"  {chunked}",
                     "#else",
-                    "  __builtin_trap();  // the stored-states variant alone, called without states: never by kleene",
+                    "  // the stored-states mode alone: null states only where there are none (an empty batch or time)",
+                    f"  {with_states}",
                     "#endif",
                 ]
             variants = (stored(kind),) if store_states else ()
