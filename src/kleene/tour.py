@@ -483,7 +483,7 @@ def sopa_report(context: TourContext) -> None:
     report = context.out / "sopa-report.html"
     # a quick tour reads the phrases in the dev split (872 documents instead of the train split's 6,920)
     options = ReportOptions(corpus="dev") if context.quick else ReportOptions()
-    corpus = "" if options.corpus == ReportOptions().corpus else f" --corpus {options.corpus}"
+    corpus = f" --corpus {options.corpus}" if context.quick else ""
     _say(context, f"kleene report {checkpoint} -o {report}{corpus}")
     write_report(report, loaded, source=checkpoint, options=options)
     context.files.append(report)

@@ -32,15 +32,15 @@ def prebuild(plans: Sequence[Plan], dtype: torch.dtype, backward: bool) -> None:
     Raises:
         CompileError: no compiler, a dtype other than float32 and float64, or a kernel that does not build.
     """
-    from kleene.compile.codegen.entries import ENTRY_KINDS, stored
+    from kleene.compile.codegen.entries import STORED_KINDS, mode_kinds
     from kleene.compile.runtime.cpu import build_many, load_kernel
 
     requests = []
     for plan in plans:
         kernel = load_kernel(plan)[1]
         # a training step stores the states where the kernel can and they fit its budget (runtime.cpu
-        # .backward_strategy): the usual case, so that variant is the one built ahead
-        kinds = tuple(stored(k) if stored(k) in kernel.kinds else k for k in ENTRY_KINDS) if backward else ("forward",)
+        # .backward_strategy): the usual case, so that mode is the one built ahead; a forward alone saves nothing
+        kinds = mode_kinds(kernel.kinds == STORED_KINDS) if backward else mode_kinds(False)[:1]
         requests += kernel.requests(dtype, kinds)
     build_many(requests)
 

@@ -47,7 +47,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kleene.compile.codegen.cpp import PREFETCH_LOCALITY, _Code, backward_lanes, c_helpers, cpp_prelude
+from kleene.compile.codegen.cpp import PREFETCH_LOCALITY, _Code, backward_lanes, cpp_prelude, cpu_helpers
 from kleene.compile.codegen.cuda import CudaDialect, assemble_cuda
 from kleene.compile.codegen.cuda import lane_values as cuda_lane_values
 from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
@@ -395,9 +395,8 @@ def _backward(layout: BankLayout) -> list[str]:
 
 def generate_bank_cpp(layout: BankLayout) -> str:
     """The C++ source of ``layout``'s bank forward and backward kernels (see the module docstring)."""
-    helpers = c_helpers("static inline", "kleene_std::", vector_math=True)
     prelude = cpp_prelude((plan.semiring.kernel_algebra() for plan in layout.plans), "kleene.compile.codegen.bank")
-    parts = [prelude, helpers, *_forward(layout), "", *_backward(layout), ""]
+    parts = [prelude, cpu_helpers(), *_forward(layout), "", *_backward(layout), ""]
     for suffix, ctype in ENTRY_DTYPES:
         parts += guarded("forward", suffix, [
             f'extern "C" void kleene_bank_forward_{suffix}(const {ctype}* slots, const {ctype}* params, '

@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable
 from typing import ClassVar
 
-from kleene.compile.codegen.cpp import CDialect, c_helpers
+from kleene.compile.codegen.cpp import MATH_NAMESPACE, CDialect, c_helpers
 from kleene.compile.codegen.writer import (
     BACKWARD_ARGS,
     FORWARD_ARGS,
@@ -71,7 +71,7 @@ class CudaDialect(CDialect):
 
     exp_form = "exp({x})"
     call_forms: ClassVar[dict[str, str]] = {
-        name: form.replace("kleene_std::", "") for name, form in CDialect.call_forms.items()
+        name: form.replace(MATH_NAMESPACE, "") for name, form in CDialect.call_forms.items()
     }
 
 

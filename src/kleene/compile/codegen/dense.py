@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from kleene.automata.semiring import Semiring
-from kleene.compile.codegen.cpp import CDialect, c_helpers, cpp_prelude
+from kleene.compile.codegen.cpp import CDialect, c_helpers, cpp_prelude, cpu_helpers
 from kleene.compile.codegen.cuda import _PRELUDE as _CUDA_PRELUDE
 from kleene.compile.codegen.cuda import CudaDialect
 from kleene.compile.codegen.entries import ENTRY_DTYPES, guarded
@@ -272,7 +272,7 @@ def generate_dense_cpp(semiring: Semiring) -> str:
     dialect = CDialect(_as_plan(semiring))
     parts = [
         cpp_prelude([dialect.kernel], "kleene.compile.codegen.dense"),
-        c_helpers("static inline", "kleene_std::", vector_math=True),
+        cpu_helpers(),
         *_c_algebra(dialect, "static inline"),
         _CPU_KERNELS.format(
             accumulators=CPU_ACCUMULATORS,

@@ -17,15 +17,21 @@ ENTRY_KINDS = ("forward", "backward")
 ENTRY_DTYPES = (("f32", "float"), ("f64", "double"))
 
 
-#: The kinds of a template kernel whose plan stores states (``runtime.op.stores_states``): each direction also in
-#: its stored-states variant, built on its own (the same C function, compiled with only that mode's instantiation:
-#: a training step in one mode then compiles half the code).
-STORED_KINDS = ("forward", "backward", "stored_forward", "stored_backward")
-
-
 def stored(kind: str) -> str:
     """The stored-states variant of the direction ``kind`` (in ``STORED_KINDS``)."""
     return f"stored_{kind}"
+
+
+#: The kinds of a template kernel whose plan stores states (``runtime.op.stores_states``): each direction also in
+#: its stored-states variant, built on its own (the same C function, compiled with only that mode's instantiation:
+#: a training step in one mode then compiles half the code).
+STORED_KINDS = (*ENTRY_KINDS, *(stored(kind) for kind in ENTRY_KINDS))
+
+
+def mode_kinds(stored_states: bool) -> tuple[str, ...]:
+    """The (forward, backward) kinds of one mode: the stored-states variants if ``stored_states``, else the
+    directions themselves (the checkpointed mode, and the only one of plans that do not store states)."""
+    return tuple(stored(kind) for kind in ENTRY_KINDS) if stored_states else ENTRY_KINDS
 
 
 def direction(kind: str) -> str:

@@ -39,7 +39,14 @@ from typing import Any
 import torch
 
 from kleene.compile.codegen.cpp import LANES, POOL_SOURCE, generate_cpp
-from kleene.compile.codegen.entries import ENTRY_KINDS, STORED_KINDS, direction, entry_defines, entry_name, stored
+from kleene.compile.codegen.entries import (
+    ENTRY_KINDS,
+    STORED_KINDS,
+    direction,
+    entry_defines,
+    entry_name,
+    mode_kinds,
+)
 from kleene.compile.runtime.op import (
     SAVE_CHECKPOINTS,
     SAVE_NOTHING,
@@ -282,14 +289,13 @@ class NativeKernel:
         """The forward entry point for ``dtype`` (``entries``), the stored-states variant if ``stored_states``;
         ``backward``: a backward will follow (its entry point, of the same variant, is built with the forward's, in
         one library, if neither is loaded yet)."""
-        suffix = entry_suffix(dtype)
-        kinds = tuple(stored(k) if stored_states else k for k in ENTRY_KINDS)
-        both = backward and entry_name(kinds[1], suffix) not in self._entries
+        kinds = mode_kinds(stored_states)
+        both = backward and entry_name(kinds[1], entry_suffix(dtype)) not in self._entries
         return self.entries(dtype, kinds if both else kinds[:1])[0]
 
     def backward(self, dtype: torch.dtype, stored_states: bool = False) -> Any:
         """The backward entry point for ``dtype`` (``entries``), the stored-states variant if ``stored_states``."""
-        return self.entries(dtype, (stored("backward") if stored_states else "backward",))[0]
+        return self.entries(dtype, mode_kinds(stored_states)[1:])[0]
 
 
 _LOADED: dict[str, NativeKernel] = {}
