@@ -4,10 +4,12 @@ the export never saw (other batch sizes and lengths, ragged); TorchScript is ref
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from kleene.errors import DeployError
 from kleene.nn.deploy import export_onnx, export_program
@@ -26,32 +28,57 @@ def test_torch_export_matches_eager_on_unseen_shapes(name: str) -> None:
             assert_close(program(tokens, lengths), model(tokens, lengths), 1e-6)
 
 
-def check_compiled(name: str, backend: str, shapes: list[tuple[int, int, int]] = UNSEEN) -> None:
+#: Two unseen shapes without a size of 1, which one dynamic graph serves (dynamo specializes sizes 0 and 1).
+DYNAMIC = [(5, 11, 1), (3, 6, 4)]
+#: One model per kind of native kernel op: the template's (rrnn-b: bidirectional, with an output map), the bank's
+#: (sopa) and the dense path's (isan).
+KERNEL_KINDS = ["rrnn-b", "sopa", "isan"]
+
+
+def compiled_model(name: str, backend: str) -> tuple[torch.nn.Module, Any, bool]:
+    """The small ``name``, compiled with ``backend`` (dynamic shapes), and whether it compiles as one full graph."""
     torch._dynamo.reset()  # the models share forward methods: start each from no cached graphs and no recompiles
+    counters.clear()
     model = small_model(name)
     # dynamo does not trace torch's own RNN modules (the LSTM baselines): they compile with graph breaks there
     fullgraph = not any(isinstance(module, torch.nn.RNNBase) for module in model.modules())
-    compiled = torch.compile(model, fullgraph=fullgraph, dynamic=True, backend=backend)
+    return model, torch.compile(model, fullgraph=fullgraph, dynamic=True, backend=backend), fullgraph
+
+
+def check_graphs(model: torch.nn.Module, compiled: Any, shapes: list[tuple[int, int, int]]) -> int:
+    """Check ``compiled`` against eager ``model`` on ``shapes``; returns how many graphs dynamo has compiled."""
     for size, steps, seed in shapes:
         tokens, lengths = batch(size, steps, seed)
         with torch.no_grad():
             assert_close(compiled(tokens, lengths), model(tokens, lengths), 1e-6)
+    return int(counters["stats"]["unique_graphs"])
 
 
 @pytest.mark.parametrize("name", model_names())
 @pytest.mark.slow
 def test_torch_compile_traces_every_model_in_one_graph(name: str) -> None:
-    """Dynamo and AOT autograd (the kernels' fake implementations), without inductor's code generation."""
-    check_compiled(name, "aot_eager")
+    """Dynamo and AOT autograd (the kernels' fake implementations), without inductor's code generation: one graph
+    for both shapes, with no graph break and no recompile. (The small sopa has 5 patterns, the first shape's batch
+    size: a tensor of 5 lane indices once made dynamo give both one size symbol and specialize the batch.)
+
+    For one model per kind of kernel op (``KERNEL_KINDS``), then the shapes with a batch or a length of 1, which
+    dynamo specializes (a graph each): the ops' fake implementations and the models' code see static sizes of 1."""
+    model, compiled, fullgraph = compiled_model(name, "aot_eager")
+    graphs = check_graphs(model, compiled, DYNAMIC)
+    assert graphs == 1 or not fullgraph
+    if name in KERNEL_KINDS:
+        size_one = [shape for shape in UNSEEN if 1 in shape[:2]]
+        assert check_graphs(model, compiled, size_one) == graphs + len(size_one)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["rrnn-b", "sopa", "isan"])
+@pytest.mark.parametrize("name", KERNEL_KINDS)
 def test_torch_compile_inductor(name: str) -> None:
     """The default backend (inductor generates and builds C++ around the kernels: tens of seconds cold), on two unseen
-    shapes that one dynamic graph serves. The shapes with a size of 1, which dynamo specializes (a graph and an
-    inductor build each), are checked under aot_eager above: the same graphs, the same custom ops."""
-    check_compiled(name, "inductor", [(5, 11, 1), (3, 6, 4)])
+    shapes that one dynamic graph serves. The shapes with a size of 1 are checked under aot_eager above: the same
+    graphs, the same custom ops."""
+    model, compiled, _ = compiled_model(name, "inductor")
+    assert check_graphs(model, compiled, DYNAMIC) == 1
 
 
 @pytest.mark.parametrize("name", model_names())

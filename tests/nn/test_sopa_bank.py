@@ -15,6 +15,7 @@ from kleene.compile.runtime.cpu import compiler
 from kleene.compile.runtime.op import SAVE_CHECKPOINTS
 from kleene.errors import CompileError
 from kleene.nn.sopa import SoftPatterns, SoPaError
+from tests.nn.bank_spy import banks_called
 
 try:
     compiler()
@@ -75,9 +76,11 @@ def test_one_call_matches_each_group_and_the_torch_backend(case: tuple, indexed:
         index = torch.randperm(29, generator=gen)[:28].view(4, 7)
     else:
         inputs, index = torch.randn(4, 7, 4, generator=gen, dtype=torch.float64), None
-    got = _scores_and_grads(one, inputs, lengths, index)
-    assert one._bank is not None and per_group._bank is None  # the one-call kernel ran (and only there)
-    for a, b in zip(got, _scores_and_grads(per_group, inputs, lengths, index)):
+    with banks_called() as called:
+        got = _scores_and_grads(one, inputs, lengths, index)
+        per_lane = _scores_and_grads(per_group, inputs, lengths, index)
+    assert called and all(bank is one._bank for bank in called)  # the one-call kernel ran (and only there)
+    for a, b in zip(got, per_lane):
         assert torch.equal(a, b)  # the same per-lane code: bit for bit
     for a, b in zip(got, _scores_and_grads(reference, inputs, lengths, index)):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

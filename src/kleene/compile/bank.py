@@ -90,6 +90,12 @@ class CompiledBank:
         self.columns = torch.cat(lanes)
         self._pads = [w - c for w, c in zip(widths, counts)]
 
+    def real_lanes(self, out: Tensor) -> list[Tensor]:
+        """Each recurrence's real lanes (B, count_g) of the bank's output ``out`` (B, WT), in recurrence order: the
+        same values as ``out[:, self.columns]`` split by counts, cut at Python offsets (so that ``torch.compile``
+        sees no tensor of indices, whose length it could confuse with the batch size)."""
+        return [out.narrow(1, o, c) for o, c in zip(self.layout.lane_offsets, self.layout.counts)]
+
     @property
     def row(self) -> int:
         """R: the values of one (sequence, step) row of the bank's slots."""

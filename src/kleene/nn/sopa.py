@@ -54,6 +54,7 @@ from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
 from kleene.compile.bank import CompiledBank, bank_runs_on, prebuild
 from kleene.compile.module import kernel_dtype
+from kleene.compile.runtime.bank import BANK_BACKENDS
 from kleene.compile.runtime.cpu import DTYPE_SUFFIXES
 from kleene.compile.runtime.op import onnx_exporting
 from kleene.compile.template import OutputMode
@@ -723,7 +724,10 @@ class SoftPatterns(nn.Module):
         #: run the whole bank as one generated kernel call (``kleene.compile.CompiledBank``) where every group runs
         #: on the cpp backend; False: one call per group (the same scores and gradients)
         self.one_call = True
-        self._bank: CompiledBank | None = None
+        #: made here, not at the first call: ``torch.compile`` cannot trace registering its kernel's custom ops, and a
+        #: bank made later would change what a compiled graph was guarded on (a recompile). Its kernel is built when
+        #: it first runs.
+        self._bank = self._make_bank()
         self._prebuilt: set[tuple[torch.dtype, bool]] = set()  # (dtype, backward) the groups' kernels are built for
 
     def _prebuild(self, groups: Sequence[PatternGroup], like: Tensor) -> None:
@@ -777,23 +781,24 @@ class SoftPatterns(nn.Module):
     def _groups(self) -> list[PatternGroup]:
         return [group for group in self.groups if isinstance(group, PatternGroup)]
 
+    def _make_bank(self) -> CompiledBank | None:
+        """The one-call kernel's bank of the groups when they all run on one bank backend (cpp, triton, cuda),
+        else None."""
+        recurrences = [group.recurrence for group in self._groups()]
+        if len({r.backend for r in recurrences}) != 1 or recurrences[0].backend not in BANK_BACKENDS:
+            return None
+        return CompiledBank(recurrences)
+
     def _one_call(self, like: Tensor) -> CompiledBank | None:
         """The bank's one-call kernel (built on first use) when ``one_call`` is on and every group runs a generated
         kernel of one backend (cpp, triton, cuda) that runs on ``like``'s device (``bank_runs_on``) and dtype, else
         None (then each group runs its own kernel)."""
-        groups = self._groups()
-        if not self.one_call or not like.dtype.is_floating_point:
+        bank = self._bank
+        if bank is None or not self.one_call or not like.dtype.is_floating_point:
             return None
         if onnx_exporting():  # the bank's kernel has no ONNX form; each group's recurrence has one
             return None
-        backends = {group.recurrence.backend for group in groups}
-        if len(backends) != 1 or not bank_runs_on(backends.pop(), like.device):
-            return None
-        if self._bank is None:
-            if torch.compiler.is_compiling():  # loading a kernel cannot be traced: each group runs its own kernel
-                return None
-            self._bank = CompiledBank([group.recurrence for group in groups])
-        return self._bank
+        return bank if bank_runs_on(bank.backend, like.device) else None
 
     def bank_scores(self, slots: Tensor, lengths: Tensor, *, floor: bool = True) -> Tensor:
         """Document scores (B, P) in storage form from the bank's slot rows (B, T, R) (``one_call_layout``: each
@@ -814,7 +819,7 @@ class SoftPatterns(nn.Module):
         floored = floor and groups[0].floored
         h0 = slots.new_full((slots.shape[0], bank.layout.state_offsets[-1]), REFERENCE_ZERO) if floored else None
         out, _ = bank([group.recurrence for group in groups], slots, lengths, h0)
-        scores = out.index_select(1, bank.columns.to(out.device)).split([group.count for group in groups], 1)
+        scores = bank.real_lanes(out)
         steps = slots.shape[1]
         return torch.cat([g.finish(s, lengths, steps, floored=floored) for g, s in zip(groups, scores)], 1)
 
