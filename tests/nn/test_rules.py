@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -117,21 +118,30 @@ def test_cli_trains_from_a_rules_file_and_reports_the_rules(
     assert "label 'HUM', rule 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("leak", [None, 1e-3])
-@pytest.mark.slow
-def test_untrained_classifier_predicts_the_rules_on_trec(leak: float | None) -> None:
+@pytest.fixture(scope="module")
+def trec_rules_oracle() -> tuple[Any, Vocabulary, list[list[str]], list[str]]:
+    """TREC, its vocabulary, its test and dev sentences, and what the rules alone predict on them (the oracle,
+    run once for every classifier compared with it)."""
     data = load_classification("trec")
     vocab = Vocabulary.build([[t for e in data.train for t in e.tokens]])
-    model = RegexClassifier.from_rules(load_rules(TREC_RULES), vocab, labels=data.labels, leak=leak)
-    model.eval()
     rules = RulesPredictor(load_rules(TREC_RULES), vocab)
     sentences = [list(e.tokens) for e in data.test] + [list(e.tokens) for e in data.dev]
+    return data, vocab, sentences, [rules.predict(s) for s in sentences]
+
+
+@pytest.mark.parametrize("leak", [None, 1e-3])
+@pytest.mark.slow
+def test_untrained_classifier_predicts_the_rules_on_trec(
+    leak: float | None, trec_rules_oracle: tuple[Any, Vocabulary, list[list[str]], list[str]]
+) -> None:
+    data, vocab, sentences, expected = trec_rules_oracle
+    model = RegexClassifier.from_rules(load_rules(TREC_RULES), vocab, labels=data.labels, leak=leak)
+    model.eval()
     with torch.no_grad():
         predicted: list[str] = []
         for start in range(0, len(sentences), 256):
             ids, lengths = batch(sentences[start : start + 256], vocab.tokens)
             predicted += [data.labels[int(i)] for i in model(ids, lengths).argmax(-1)]
-    expected = [rules.predict(s) for s in sentences]
     assert predicted == expected
     # the rules are not trivial on these sentences: every label is predicted, and not always the same one
     assert set(expected) == set(data.labels)
