@@ -197,11 +197,10 @@ def test_source_does_not_depend_on_the_hidden_size() -> None:
 # Triton (interpreter) and CUDA (nvcc -ptx)
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def interpreter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def interpreter() -> Iterator[None]:
     pytest.importorskip("triton", reason="the optional triton package (pip install 'kleene[gpu]') is not installed")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRITON_INTERPRET", "1")
-        patch.setenv("KLEENE_CACHE", str(tmp_path_factory.mktemp("kleene-cache")))
         yield
 
 

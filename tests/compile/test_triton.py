@@ -37,10 +37,9 @@ from kleene.compile.runtime import gpu
 
 
 @pytest.fixture(scope="module")
-def interpreter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def interpreter() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRITON_INTERPRET", "1")
-        patch.setenv("KLEENE_CACHE", str(tmp_path_factory.mktemp("kleene-cache")))
         yield
 
 

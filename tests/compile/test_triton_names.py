@@ -124,11 +124,10 @@ def clashes(arguments: list[str], reserved: frozenset[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def compiled_modules(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModuleType]]:
+def compiled_modules() -> Iterator[dict[str, ModuleType]]:
     """The generated modules imported with ``@triton.jit`` as on a GPU (no interpreter)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("TRITON_INTERPRET", raising=False)
-        patch.setenv("KLEENE_CACHE", str(tmp_path_factory.mktemp("kleene-cache")))
         yield {kind: gpu.import_triton_source(source, "kleene_names") for kind, source in SOURCES.items()}
 
 
