@@ -86,20 +86,61 @@ def _matches(arc: Arc, symbol: Hashable) -> bool:
         return False
 
 
+def _dense_closure(
+    wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None
+) -> np.ndarray | None:
+    """The (Q, Q) epsilon closure Forward's dense steps read (None without epsilon arcs): only cycles on a successful
+    path of ``symbols`` (None: of any string) may diverge.
+
+    Without symbolic epsilon weights the closure does not depend on ``env``: the closure where the cycles of every
+    useful state count (``useful_mask``) is computed once per automaton and cap (``WFSA.memo``), and read for every
+    string; it agrees with each string's own closure on the states useful for that string (an epsilon path between
+    two of them stays among them), and the other states add nothing to the score. Only where it diverges is the
+    closure computed again for the string, without the arcs of the states useful for none of its paths.
+
+    Caution:
+        Symbolic epsilon weights are evaluated in ``env`` at every call (nothing is cached: ``env`` may change).
+
+    Raises:
+        DivergenceError: a cycle on a successful path of ``symbols`` (of any string, for None) diverges.
+    """
+    if not wfsa.has_epsilons:
+        return None
+    s = wfsa.semiring
+
+    def string_useful() -> np.ndarray:
+        return useful_mask(wfsa) if symbols is None else _useful_states(wfsa, symbols)
+
+    if wfsa.memo("symbolic epsilon weights", lambda: any(is_symbolic(a.weight) for a in wfsa.arcs
+                                                         if not a.label.consumes)):
+        return epsilon_closure_rows(wfsa, epsilon_cap, env, useful=string_useful).dense(s)
+
+    def whole() -> np.ndarray | None:
+        try:
+            rows = epsilon_closure_rows(wfsa, epsilon_cap, env, useful=lambda: useful_mask(wfsa))
+        except DivergenceError:
+            return None
+        matrix: np.ndarray = rows.dense(s)
+        matrix.flags.writeable = False
+        return matrix
+
+    closure: np.ndarray | None = wfsa.memo(("epsilon closure", epsilon_cap), whole)
+    if closure is None:  # a useful state's cycle diverges: does one on a successful path of the string?
+        closure = epsilon_closure_rows(wfsa, epsilon_cap, env, live=string_useful()).dense(s)
+    return closure
+
+
 class _Stepper(MatrixStepper):
     """Forward's dense steps for one automaton: per-symbol transition matrices (cached, symbolic weights bound by
-    ``env``) and the epsilon closure (only cycles on a successful path of ``symbols``, when given, may diverge)."""
+    ``env``) and the epsilon closure (``_dense_closure``: only cycles on a successful path of ``symbols``, when
+    given, may diverge)."""
 
     def __init__(
         self, wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None
     ):
         self.wfsa, self.env = wfsa, env
         self._cache: dict[Hashable, np.ndarray] = {}
-        useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
-        closure = (
-            epsilon_closure_rows(wfsa, epsilon_cap, env, useful=useful).dense(wfsa.semiring)
-            if wfsa.has_epsilons else None
-        )
+        closure = _dense_closure(wfsa, env, epsilon_cap, symbols)
         super().__init__(wfsa.semiring, wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env), closure,
                          self._matrix)
 
