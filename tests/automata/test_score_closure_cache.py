@@ -174,3 +174,59 @@ def test_divergence_off_the_strings_paths_with_the_cache_warm(monkeypatch: pytes
         assert a.score(["b", "c"]) == 1.0
         assert a.score(["a", "a"]) == 0.5
     assert len(calls) == 2 + 3 * 3 + 1
+
+
+def test_constant_weights_build_each_symbols_matrix_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matrices of the first ``SHARED_MATRICES`` symbols are the automaton's (built once for every string); the
+    symbols read after them are built per call, and every score stays the oracle's."""
+    a = WFSA("real", alphabet=list("abcde"))
+    a.add_states("q0", "q1")
+    a.set_initial(0)
+    a.set_final(1)
+    for k, x in enumerate("abcde"):
+        a.add_arc(0, 1, x, 0.1 * (k + 1))
+        a.add_arc(1, 1, x, 0.5)
+    a.add_arc(1, 0, EPSILON, 0.25)
+    built: list[Hashable] = []
+    original = WFSA.transition_matrix
+
+    def counting(self: WFSA, symbol: Hashable | None, env: Any = None) -> Any:
+        built.append(symbol)
+        return original(self, symbol, env)
+
+    monkeypatch.setattr(WFSA, "transition_matrix", counting)
+    monkeypatch.setattr(algorithms, "SHARED_MATRICES", 2)
+    words = [list(w) for w in product("abcde", repeat=2)]
+    for _ in range(2):
+        assert [a.score(w) for w in words] == pytest.approx([oracle(a, w) for w in words], rel=1e-12)
+    assert sorted(x for x in built if x in ("a", "b")) == ["a", "b"]  # the first two symbols read: once
+    assert len([x for x in built if x == "e"]) == 2 * 9  # the others: once per call that reads them
+
+
+def test_a_symbolic_batch_evaluates_each_symbols_matrix_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Symbolic weights: ``score_batch`` evaluates each symbol's matrix in ``env`` once for the batch (``score``
+    once per call), and scores as ``score`` does."""
+    (mu,) = weight_functions("mu")
+    a = WFSA("real", alphabet=["a", "b"])
+    a.add_states("q0", "q1")
+    a.set_initial(0)
+    a.set_final(1)
+    a.add_arc(0, 1, "a", mu)
+    a.add_arc(0, 1, "b", mu)
+    a.add_arc(1, 0, EPSILON, 0.5)
+    built: list[Hashable] = []
+    original = WFSA.transition_matrix
+
+    def counting(self: WFSA, symbol: Hashable | None, env: Any = None) -> Any:
+        built.append(symbol)
+        return original(self, symbol, env)
+
+    monkeypatch.setattr(WFSA, "transition_matrix", counting)
+    for k in range(1, 3):
+        env = {"mu": {"a": 0.1 * k, "b": 0.3}}
+        built.clear()
+        batch = a.score_batch(WORDS, env)
+        assert sorted(x for x in built if x is not None) == ["a", "b"]
+        assert batch == [a.score(w, env) for w in WORDS]
+        m = {"a": 0.1 * k, "b": 0.3}
+        assert batch[WORDS.index(["a", "b"])] == pytest.approx(m["a"] * 0.5 * m["b"], rel=1e-12)
