@@ -440,6 +440,12 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
     Note:
         Symbolic weights need ``env`` (see ``kleene.automata.weights.evaluate``).
 
+    Caution:
+        Scoring many strings on one automaton computes its epsilon closure once per ``epsilon_cap`` (where no
+        epsilon weight is symbolic) and, with constant weights, its vectors and matrices once: they are kept with
+        the automaton (``WFSA.memo``; large constant-weight automata: the arc store) until it changes. Replacing
+        an arc in place (``a.arcs[i] = arc``) is not seen: assign ``a.arcs`` instead.
+
     Raises:
         AlphabetError: a symbol outside the declared alphabet (named, with its position).
         DivergenceError: the exact epsilon closure diverges on a successful path of ``symbols`` (cycles off
