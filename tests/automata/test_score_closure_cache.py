@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import sympy
 
-from kleene.automata import EPSILON, WFSA, algorithms, weight_functions
+from kleene.automata import EPSILON, WFSA, algorithms, get_semiring, weight_functions
 from kleene.automata.labels import Sym
+from kleene.automata.sparse import arc_store, store_backed
 from kleene.automata.wfsa import Arc
 from kleene.errors import DivergenceError
 
@@ -126,6 +127,7 @@ MUTATIONS: dict[str, Callable[[WFSA], None]] = {
     "append to arcs": lambda a: a.arcs.append(Arc(1, 1, EPSILON, 0.5)),
     "remove from arcs": lambda a: a.arcs.pop(),
     "append a symbol arc": lambda a: a.arcs.append(Arc(0, 0, Sym("b"), 1.0)),
+    "assign semiring": lambda a: setattr(a, "semiring", get_semiring("max-times")),
 }
 
 
@@ -230,3 +232,26 @@ def test_a_symbolic_batch_evaluates_each_symbols_matrix_once(monkeypatch: pytest
         assert batch == [a.score(w, env) for w in WORDS]
         m = {"a": 0.1 * k, "b": 0.3}
         assert batch[WORDS.index(["a", "b"])] == pytest.approx(m["a"] * 0.5 * m["b"], rel=1e-12)
+
+
+def test_listing_arcs_held_in_the_arc_store_keeps_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An automaton whose arcs live in its arc store only lists them when the closure is first computed: the same
+    arcs, so the closure stays cached."""
+    a = cyclic()
+    store = arc_store(a)
+    assert store is not None
+    held = store_backed(a.semiring, a.alphabet, None, a.states, store, dict(a.initial), dict(a.final))
+    assert held._arcs is None
+    builds: list[int] = []
+
+    def build() -> int:
+        builds.append(1)
+        return len(builds)
+
+    assert held.memo("probe", build) == 1
+    calls = counted(monkeypatch)
+    assert [held.score(w) for w in WORDS * 2] == [a.score(w) for w in WORDS * 2]
+    assert held._arcs is not None and len(calls) == 2  # one closure each
+    assert held.memo("probe", build) == 1 and len(builds) == 1  # listing the arcs changed nothing
+    held.add_arc(0, 0, "b", 0.5)
+    assert held.memo("probe", build) == 2

@@ -486,7 +486,7 @@ class WFSA:
         Caution:
             Replacing an arc in place (``a.arcs[i] = arc``, or a removal and an addition) is not seen: assign
             ``arcs`` instead (the sparse arc store has the same rule). Every caller gets the same value: never
-            modify it (arrays are best made read-only).
+            modify it (arrays are best made read-only), unless it is a cache itself (a dict filled on demand).
         """
         current = self._content_key()
         if self._memo is None or self._memo[0] != current:
