@@ -100,6 +100,7 @@ def _dense_closure(
 
     Caution:
         Symbolic epsilon weights are evaluated in ``env`` at every call (nothing is cached: ``env`` may change).
+        The cached closure is a dense (Q, Q) array, held as long as the automaton (and not changed).
 
     Raises:
         DivergenceError: a cycle on a successful path of ``symbols`` (of any string, for None) diverges.
