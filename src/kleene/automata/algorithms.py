@@ -86,32 +86,99 @@ def _matches(arc: Arc, symbol: Hashable) -> bool:
         return False
 
 
+def _dense_closure(
+    wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None
+) -> np.ndarray | None:
+    """The (Q, Q) epsilon closure Forward's dense steps read (None without epsilon arcs): only cycles on a successful
+    path of ``symbols`` (None: of any string) may diverge.
+
+    Without symbolic epsilon weights the closure does not depend on ``env``: the closure where the cycles of every
+    useful state count (``useful_mask``) is computed once per automaton and cap (``WFSA.memo``), and read for every
+    string; it agrees with each string's own closure on the states useful for that string (an epsilon path between
+    two of them stays among them), and the other states add nothing to the score. Only where it diverges is the
+    closure computed again for the string, without the arcs of the states useful for none of its paths.
+
+    Caution:
+        Symbolic epsilon weights are evaluated in ``env`` at every call (nothing is cached: ``env`` may change).
+        The cached closure is a dense (Q, Q) array, held as long as the automaton (and not changed).
+
+    Raises:
+        DivergenceError: a cycle on a successful path of ``symbols`` (of any string, for None) diverges.
+    """
+    if not wfsa.has_epsilons:
+        return None
+    s = wfsa.semiring
+
+    def string_useful() -> np.ndarray:
+        return useful_mask(wfsa) if symbols is None else _useful_states(wfsa, symbols)
+
+    if wfsa.memo("symbolic epsilon weights", lambda: any(is_symbolic(a.weight) for a in wfsa.arcs
+                                                         if not a.label.consumes)):
+        return epsilon_closure_rows(wfsa, epsilon_cap, env, useful=string_useful).dense(s)
+
+    def whole() -> np.ndarray | None:
+        try:
+            rows = epsilon_closure_rows(wfsa, epsilon_cap, env, useful=lambda: useful_mask(wfsa))
+        except DivergenceError:
+            return None
+        return _read_only(rows.dense(s))
+
+    closure: np.ndarray | None = wfsa.memo(("epsilon closure", epsilon_cap), whole)
+    if closure is None:  # a useful state's cycle diverges: does one on a successful path of the string?
+        closure = epsilon_closure_rows(wfsa, epsilon_cap, env, live=string_useful()).dense(s)
+    return closure
+
+
+#: The most transition matrices ``score`` keeps per constant-weight automaton (``WFSA.memo``): at most 32 KiB each
+#: (64 x 64 float64; larger automata take the arc store). The symbols read after them are cached per call only.
+SHARED_MATRICES = 256
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
 class _Stepper(MatrixStepper):
-    """Forward's dense steps for one automaton: per-symbol transition matrices (cached, symbolic weights bound by
-    ``env``) and the epsilon closure (only cycles on a successful path of ``symbols``, when given, may diverge)."""
+    """Forward's dense steps for one automaton: per-symbol transition matrices (symbolic weights bound by ``env``)
+    and the epsilon closure (``_dense_closure``: only cycles on a successful path of ``symbols``, when given, may
+    diverge).
+
+    Caution:
+        With constant weights, the initial and final vectors and the matrices of the first ``SHARED_MATRICES``
+        symbols read are computed once per automaton (``WFSA.memo``, read-only arrays) and read by every call;
+        symbolic weights are evaluated in ``env`` by each stepper (its own matrices, or those of ``matrices``: a
+        dict kept by the caller for steppers of the same automaton and ``env``, such as one batch's).
+    """
 
     def __init__(
-        self, wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None
+        self, wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None,
+        matrices: dict[Hashable, np.ndarray] | None = None,
     ):
         self.wfsa, self.env = wfsa, env
-        self._cache: dict[Hashable, np.ndarray] = {}
-        useful = (lambda: useful_mask(wfsa)) if symbols is None else (lambda: _useful_states(wfsa, symbols))
-        closure = (
-            epsilon_closure_rows(wfsa, epsilon_cap, env, useful=useful).dense(wfsa.semiring)
-            if wfsa.has_epsilons else None
-        )
-        super().__init__(wfsa.semiring, wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env), closure,
-                         self._matrix)
+        self._own: dict[Hashable, np.ndarray] = {}
+        closure = _dense_closure(wfsa, env, epsilon_cap, symbols)
+        if wfsa.memo("symbolic weights", lambda: wfsa.is_symbolic):
+            self._shared: dict[Hashable, np.ndarray] = self._own if matrices is None else matrices
+            initial, final = wfsa.vector(wfsa.initial, env), wfsa.vector(wfsa.final, env)
+        else:  # nothing depends on env
+            self._shared = wfsa.memo("transition matrices", dict)
+            initial = wfsa.memo("initial vector", lambda: _read_only(wfsa.vector(wfsa.initial)))
+            final = wfsa.memo("final vector", lambda: _read_only(wfsa.vector(wfsa.final)))
+        super().__init__(wfsa.semiring, initial, final, closure, self._matrix)
 
     def _matrix(self, symbol: Hashable, position: int) -> np.ndarray:
         self.wfsa.check_symbol(symbol, position)
         try:
-            return self._cache[symbol]
-        except KeyError:
-            matrix = self._cache[symbol] = self.wfsa.transition_matrix(symbol, self.env)
-            return matrix
+            found = self._shared.get(symbol)
+            if found is None:
+                found = self._own.get(symbol)
         except TypeError:  # unhashable symbol
             return self.wfsa.transition_matrix(symbol, self.env)
+        if found is None:
+            found = _read_only(self.wfsa.transition_matrix(symbol, self.env))
+            (self._shared if len(self._shared) < SHARED_MATRICES else self._own)[symbol] = found
+        return found
 
 
 def _stepper(wfsa: WFSA, env: Env | None, epsilon_cap: int | None, symbols: Sequence[Hashable] | None = None) -> Any:
@@ -374,6 +441,12 @@ def score(wfsa: WFSA, symbols: Sequence[Hashable], env: Env | None = None, epsil
     Note:
         Symbolic weights need ``env`` (see ``kleene.automata.weights.evaluate``).
 
+    Caution:
+        Scoring many strings on one automaton computes its epsilon closure once per ``epsilon_cap`` (where no
+        epsilon weight is symbolic) and, with constant weights, its vectors and matrices once: they are kept with
+        the automaton (``WFSA.memo``; large constant-weight automata: the arc store) until it changes. Replacing
+        an arc in place (``a.arcs[i] = arc``) is not seen: assign ``a.arcs`` instead.
+
     Raises:
         AlphabetError: a symbol outside the declared alphabet (named, with its position).
         DivergenceError: the exact epsilon closure diverges on a successful path of ``symbols`` (cycles off
@@ -391,8 +464,8 @@ def score_batch(
     wfsa: WFSA, strings: Sequence[Sequence[Hashable]], env: Env | None = None, epsilon_cap: int | None = None
 ) -> list[Any]:
     """``[score(wfsa, s) for s in strings]`` in one call: constant-weight automata without useful epsilon arcs
-    advance all strings together on the arc store (see ``score_batch_on_store``); others score
-    each string. An empty batch gives an empty list.
+    advance all strings together on the arc store (see ``score_batch_on_store``); others score each string (with
+    symbolic weights, each symbol's matrix evaluated in ``env`` once per batch). An empty batch gives an empty list.
 
     Raises:
         ArgumentError: ``strings`` is not a sequence of symbol sequences.
@@ -412,7 +485,8 @@ def score_batch(
         return []
     if arc_store(wfsa) is not None:
         return score_batch_on_store(wfsa, strings, epsilon_cap)
-    return [score(wfsa, string, env, epsilon_cap) for string in strings]
+    matrices: dict[Hashable, np.ndarray] = {}  # symbolic weights: score's steps, with matrices shared by the batch
+    return [forward(_Stepper(wfsa, env, epsilon_cap, string, matrices), string) for string in strings]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Hashable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Callable, Hashable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -394,6 +394,8 @@ class WFSA:
         #: Bumped by every mutating method; the sparse arc store (``kleene.automata.sparse``) is cached per version.
         self._version = 0
         self._sparse_cache: Any = None
+        #: ``memo``'s values, with the ``_content_key`` they were computed for.
+        self._memo: tuple[Hashable, dict[Hashable, Any]] | None = None
         self._names: list[str] | LazyNames = []
         self._index: dict[str, int] | Mapping[str, int] = {}
         self._arcs: list[Arc] | None = []
@@ -445,8 +447,11 @@ class WFSA:
         """The arcs, in insertion order (a fast AT&T read keeps them in its arc store until first asked for)."""
         if self._arcs is None:
             cached = self._sparse_cache
+            memo = self._memo if self._memo is not None and self._memo[0] == self._content_key() else None
             self._arcs = self._held_arcs().arc_list()
             self._sparse_cache = (self._arcs_key(), *cached[1:])  # the store stays cached for the list
+            if memo is not None:  # and so do ``memo``'s values: the same arcs, now listed
+                self._memo = (self._content_key(), memo[1])
         return self._arcs
 
     @arcs.setter
@@ -465,6 +470,31 @@ class WFSA:
         """Identifies the arcs, states and version the sparse arc store was built for (no materialisation)."""
         arcs = self._arcs
         return (self._version, id(arcs), -1 if arcs is None else len(arcs), len(self._names))
+
+    def _content_key(self) -> tuple[Hashable, ...]:
+        """Identifies the arcs, states, initial and final weights and semiring ``memo``'s values were computed for."""
+        initial, final = self._initial, self._final
+        return (self._arcs_key(), id(initial), initial.version, id(final), final.version, id(self.semiring))
+
+    def memo(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """``build()``, computed once per ``key`` while the automaton is unchanged (what an algorithm derives from
+        the automaton alone, such as ``score``'s epsilon closure). Every change drops every value: the mutating
+        methods (``add_state``, ``add_arc``, ``set_initial``, ``set_final``), assigning ``arcs``, ``initial``,
+        ``final`` or ``semiring``, changing the ``initial``/``final`` dicts, adding arcs to or removing arcs from
+        the ``arcs`` list.
+
+        Caution:
+            Replacing an arc in place (``a.arcs[i] = arc``, or a removal and an addition) is not seen: assign
+            ``arcs`` instead (the sparse arc store has the same rule). Every caller gets the same value: never
+            modify it (arrays are best made read-only), unless it is a cache itself (a dict filled on demand).
+        """
+        current = self._content_key()
+        if self._memo is None or self._memo[0] != current:
+            self._memo = (current, {})
+        values = self._memo[1]  # build() may list arcs held in the arc store: ``arcs`` then keeps this dict
+        if key not in values:
+            values[key] = build()
+        return values[key]
 
     # -- construction -------------------------------------------------------------------
     def add_state(self, name: str | None = None) -> int:
