@@ -228,7 +228,7 @@ def _run_bank(module: nn.Module, x: Tensor) -> Results:
     """
     results = _run(module, x)
     backends = {group.recurrence.backend for group in module.groups}  # type: ignore[union-attr]
-    if backends != {"torch"} and getattr(module, "_bank", None) is None:
+    if backends != {"torch"} and not module.runs_one_call(x):  # type: ignore[operator]
         raise RuntimeError(f"the SoPa bank on {sorted(backends)} ran one kernel per pattern length, not one call")
     return results
 

@@ -789,6 +789,11 @@ class SoftPatterns(nn.Module):
             return None
         return CompiledBank(recurrences)
 
+    def runs_one_call(self, like: Tensor) -> bool:
+        """Whether a forward on inputs like ``like`` (its device and dtype) runs the whole bank as one kernel call
+        (see ``one_call``), rather than a kernel per pattern length."""
+        return self._one_call(like) is not None
+
     def _one_call(self, like: Tensor) -> CompiledBank | None:
         """The bank's one-call kernel (built on first use) when ``one_call`` is on and every group runs a generated
         kernel of one backend (cpp, triton, cuda) that runs on ``like``'s device (``bank_runs_on``) and dtype, else
