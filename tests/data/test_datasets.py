@@ -117,6 +117,13 @@ def test_glove_subset():
     assert coverage == pytest.approx(16114 / 17573)  # the GloVe README's SST-2 type coverage
     assert not matrix[vocab.pad_id].any()
     torch.testing.assert_close(matrix[2:].norm(dim=1), torch.ones(len(vocab) - 2))
+    # vectors read once for more words than the vocabulary (as `prepare` does) give the same matrices
+    more = load_glove(set(vocab.tokens) | {"giraffe", "kilowatt"})  # two words SST-2 lacks
+    assert len(more) == sum(token in more for token in vocab.tokens) + 2
+    for normalize in (True, False):
+        read, _ = glove_matrix(vocab, normalize=normalize)
+        given, given_coverage = glove_matrix(vocab, normalize=normalize, vectors=more)
+        assert torch.equal(read, given) and given_coverage == coverage
 
 
 # -- data-root datasets ---------------------------------------------------------------------------------------------

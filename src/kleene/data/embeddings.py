@@ -35,16 +35,21 @@ def load_glove(words: set[str] | None = None) -> dict[str, torch.Tensor]:
     return vectors
 
 
-def glove_matrix(vocab: Vocabulary, *, normalize: bool = True, seed: int = 0) -> tuple[torch.Tensor, float]:
+def glove_matrix(
+    vocab: Vocabulary, *, normalize: bool = True, seed: int = 0, vectors: dict[str, torch.Tensor] | None = None
+) -> tuple[torch.Tensor, float]:
     """A (len(vocab), 50) embedding matrix and the share of non-special tokens that have a GloVe vector.
 
     Known words get their vector (scaled to unit length when ``normalize``, as in SoPa and Rational Recurrences);
-    unknown words, including ``<unk>``, get a random vector of the same scale; ``<pad>`` is zero.
+    unknown words, including ``<unk>``, get a random vector of the same scale; ``<pad>`` is zero. ``vectors``: the
+    result of a ``load_glove`` call whose words include every vocabulary token (the file is then not read again);
+    None reads the file.
 
     Raises:
         DatasetNotFoundError, FormatError: as ``load_glove``, when the GloVe file is missing or malformed.
     """
-    vectors = load_glove(set(vocab.tokens))
+    tokens = set(vocab.tokens)
+    vectors = load_glove(tokens) if vectors is None else {w: v for w, v in vectors.items() if w in tokens}
     generator = torch.Generator().manual_seed(seed)
     matrix = torch.randn(len(vocab), GLOVE_DIM, generator=generator)
     matrix = matrix / matrix.norm(dim=1, keepdim=True)

@@ -534,13 +534,15 @@ def prepare(
             data.name, [data.train[i] for i in sorted(chosen)], data.dev, data.test, data.num_classes, data.labels
         )
     kwargs = dict(model_kwargs or {})
+    vectors: dict[str, torch.Tensor] | None = None
     if isinstance(data, ClassificationData):
         train_tokens = [token for example in data.train for token in example.tokens]
         extra: list[str] = []
-        if pretrained == "glove":
+        if pretrained == "glove":  # one read of the file: the dev/test words it knows, and every row's vector
+            seen = set(train_tokens)
             other = {token for split in (data.dev, data.test) for example in split for token in example.tokens}
-            known = load_glove(other - set(train_tokens))
-            extra = sorted(known)
+            vectors = load_glove(seen | other)
+            extra = sorted(word for word in vectors if word not in seen)
         vocab = Vocabulary.build([train_tokens, extra])
         kwargs.setdefault("num_classes", data.num_classes)
     else:
@@ -555,7 +557,7 @@ def prepare(
         embedding = getattr(model, "embedding", None)
         if not isinstance(embedding, nn.Embedding) or embedding.embedding_dim != 50:
             raise TrainingError(f"model {model_name!r}: GloVe vectors need an nn.Embedding `embedding` of size 50")
-        matrix, _ = glove_matrix(vocab, seed=seed)
+        matrix, _ = glove_matrix(vocab, seed=seed, vectors=vectors)
         with torch.no_grad():
             embedding.weight.copy_(matrix)
     elif pretrained not in (None, "none", "glove"):
