@@ -387,8 +387,9 @@ class Trainer:
                     break
         train_seconds = time.perf_counter() - started
         self.model.load_state_dict(best_state)
+        # the kept model's dev metrics were measured when it was kept (evaluation is deterministic): not run again
         metrics: dict[str, Any] = {
-            **_prefixed("dev", self.evaluate("dev")),
+            **_prefixed("dev", best if best is not None else self.evaluate("dev")),
             **_prefixed("test", self.evaluate("test")),
             "steps": step,
             "best_step": best_step,
