@@ -219,7 +219,7 @@ def test_tour_trains_sopa_and_writes_its_report(tour: tuple[TourContext, str]) -
     assert command is not None
     args = build_parser().parse_args(command.group(1).split())
     options = context.report_options()
-    assert options.patterns == 4 and args.fidelity_documents == options.fidelity_documents == 200
+    assert options.patterns == 4 and args.fidelity_documents == options.fidelity_documents == 100
     assert all(getattr(args, f.name) == getattr(options, f.name) for f in fields(options) if hasattr(args, f.name))
 
 

@@ -74,13 +74,13 @@ class TourContext:
     def report_options(self) -> ReportOptions:
         """The SoPa report's options: the defaults, or in a quick tour a page of 4 patterns with 3 phrases each, read
         in the dev split (872 documents instead of the train split's 6,920), 2 explained documents, the patterns
-        ranked on 100 dev documents and the hard patterns' fidelity measured on 200."""
+        ranked on 50 dev documents and the hard patterns' fidelity measured on 100."""
         from kleene.viz import ReportOptions
 
         if not self.quick:
             return ReportOptions()
         return ReportOptions(
-            patterns=4, phrases=3, documents=2, corpus="dev", importance_documents=100, fidelity_documents=200
+            patterns=4, phrases=3, documents=2, corpus="dev", importance_documents=50, fidelity_documents=100
         )
 
     def automaton(self, name: str) -> WFSA:
