@@ -7,10 +7,12 @@ import importlib
 import io
 import itertools
 import math
+import re
 import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import fields
 from pathlib import Path
 
 import graphviz
@@ -212,6 +214,13 @@ def test_tour_trains_sopa_and_writes_its_report(tour: tuple[TourContext, str]) -
     report = context.out / "sopa-report.html"
     assert report in context.files and "<svg" in report.read_text()
     assert "explain 'a gorgeous , witty , seductive movie'" in output
+    # the printed command line writes the same report: its flags parse into the quick tour's options
+    command = re.search(r"kleene (report \S+ -o \S+(?: --[a-z-]+ \S+)*)", " ".join(output.split()))
+    assert command is not None
+    args = build_parser().parse_args(command.group(1).split())
+    options = context.report_options()
+    assert options.patterns == 4 and args.fidelity_documents == options.fidelity_documents == 100
+    assert all(getattr(args, f.name) == getattr(options, f.name) for f in fields(options) if hasattr(args, f.name))
 
 
 @needs_dot

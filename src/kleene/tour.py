@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import graphviz
 import sympy
@@ -31,6 +31,9 @@ from kleene.automata.examples import (
     paper_recurrence_c,
     paper_recurrence_f,
 )
+
+if TYPE_CHECKING:
+    from kleene.viz import ReportOptions
 
 #: The sentence the tour scores.
 SENTENCE: tuple[str, ...] = ("the", "movie", "was", "great")
@@ -53,15 +56,32 @@ class TourContext:
     out: Path
     console: Console
     seed: int = 0
-    #: Fewer training steps and a smaller SoPa report (for tests): the sections run the same code on a smaller budget.
+    #: Fewer training steps, fewer verified sentences and a smaller SoPa report (for tests): the sections run the same
+    #: code on a smaller budget, set by the three methods below (the quick tour's sizes are theirs alone).
     quick: bool = False
     sentence: tuple[str, ...] = SENTENCE
     results: dict[str, Any] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
 
     def steps(self, full: int) -> int:
-        """A training budget: ``full`` steps, or a tenth of them in a quick tour."""
+        """A training budget: ``full`` steps, or a tenth of them (at least 50) in a quick tour."""
         return max(full // 10, 50) if self.quick else full
+
+    def sentences(self, full: int) -> int:
+        """How many sentences an extraction is verified on: ``full``, or 8 in a quick tour."""
+        return min(full, 8) if self.quick else full
+
+    def report_options(self) -> ReportOptions:
+        """The SoPa report's options: the defaults, or in a quick tour a page of 4 patterns with 3 phrases each, read
+        in the dev split (872 documents instead of the train split's 6,920), 2 explained documents, the patterns
+        ranked on 50 dev documents and the hard patterns' fidelity measured on 100."""
+        from kleene.viz import ReportOptions
+
+        if not self.quick:
+            return ReportOptions()
+        return ReportOptions(
+            patterns=4, phrases=3, documents=2, corpus="dev", importance_documents=50, fidelity_documents=100
+        )
 
     def automaton(self, name: str) -> WFSA:
         """One of the automata built by the first section."""
@@ -90,8 +110,8 @@ def run_tour(
 ) -> TourContext:
     """Run every section; return the context with the results and the files written under ``out``.
 
-    ``quick`` trains for a tenth of the steps (the accuracies are then near chance) and takes the SoPa report's
-    phrases from the dev split (872 documents instead of the train split's 6,920).
+    ``quick`` trains for a tenth of the steps (the accuracies are then near chance), verifies the extracted automata
+    on fewer sentences and writes a smaller SoPa report (``TourContext.steps``, ``sentences``, ``report_options``).
     """
     context = TourContext(Path(out), console or Console(highlight=False), seed, quick)
     context.out.mkdir(parents=True, exist_ok=True)
@@ -392,9 +412,9 @@ def compiled_module(context: TourContext) -> None:
         dtype=torch.float64,
     )
     lengths = torch.randint(1, steps + 1, (batch,))
-    with torch.no_grad():
-        out, _ = module(slots, lengths)
-        expected, _ = reference(slots, lengths)
+    # with autograd on (the constants are parameters): this call builds the float64 forward and backward in one
+    # library, which the timing below reuses (a forward alone would be a second library, float32 a third)
+    out, expected = module(slots, lengths)[0].detach(), reference(slots, lengths)[0].detach()
     error = float((out - expected).abs().max())
     _say(context, f"template slots {template.slots}, constants {template.constants}; backend: {module.backend}")
     _say(context, f"kernel vs torch reference on ({batch}, {steps}, {dim}), float64: max |difference| {error:.1e}")
@@ -411,9 +431,9 @@ def compiled_module(context: TourContext) -> None:
     _say(context, f"WFSA.score of sequence 0, unit 0: {forward:.6f}; the module's output: {produced:.6f}")
     for name, m in (("generated kernel", module), ("torch reference", reference)):
         start = time.perf_counter()
-        y, _ = m(slots.detach().float().requires_grad_(True), lengths)
+        y, _ = m(slots.detach().requires_grad_(True), lengths)
         y.sum().backward()
-        _say(context, f"forward+backward, float32, {name}: {1000 * (time.perf_counter() - start):.1f} ms")
+        _say(context, f"forward+backward, float64, {name}: {1000 * (time.perf_counter() - start):.1f} ms")
     context.results["compiled"] = {"max_error": error, "forward": forward, "module": produced}
 
 
@@ -441,7 +461,7 @@ def train_and_extract(context: TourContext) -> None:
         f"after {metrics['steps']} steps ({metrics['train_tokens_per_s']:,.0f} tokens/s)",
     )
     _say(context, "kleene extract: one WFSA per hidden unit over the vocabulary, checked against the layer's states")
-    extracted = extract_checkpoint(checkpoint, sentences=50).extraction
+    extracted = extract_checkpoint(checkpoint, sentences=context.sentences(50)).extraction
     _say(context, f"{extracted.model}: {_extraction_line(extracted)}")
     context.results["trained"] = {"metrics": metrics, "extraction": extracted.summary()}
 
@@ -454,7 +474,7 @@ def sopa_report(context: TourContext) -> None:
     from kleene.extract.checkpoint import extract_checkpoint
     from kleene.nn import load_checkpoint
     from kleene.nn.training import TrainConfig, train
-    from kleene.viz import ReportOptions, explain, hard_patterns, write_report
+    from kleene.viz import explain, hard_patterns, write_report
 
     checkpoint = context.out / "sopa-sst2"
     steps = context.steps(400)
@@ -463,7 +483,7 @@ def sopa_report(context: TourContext) -> None:
     metrics = result.metrics
     _say(context, f"dev accuracy {metrics['dev_accuracy']:.3f}, test accuracy {metrics['test_accuracy']:.3f}")
     _say(context, "kleene extract: one WFSA per pattern scoring whole documents, checked against the model")
-    extracted = extract_checkpoint(checkpoint, sentences=30).extraction
+    extracted = extract_checkpoint(checkpoint, sentences=context.sentences(30)).extraction
     _say(context, f"{extracted.model}: {_extraction_line(extracted)}")
     loaded = load_checkpoint(checkpoint)
     assert loaded.vocab is not None  # a classifier's checkpoint keeps its vocabulary
@@ -481,10 +501,8 @@ def sopa_report(context: TourContext) -> None:
         described = hard[contribution.pattern].describe()
         _say(context, f"  pattern {contribution.pattern}, hard (frequent words): {described}")
     report = context.out / "sopa-report.html"
-    # a quick tour reads the phrases in the dev split (872 documents instead of the train split's 6,920)
-    options = ReportOptions(corpus="dev") if context.quick else ReportOptions()
-    corpus = f" --corpus {options.corpus}" if context.quick else ""
-    _say(context, f"kleene report {checkpoint} -o {report}{corpus}")
+    options = context.report_options()
+    _say(context, f"kleene report {checkpoint} -o {report}{_report_flags(options)}")
     write_report(report, loaded, source=checkpoint, options=options)
     context.files.append(report)
     context.results["sopa"] = {
@@ -492,6 +510,17 @@ def sopa_report(context: TourContext) -> None:
         "extraction": extracted.summary(),
         "explanation": explanation,
     }
+
+
+def _report_flags(options: ReportOptions) -> str:
+    """The ``kleene report`` flags that set ``options`` where they differ from the defaults: ``--field-name VALUE``
+    per field, ``--no-field-name`` for a switch turned off."""
+    flags = []
+    for option in fields(options):
+        value, flag = getattr(options, option.name), option.name.replace("_", "-")
+        if value != option.default:
+            flags.append(f" --no-{flag}" if value is False else f" --{flag} {value}")
+    return "".join(flags)
 
 
 @section("A character language model: RRNN(F) on tiny-shakespeare, then generating")
@@ -577,7 +606,7 @@ def layer_in_a_semiring(context: TourContext) -> None:
     config = TrainConfig(max_steps=steps, seed=context.seed, progress=False)
     result = train("rrnn-f", "sst2", config=config, out_dir=checkpoint, model_kwargs=settings)
     _say(context, f"dev accuracy {result.metrics['dev_accuracy']:.3f} after {result.metrics['steps']} steps")
-    extracted = extract_checkpoint(checkpoint, sentences=20).extraction
+    extracted = extract_checkpoint(checkpoint, sentences=context.sentences(20)).extraction
     _say(context, f"{extracted.model} over {extracted.semiring.name}: {_extraction_line(extracted)}")
     _say(context, "every layer × semiring pair: docs/layer-semirings.md (python examples/layer_semirings.py)")
     context.results["semiring_layer"] = {"metrics": result.metrics, "extraction": extracted.summary()}

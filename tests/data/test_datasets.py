@@ -6,6 +6,7 @@ import gzip
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -117,6 +118,31 @@ def test_glove_subset():
     assert coverage == pytest.approx(16114 / 17573)  # the GloVe README's SST-2 type coverage
     assert not matrix[vocab.pad_id].any()
     torch.testing.assert_close(matrix[2:].norm(dim=1), torch.ones(len(vocab) - 2))
+    # vectors read once for more words than the vocabulary (as `prepare` does) give the same matrices
+    more = load_glove(set(vocab.tokens) | {"giraffe", "kilowatt"})  # two words SST-2 lacks
+    assert len(more) == sum(token in more for token in vocab.tokens) + 2
+    for normalize in (True, False):
+        read, _ = glove_matrix(vocab, normalize=normalize)
+        given, given_coverage = glove_matrix(vocab, normalize=normalize, vectors=more)
+        assert torch.equal(read, given) and given_coverage == coverage
+
+
+def test_glove_reader_keeps_the_last_of_a_repeated_word_and_names_a_malformed_line(tmp_path: Path) -> None:
+    from kleene.data.embeddings import _read_glove
+
+    def read(text: str) -> tuple[dict[str, int], np.ndarray]:
+        path = tmp_path / f"glove{len(text)}.txt.gz"
+        path.write_bytes(gzip.compress(text.encode()))
+        return _read_glove(str(path), path.stat().st_mtime_ns, path.stat().st_size)
+
+    halves, ones = " ".join(["0.5"] * 50), " ".join(["1"] * 50)
+    rows, matrix = read(f"a {halves}\nb {halves}\na {ones}\n")
+    assert rows == {"a": 2, "b": 1} and list(rows) == ["a", "b"]  # the first place, the last vector
+    assert matrix.shape == (3, 50) and matrix[2].tolist() == [1.0] * 50 and not matrix.flags.writeable
+    with pytest.raises(FormatError, match=r"line 2: expected 50 values, got 2"):
+        read(f"a {halves}\nb 1 2\n")
+    with pytest.raises(FormatError, match=r"line 3: expected 50 numbers, got 'x 0.5"):
+        read(f"a {halves}\nb {halves}\nc {halves.replace('0.5', 'x', 1)}\n")
 
 
 # -- data-root datasets ---------------------------------------------------------------------------------------------

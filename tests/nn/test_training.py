@@ -134,6 +134,11 @@ def test_cnn_loss_falls_on_sst2(tmp_path):
     assert result.metrics["dev_accuracy"] > 0.6 and result.metrics["test_accuracy"] > 0.6
     assert result.metrics["train_seconds"] < 60
     assert load_checkpoint(tmp_path).metrics["test_accuracy"] == result.metrics["test_accuracy"]
+    # the dev metrics recorded (those measured when the kept model was kept) are the kept model's, exactly
+    kept = next(point for point in result.curve if point["step"] == result.metrics["best_step"])
+    again = trainer.evaluate("dev")
+    assert again == {"loss": result.metrics["dev_loss"], "accuracy": result.metrics["dev_accuracy"]}
+    assert (kept["dev_loss"], kept["dev_accuracy"]) == (again["loss"], again["accuracy"])
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from kleene.viz.report import ReportError, ReportOptions, build_report
 
 PATTERNS = 4
 DOCUMENTS = 3
+FIDELITY_DOCUMENTS = 150
 
 
 @pytest.fixture(autouse=True)
@@ -53,12 +54,14 @@ class Report:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     """A SoPa trained for 12 steps and its report (4 patterns, 3 documents; the phrases from the dev split, 872
-    documents, through ``--corpus``: the train split's 6,920 took half the report's time and test nothing more)."""
+    documents, through ``--corpus``: the train split's 6,920 took half the report's time and test nothing more;
+    the patterns ranked on 100 dev documents and the hard patterns' fidelity measured on 150)."""
     root = tmp_path_factory.mktemp("report")
     checkpoint = train(root / "sopa", "sopa", 'patterns="3-3_4-3_5-2"', "mlp_hidden=8")
     page = root / "report.html"
     command = ["report", str(checkpoint), "-o", str(page), "--patterns", str(PATTERNS)]
     command += ["--documents", str(DOCUMENTS), "--corpus", "dev", "--no-progress", "--threads", "1"]
+    command += ["--importance-documents", "100", "--fidelity-documents", str(FIDELITY_DOCUMENTS)]
     assert main(command) == 0
     return Report(checkpoint, page, page.read_text(encoding="utf-8"))
 
@@ -123,6 +126,7 @@ def test_report_is_self_contained_and_complete(report: Report) -> None:
     check_elements(text)
     assert "max-times" in text and "3 × length 3, 3 × length 4, 2 × length 5 (8 patterns)" in text
     assert "sst2" in text and "dev accuracy" in text
+    assert f"share of the {FIDELITY_DOCUMENTS} dev documents" in text  # --fidelity-documents
 
 
 @pytest.mark.slow
@@ -198,6 +202,8 @@ def test_report_errors(report: Report, tmp_path: Path, capsys: pytest.CaptureFix
         ReportOptions(hard_threshold=1.5)
     with pytest.raises(ReportError, match="phrases"):
         ReportOptions(phrases=0)
+    with pytest.raises(ReportError, match="fidelity_documents must be at least 1 or None, got 0"):
+        ReportOptions(fidelity_documents=0)
     loaded = load_checkpoint(checkpoint)
     loaded.vocab = None
     with pytest.raises(ReportError, match="no vocabulary"):

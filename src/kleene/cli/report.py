@@ -36,6 +36,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--phrases", type=int, default=5, help="top phrases per pattern")
     parser.add_argument("--words", type=int, default=3, help="best words per arc in the diagrams")
     parser.add_argument(
+        "--importance-documents", type=int, default=300, help="dev documents the patterns are ranked on (at most)"
+    )
+    parser.add_argument(
+        "--fidelity-documents", type=int, help="dev documents the hard patterns' fidelity is measured on (default: all)"
+    )
+    parser.add_argument(
         "--hard-threshold",
         type=float,
         default=0.7,
@@ -82,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         documents=args.documents,
         phrases=args.phrases,
         words=args.words,
+        importance_documents=args.importance_documents,
+        fidelity_documents=args.fidelity_documents,
         corpus=args.corpus,
         hard_threshold=args.hard_threshold,
         progress=not args.no_progress,

@@ -19,7 +19,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--out", type=Path, default=Path("out/tour"), help="where to write files (default: %(default)s)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (default: %(default)s)")
-    parser.add_argument("--quick", action="store_true", help="train for a tenth of the steps (a smoke run)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="train for a tenth of the steps, verify on fewer sentences, write a smaller report (a smoke run)",
+    )
     parser.set_defaults(handler=run)
 
 

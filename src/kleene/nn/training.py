@@ -230,6 +230,7 @@ class Trainer:
         if self.is_classifier:
             _check_label_ids(data, model_kwargs.get("num_classes"), model_name)  # type: ignore[arg-type]
         self._ids: dict[str, list[int]] = {}
+        self._evaluation_batches: dict[str, list[Batch]] = {}  # unshuffled and unsharded: built once per split
         self._optimizer: torch.optim.Optimizer | None = None
         self.network: nn.Module = model
         if self.world_size > 1:
@@ -246,7 +247,15 @@ class Trainer:
 
     # -- data ----------------------------------------------------------------------------------------------------------
     def batches(self, split: str, *, epoch: int = 0, shard: bool = False) -> list[Batch]:
-        """The batches of ``split``; training batches are shuffled per epoch and, with ``shard``, this rank's share."""
+        """The batches of ``split``; training batches are shuffled per epoch and, with ``shard``, this rank's share.
+        The other splits' batches are built once (the same list each call)."""
+        if split != "train" and not shard:
+            if split not in self._evaluation_batches:
+                self._evaluation_batches[split] = self._batches(split, epoch=0, shard=False)
+            return self._evaluation_batches[split]
+        return self._batches(split, epoch=epoch, shard=shard)
+
+    def _batches(self, split: str, *, epoch: int, shard: bool) -> list[Batch]:
         rank, world = (self.rank, self.world_size) if shard else (0, 1)
         if isinstance(self.data, ClassificationData):
             batcher = partial(classification_batches, self.data.split(split), self.vocab, self.config.batch_size)
@@ -301,11 +310,12 @@ class Trainer:
         return logits, [state.detach() for state in new_states]
 
     # -- training ------------------------------------------------------------------------------------------------------
-    def _steps(self) -> Iterator[tuple[int, Batch]]:
-        """(epoch, batch) pairs over all epochs: this rank's share of each epoch's shuffled batches."""
+    def _steps(self, first: list[Batch]) -> Iterator[tuple[int, Batch]]:
+        """(epoch, batch) pairs over all epochs: this rank's share of each epoch's shuffled batches (``first``: those
+        of epoch 0, built already)."""
         epochs = range(self.config.epochs) if self.config.epochs is not None else itertools.count()
         for epoch in epochs:
-            for batch in self.batches("train", epoch=epoch, shard=True):
+            for batch in first if epoch == 0 else self.batches("train", epoch=epoch, shard=True):
                 yield epoch, batch
 
     def fit(self, out_dir: str | Path | None = None, *, overwrite: bool = True) -> TrainResult:
@@ -319,7 +329,8 @@ class Trainer:
         config = self.config
         if out_dir is not None and self.rank == 0:
             check_checkpoint_target(out_dir, overwrite=overwrite)
-        steps_per_epoch = len(self.batches("train", shard=True))
+        first_epoch = self.batches("train", epoch=0, shard=True)
+        steps_per_epoch = len(first_epoch)
         if steps_per_epoch == 0:
             raise TrainingError(f"data set {self.data.name!r}: no training batches on rank {self.rank}")
         eval_every = config.eval_every or steps_per_epoch
@@ -350,7 +361,7 @@ class Trainer:
         with _progress(config.progress and self.rank == 0, total, self.model_name, self.data.name) as update:
             self.model.train()
             states, state_epoch = None, -1
-            for epoch, batch in self._steps():
+            for epoch, batch in self._steps(first_epoch):
                 if epoch != state_epoch:  # each epoch reads the stream from its start
                     states, state_epoch = None, epoch
                 batch = batch.to(self.device)
@@ -387,8 +398,9 @@ class Trainer:
                     break
         train_seconds = time.perf_counter() - started
         self.model.load_state_dict(best_state)
+        # the kept model's dev metrics were measured when it was kept (evaluation is deterministic): not run again
         metrics: dict[str, Any] = {
-            **_prefixed("dev", self.evaluate("dev")),
+            **_prefixed("dev", best if best is not None else self.evaluate("dev")),
             **_prefixed("test", self.evaluate("test")),
             "steps": step,
             "best_step": best_step,
@@ -534,13 +546,15 @@ def prepare(
             data.name, [data.train[i] for i in sorted(chosen)], data.dev, data.test, data.num_classes, data.labels
         )
     kwargs = dict(model_kwargs or {})
+    vectors: dict[str, torch.Tensor] | None = None
     if isinstance(data, ClassificationData):
         train_tokens = [token for example in data.train for token in example.tokens]
         extra: list[str] = []
-        if pretrained == "glove":
+        if pretrained == "glove":  # one read of the file: the dev/test words it knows, and every row's vector
+            seen = set(train_tokens)
             other = {token for split in (data.dev, data.test) for example in split for token in example.tokens}
-            known = load_glove(other - set(train_tokens))
-            extra = sorted(known)
+            vectors = load_glove(seen | other)
+            extra = sorted(word for word in vectors if word not in seen)
         vocab = Vocabulary.build([train_tokens, extra])
         kwargs.setdefault("num_classes", data.num_classes)
     else:
@@ -555,7 +569,7 @@ def prepare(
         embedding = getattr(model, "embedding", None)
         if not isinstance(embedding, nn.Embedding) or embedding.embedding_dim != 50:
             raise TrainingError(f"model {model_name!r}: GloVe vectors need an nn.Embedding `embedding` of size 50")
-        matrix, _ = glove_matrix(vocab, seed=seed)
+        matrix, _ = glove_matrix(vocab, seed=seed, vectors=vectors)
         with torch.no_grad():
             embedding.weight.copy_(matrix)
     elif pretrained not in (None, "none", "glove"):

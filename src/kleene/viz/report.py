@@ -77,11 +77,11 @@ class ReportOptions:
     ``patterns`` patterns (the most important ones), each with its ``phrases`` best phrases in the ``corpus`` split
     (SoPa ranks training phrases) and its diagram's ``words`` best words per arc, taken among the corpus words seen at
     least ``min_count`` times; ``documents`` explained dev documents of 6 to 40 tokens, classes taken in turn;
-    pattern importance is measured on at most ``importance_documents`` dev documents and hard fidelity on the whole
-    dev split. Hard patterns are shown at ``hard_threshold`` and their fidelity compared at ``HARD_THRESHOLDS`` too:
-    with the sigmoid encoder a word passes an arc when its weight (a probability) reaches the threshold; with the
-    identity encoder, whose scores are unbounded, when it reaches the threshold times the arc's best weight
-    (``hard_patterns(relative=True)``).
+    pattern importance is measured on at most ``importance_documents`` dev documents and hard fidelity on at most
+    ``fidelity_documents`` (None: the whole dev split). Hard patterns are shown at ``hard_threshold`` and their
+    fidelity compared at ``HARD_THRESHOLDS`` too: with the sigmoid encoder a word passes an arc when its weight (a
+    probability) reaches the threshold; with the identity encoder, whose scores are unbounded, when it reaches the
+    threshold times the arc's best weight (``hard_patterns(relative=True)``).
     """
 
     patterns: int = 20
@@ -91,6 +91,7 @@ class ReportOptions:
     corpus: str = "train"
     min_count: int = 2
     importance_documents: int = 300
+    fidelity_documents: int | None = None
     hard_threshold: float = 0.7
     progress: bool = True
 
@@ -99,6 +100,10 @@ class ReportOptions:
         for name, bound in least.items():
             if getattr(self, name) < bound:
                 raise ReportError(f"report option {name} must be at least {bound}, got {getattr(self, name)}")
+        if self.fidelity_documents is not None and self.fidelity_documents < 1:
+            raise ReportError(
+                f"report option fidelity_documents must be at least 1 or None, got {self.fidelity_documents}"
+            )
         if not 0 < self.hard_threshold <= 1:
             raise ReportError(f"report option hard_threshold must be in (0, 1], got {self.hard_threshold}")
         if self.corpus not in ("train", "dev", "test"):
@@ -289,11 +294,13 @@ def _add_pattern_sections(
     phrases = top_phrases(model, vocab, documents, k=options.phrases, patterns=shown, progress=options.progress)
 
     thresholds = sorted({*HARD_THRESHOLDS, options.hard_threshold})
-    say(f"hard patterns at thresholds {', '.join(map(str, thresholds))}; their fidelity on {len(dev)} dev documents")
+    checked = dev[: options.fidelity_documents]
+    listed = ", ".join(map(str, thresholds))
+    say(f"hard patterns at thresholds {listed}; their fidelity on {len(checked)} dev documents")
     candidates = words + ([START_TOKEN, END_TOKEN] if model.boundary else [])
     relative = model.patterns.encoder == "identity"
     hard = {t: hard_patterns(model, vocab, t, words=candidates, relative=relative) for t in thresholds}
-    dev_tokens, dev_labels = [e.tokens for e in dev], [e.label for e in dev]
+    dev_tokens, dev_labels = [e.tokens for e in checked], [e.label for e in checked]
     fidelity = {t: hard_fidelity(model, vocab, hard[t], dev_tokens, dev_labels) for t in thresholds}
     hard_shown = {h.pattern: h for h in hard[options.hard_threshold] if h.pattern in shown}
 
