@@ -231,7 +231,9 @@ def test_report_in_other_semirings_and_modes(semiring: str, mode: str, shared: s
         shared_self_loops=shared,  # type: ignore[arg-type]
     )
     checkpoint = Checkpoint(model.eval(), vocab, {"model": "sopa", "metadata": {"data": "sst2"}})
-    options = ReportOptions(patterns=2, documents=1, corpus="dev", importance_documents=40, progress=False)
+    options = ReportOptions(
+        patterns=2, documents=1, corpus="dev", importance_documents=40, fidelity_documents=100, progress=False
+    )
     text = build_report(checkpoint, options=options)
     page = Elements(text)
     assert len(page.with_class("pattern")) == 2 and len(page.with_class("explanation")) == 1
