@@ -73,18 +73,25 @@ def test_score_computes_the_closure_once_for_many_strings(monkeypatch: pytest.Mo
                                        rel=1e-12)
 
 
-def test_the_closure_does_not_depend_on_env_unless_an_epsilon_weight_is_symbolic(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Symbolic weights on symbol arcs: one closure for every env. A symbolic epsilon weight: the closure of each
-    call's env (nothing cached), so a new env gives its own score."""
+def symbolic_over(symbols: str) -> WFSA:
+    """q0 -x/mu-> q1 for each of ``symbols`` (a symbolic weight), q1 -ε/0.5-> q0; alphabet {a, b}."""
     (mu,) = weight_functions("mu")
     a = WFSA("real", alphabet=["a", "b"])
     a.add_states("q0", "q1")
     a.set_initial(0)
     a.set_final(1)
-    a.add_arc(0, 1, "a", mu)
+    for x in symbols:
+        a.add_arc(0, 1, x, mu)
     a.add_arc(1, 0, EPSILON, 0.5)
+    return a
+
+
+def test_the_closure_does_not_depend_on_env_unless_an_epsilon_weight_is_symbolic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Symbolic weights on symbol arcs: one closure for every env. A symbolic epsilon weight: the closure of each
+    call's env (nothing cached), so a new env gives its own score."""
+    a = symbolic_over("a")
     calls = counted(monkeypatch)
     for k in range(1, 5):
         env = {"mu": {"a": 0.1 * k, "b": 0.0}}
@@ -178,6 +185,19 @@ def test_divergence_off_the_strings_paths_with_the_cache_warm(monkeypatch: pytes
     assert len(calls) == 2 + 3 * 3 + 1
 
 
+def matrices_built(monkeypatch: pytest.MonkeyPatch) -> list[Hashable]:
+    """The symbols whose transition matrix ``WFSA.transition_matrix`` builds from now on (one entry per build)."""
+    built: list[Hashable] = []
+    original = WFSA.transition_matrix
+
+    def counting(self: WFSA, symbol: Hashable | None, env: Any = None) -> Any:
+        built.append(symbol)
+        return original(self, symbol, env)
+
+    monkeypatch.setattr(WFSA, "transition_matrix", counting)
+    return built
+
+
 def test_constant_weights_build_each_symbols_matrix_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The matrices of the first ``SHARED_MATRICES`` symbols are the automaton's (built once for every string); the
     symbols read after them are built per call, and every score stays the oracle's."""
@@ -189,14 +209,7 @@ def test_constant_weights_build_each_symbols_matrix_once(monkeypatch: pytest.Mon
         a.add_arc(0, 1, x, 0.1 * (k + 1))
         a.add_arc(1, 1, x, 0.5)
     a.add_arc(1, 0, EPSILON, 0.25)
-    built: list[Hashable] = []
-    original = WFSA.transition_matrix
-
-    def counting(self: WFSA, symbol: Hashable | None, env: Any = None) -> Any:
-        built.append(symbol)
-        return original(self, symbol, env)
-
-    monkeypatch.setattr(WFSA, "transition_matrix", counting)
+    built = matrices_built(monkeypatch)
     monkeypatch.setattr(algorithms, "SHARED_MATRICES", 2)
     words = [list(w) for w in product("abcde", repeat=2)]
     for _ in range(2):
@@ -208,22 +221,8 @@ def test_constant_weights_build_each_symbols_matrix_once(monkeypatch: pytest.Mon
 def test_a_symbolic_batch_evaluates_each_symbols_matrix_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Symbolic weights: ``score_batch`` evaluates each symbol's matrix in ``env`` once for the batch (``score``
     once per call), and scores as ``score`` does."""
-    (mu,) = weight_functions("mu")
-    a = WFSA("real", alphabet=["a", "b"])
-    a.add_states("q0", "q1")
-    a.set_initial(0)
-    a.set_final(1)
-    a.add_arc(0, 1, "a", mu)
-    a.add_arc(0, 1, "b", mu)
-    a.add_arc(1, 0, EPSILON, 0.5)
-    built: list[Hashable] = []
-    original = WFSA.transition_matrix
-
-    def counting(self: WFSA, symbol: Hashable | None, env: Any = None) -> Any:
-        built.append(symbol)
-        return original(self, symbol, env)
-
-    monkeypatch.setattr(WFSA, "transition_matrix", counting)
+    a = symbolic_over("ab")
+    built = matrices_built(monkeypatch)
     for k in range(1, 3):
         env = {"mu": {"a": 0.1 * k, "b": 0.3}}
         built.clear()
