@@ -59,6 +59,15 @@ def bank_runs_on(backend: str, device: torch.device) -> bool:
     return False
 
 
+def bank_backend(recurrences: Sequence[CompiledRecurrence]) -> str | None:
+    """The backend every one of ``recurrences`` runs on when it is one a bank runs on (cpp, triton, cuda), else None
+    (no recurrences, several backends, or another one)."""
+    from kleene.compile.runtime.bank import BANK_BACKENDS
+
+    backends = {r.backend for r in recurrences}
+    return backends.pop() if len(backends) == 1 and backends <= set(BANK_BACKENDS) else None
+
+
 class CompiledBank:
     """One kernel running ``recurrences`` (``CompiledRecurrence``s with ``output="sum"``, all on one of the backends
     cpp, triton and cuda) side by side over the same sequences; ``align``: the lane alignment of its blocks
@@ -75,14 +84,14 @@ class CompiledBank:
     def __init__(self, recurrences: Sequence[CompiledRecurrence], align: int | None = None):
         from kleene.compile.runtime.bank import BANK_BACKENDS, bank_runner
 
-        backends = sorted({r.backend for r in recurrences})
-        if len(backends) > 1 or (backends and backends[0] not in BANK_BACKENDS):
-            raise CompileError(
-                f"a bank runs recurrences of one backend among {BANK_BACKENDS}; got {', '.join(backends)}"
-            )
+        backend = bank_backend(recurrences)
+        if recurrences and backend is None:
+            backends = ", ".join(sorted({r.backend for r in recurrences}))
+            raise CompileError(f"a bank runs recurrences of one backend among {BANK_BACKENDS}; got {backends}")
         self.layout = BankLayout.of([r.plan for r in recurrences], [r.dim for r in recurrences], align)
+        assert backend is not None  # BankLayout.of refuses no recurrences
         #: where the bank's kernel runs: its recurrences' backend
-        self.backend = backends[0]
+        self.backend = backend
         self._run = bank_runner(self.layout, self.backend)
         widths, counts = self.layout.widths, self.layout.counts
         lanes = [torch.arange(c) + o for c, o in zip(counts, self.layout.lane_offsets)]

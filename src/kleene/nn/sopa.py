@@ -52,9 +52,8 @@ from torch.nn.utils import parametrize
 from kleene.automata.semiring import SEMIRINGS as ALL_SEMIRINGS
 from kleene.automata.semiring import Semiring, get_semiring
 from kleene.compile import CompiledRecurrence, Factor, Template, TemplateArc, compile, sopa_pattern
-from kleene.compile.bank import CompiledBank, bank_runs_on, prebuild
+from kleene.compile.bank import CompiledBank, bank_backend, bank_runs_on, prebuild
 from kleene.compile.module import kernel_dtype
-from kleene.compile.runtime.bank import BANK_BACKENDS
 from kleene.compile.runtime.cpu import DTYPE_SUFFIXES
 from kleene.compile.runtime.op import onnx_exporting
 from kleene.compile.template import OutputMode
@@ -785,9 +784,7 @@ class SoftPatterns(nn.Module):
         """The one-call kernel's bank of the groups when they all run on one bank backend (cpp, triton, cuda),
         else None."""
         recurrences = [group.recurrence for group in self._groups()]
-        if len({r.backend for r in recurrences}) != 1 or recurrences[0].backend not in BANK_BACKENDS:
-            return None
-        return CompiledBank(recurrences)
+        return None if bank_backend(recurrences) is None else CompiledBank(recurrences)
 
     def runs_one_call(self, like: Tensor) -> bool:
         """Whether a forward on inputs like ``like`` (its device and dtype) runs the whole bank as one kernel call
