@@ -1,5 +1,6 @@
 """Run under ``torchrun --nproc_per_node 2``: train every registered model a few steps with DistributedDataParallel
-(gloo) on a tiny synthetic data set and check that every parameter is identical on both ranks and has moved.
+(gloo) on a tiny synthetic data set and check that each rank trains on its own shard (the ranks' first batches
+differ) and that every parameter is identical on both ranks and has moved.
 
 Prints one line ``ok MODEL`` per model on rank 0; any failure raises (a non-zero exit of torchrun).
 Used by tests/nn/test_ddp.py; not collected by pytest itself.
@@ -50,7 +51,8 @@ def main() -> None:
     classification = ClassificationData(
         "toy", synthetic(words, 32, 1), synthetic(words, 8, 2), synthetic(words, 8, 3), num_classes=2
     )
-    stream = [random.Random(4).choice(words) for _ in range(200)]
+    rng = random.Random(4)
+    stream = [rng.choice(words) for _ in range(200)]
     language = LanguageModelData("toy-lm", stream, stream[:60], stream[:60], level="word")
     vocab = Vocabulary.build([words])
     names = sys.argv[1:] or registered_models()
@@ -72,7 +74,13 @@ def main() -> None:
         initial = {key: value.detach().clone() for key, value in model.named_parameters()}
         config = TrainConfig(epochs=2, max_steps=4, batch_size=4, window=8, progress=False, eval_every=2)
         data = language if lm else classification
-        Trainer(model, data, vocab, config, model_name=name, model_kwargs=kwargs).fit()
+        trainer = Trainer(model, data, vocab, config, model_name=name, model_kwargs=kwargs)
+        first = trainer.batches("train", shard=True)[0].tokens.tolist()
+        firsts: list[object] = [None] * world
+        dist.all_gather_object(firsts, first)
+        if any(other == firsts[0] for other in firsts[1:]):
+            raise AssertionError(f"{name}: two ranks start on the same batch; each must train on its own shard")
+        trainer.fit()
         moved = False
         for key, value in model.named_parameters():
             assert value.grad is None or value.requires_grad, key

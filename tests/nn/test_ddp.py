@@ -1,4 +1,5 @@
-"""DistributedDataParallel: every registered model trains on 2 processes (gloo) and its parameters stay identical.
+"""DistributedDataParallel: every registered model trains on 2 processes (gloo), each on its own shard of the
+batches, and its parameters stay identical.
 
 Issue 12: several layers held an empty ``(0, dim)`` constants parameter that never gets a gradient, and DDP stopped
 at step 2. One torchrun runs tests/nn/ddp_train_all.py, which loops over the registered models (tiny sizes, 4 steps).

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import pickle
-import socket
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from kleene.data import ClassificationData, Example, Vocabulary
@@ -198,45 +194,6 @@ def test_task_mismatch_raises():
         TrainingError, match="'lstm-lm' is a language_model model but data set 'sst2' needs classification"
     ):
         train("lstm-lm", "sst2", config=TrainConfig(max_steps=1, progress=False), pretrained=None)
-
-
-# -- distributed --------------------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ddp_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
-    os.environ.update(
-        {"RANK": str(rank), "WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-    )
-    torch.set_num_threads(1)
-    config = TrainConfig(epochs=1, max_steps=4, batch_size=16, progress=False, seed=3)
-    model, data, vocab, kwargs = prepare("cnn", "sst2", model_kwargs={"channels": 8}, pretrained=None, seed=3)
-    initial = {key: value.clone() for key, value in model.state_dict().items()}
-    trainer = Trainer(model, data, vocab, config, model_name="cnn", model_kwargs=kwargs)
-    first_batch = trainer.batches("train", shard=True)[0].tokens
-    trainer.fit()
-    state = {f"final.{key}": value.contiguous() for key, value in model.state_dict().items()}
-    state.update({f"initial.{key}": value.contiguous() for key, value in initial.items()})
-    save_file({**state, "first_batch": first_batch}, os.path.join(out_dir, f"rank{rank}.safetensors"))
-    torch.distributed.destroy_process_group()
-
-
-@pytest.mark.slow
-def test_distributed_ranks_keep_identical_parameters(tmp_path):
-    mp.start_processes(_ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True, start_method="spawn")
-    ranks = [load_file(tmp_path / f"rank{rank}.safetensors") for rank in (0, 1)]
-    assert not torch.equal(ranks[0]["first_batch"], ranks[1]["first_batch"])  # each rank trained on its own shard
-    finals = [key for key in ranks[0] if key.startswith("final.")]
-    assert finals
-    for key in finals:
-        assert torch.equal(ranks[0][key], ranks[1][key]), key  # DDP averaged the gradients
-    changed = [key for key in finals if not torch.equal(ranks[0][key], ranks[0][key.replace("final.", "initial.")])]
-    assert "final.convolution.weight" in changed
 
 
 def test_lstm_language_model_refuses_tied_weights_of_two_sizes():
