@@ -1,5 +1,6 @@
 """Every registry model under torch.export, torch.compile and ONNX (onnxruntime), against eager PyTorch on shapes
-the export never saw (other batch sizes and lengths, ragged); TorchScript is refused with one clear error."""
+the export never saw (other batch sizes and lengths, ragged; for the exports also empty batches and empty texts);
+TorchScript is refused with one clear error."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from torch._dynamo.utils import counters
 
 from kleene.errors import DeployError
 from kleene.nn.deploy import export_onnx, export_program
-from tests.deploy.zoo import UNSEEN, WORDS, assert_close, batch, model_names, small_model
+from tests.deploy.zoo import EMPTY, UNSEEN, WORDS, assert_close, batch, empty_batch, model_names, small_model
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -22,8 +23,8 @@ ort = pytest.importorskip("onnxruntime")
 def test_torch_export_matches_eager_on_unseen_shapes(name: str) -> None:
     model = small_model(name)
     program = export_program(model).module()
-    for size, steps, seed in UNSEEN:
-        tokens, lengths = batch(size, steps, seed)
+    inputs = [batch(*shape) for shape in UNSEEN] + [empty_batch(*shape) for shape in EMPTY]
+    for tokens, lengths in inputs:
         with torch.no_grad():
             assert_close(program(tokens, lengths), model(tokens, lengths), 1e-6)
 
@@ -88,8 +89,8 @@ def test_onnx_matches_eager_on_unseen_shapes(name: str, tmp_path: Path) -> None:
     path = export_onnx(model, tmp_path / f"{name}.onnx")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["tokens", "lengths"]
-    for size, steps, seed in UNSEEN:
-        tokens, lengths = batch(size, steps, seed)
+    inputs = [batch(*shape) for shape in UNSEEN] + [empty_batch(*shape) for shape in EMPTY]
+    for tokens, lengths in inputs:
         (logits,) = session.run(None, {"tokens": tokens.numpy(), "lengths": lengths.numpy()})
         with torch.no_grad():
             assert_close(torch.from_numpy(np.asarray(logits)), model(tokens, lengths), 1e-5)

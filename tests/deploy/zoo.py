@@ -63,12 +63,27 @@ def batch(size: int, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]
 
 #: Shapes no export saw (its example is (2, 8)): larger and smaller batches and lengths, ragged.
 UNSEEN = [(5, 11, 1), (1, 3, 2), (3, 1, 3)]
+#: Empty batches and empty texts, (size, steps): no text, texts of no token (T = 0), and a ragged batch whose last
+#: text is empty.
+EMPTY = [(0, 5), (4, 0), (0, 0), (4, 6)]
+
+
+def empty_batch(size: int, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of ``EMPTY``: ``batch(size, steps, 0)`` with its last text emptied when it has texts and steps, else
+    (size, steps) zeros with lengths 0."""
+    if not (size and steps):
+        return torch.zeros((size, steps), dtype=torch.long), torch.zeros(size, dtype=torch.long)
+    tokens, lengths = batch(size, steps, 0)
+    tokens[-1], lengths[-1] = 0, 0
+    return tokens, lengths
 
 
 def assert_close(got: torch.Tensor, want: torch.Tensor, rtol: float) -> None:
     """``got`` equals ``want`` to ``rtol`` relative to the output's scale (max |want|): the GEMMs of the two
     programs may sum in another order (kleene's oneDNN path in eager mode, torch's own under tracing)."""
     assert got.shape == want.shape and got.dtype == want.dtype
+    if not want.numel():
+        return
     scale = want.abs().max().clamp_min(1e-30)
     error = (got - want).abs().max()
     assert error <= rtol * scale, f"max error {error.item():.3g} > {rtol} x {scale.item():.3g}"

@@ -6,6 +6,8 @@ dimensions dynamic; ``export_onnx`` writes the model as ONNX (``torch.onnx.expor
 it the compiled recurrences run their plan's step as torch's ``scan`` operator, which becomes an ONNX ``Scan``, so
 onnxruntime runs any batch size and length) and, given a vocabulary, a JSON sidecar holding what a user needs to
 turn text into the model's inputs and its outputs into labels with onnxruntime and numpy alone (docs/deploy.md).
+Both trace the model behind ``ReadsEmptyTexts``, so that exported graphs take empty batches and empty texts as eager
+PyTorch does.
 ``torch.compile`` needs nothing: ``torch.compile(model, fullgraph=True)`` traces the kernels' custom ops.
 TorchScript is refused with one ``DeployError`` (``kleene.compile.module.TORCHSCRIPT_REFUSAL``).
 """
@@ -31,6 +33,7 @@ from kleene.nn.modes import inference
 __all__ = [
     "SIDECAR_FORMAT",
     "DeployError",
+    "ReadsEmptyTexts",
     "checkpoint_labels",
     "dynamic_shapes",
     "example_inputs",
@@ -78,10 +81,32 @@ def example_inputs(model: nn.Module, batch: int = 2, length: int = 8) -> tuple[t
 
 
 def dynamic_shapes() -> tuple[dict[int, Any], dict[int, Any]]:
-    """``torch.export`` dynamic shapes of (tokens, lengths): batch and time dimensions free (at least 1)."""
-    batch = torch.export.Dim("batch", min=1, max=1 << 20)
-    time = torch.export.Dim("time", min=1, max=1 << 20)
+    """``torch.export`` dynamic shapes of (tokens, lengths): batch and time dimensions free, 0 included (for a model
+    behind ``ReadsEmptyTexts``)."""
+    batch = torch.export.Dim("batch", min=0, max=1 << 20)
+    time = torch.export.Dim("time", min=0, max=1 << 20)
     return {0: batch, 1: time}, {0: batch}
+
+
+class ReadsEmptyTexts(nn.Module):
+    """What the exports trace: ``model`` run on its tokens with one padding column (id 0) appended, beyond every
+    text's length, so that a batch whose texts are all empty (length 0, even T = 0) runs one masked step and gives
+    eager PyTorch's result. ONNX's ``Scan`` takes no sequence of 0 steps, and a graph traced on texts of length >= 1
+    serves no length 0 otherwise. A language model's logits are cut back to the input's T positions; registry
+    models read no padding (ragged batches), so the column changes no output.
+
+    Raises:
+        DeployError: ``model`` is not a registry model (no ``embedding``)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = _check_model(model)
+        self.training = self.model.training  # the wrapped model's mode (the exports run it in eval mode)
+        self.task = getattr(model, "task", "classification")
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        out = self.model(nn.functional.pad(tokens, (0, 1)), lengths)
+        return out[:, : tokens.shape[1]] if self.task == "language_model" else out
 
 
 def export_program(model: nn.Module) -> torch.export.ExportedProgram:
@@ -93,7 +118,7 @@ def export_program(model: nn.Module) -> torch.export.ExportedProgram:
     model = _check_model(model)
     with inference(model):
         try:
-            return torch.export.export(model, example_inputs(model), dynamic_shapes=dynamic_shapes())
+            return torch.export.export(ReadsEmptyTexts(model), example_inputs(model), dynamic_shapes=dynamic_shapes())
         except Exception as error:  # torch.export raises many kinds; the message names the model
             raise DeployError(f"torch.export of {type(model).__name__} failed: {error}") from error
 
@@ -188,7 +213,7 @@ def export_onnx(
                 # tokens and lengths share the batch dimension on purpose; the exporter remarks on it
                 warnings.filterwarnings("ignore", message=r".*shares the same shape constraints with another axis")
                 program = torch.onnx.export(
-                    model,
+                    ReadsEmptyTexts(model),
                     example_inputs(model),
                     dynamo=True,
                     dynamic_shapes=dynamic_shapes(),
