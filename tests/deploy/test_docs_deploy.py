@@ -35,7 +35,8 @@ def test_deploy_doc_runs_and_its_onnxruntime_example_equals_eager(
     model, tokens, lengths, logits = (namespace[k] for k in ("model", "tokens", "lengths", "logits"))
     assert isinstance(model, torch.nn.Module) and isinstance(logits, np.ndarray)
     assert isinstance(tokens, np.ndarray) and isinstance(lengths, np.ndarray)
-    assert tokens[2].tolist() == [10, 0, 0, 0, 0] and lengths.tolist() == [5, 5, 1]  # "long"
+    assert tokens[2].tolist() == [10, 0, 0, 0, 0] and lengths.tolist() == [5, 5, 1, 0]  # "long", ""
+    assert not tokens[3].any()
     assert tokens[0, 2] == 1  # "," is not in the vocabulary
     with torch.no_grad():
         eager = model.eval()(torch.from_numpy(tokens), torch.from_numpy(lengths)).numpy()
