@@ -302,3 +302,18 @@ def test_viterbi_and_pathsum_of_symbolic_weights_bind_them_and_name_the_original
     loop.add_arc("q", "p", EPSILON, 0.25)
     assert pathsum(loop, {"mu": {"x": 0.3, "y": 0.1}}) == pytest.approx(0.2 / 0.9, rel=1e-12)
     assert pathsum(loop, {"mu": {"x": 0.3, "y": 0.1}}, epsilon_cap=0) == pytest.approx(0.2, rel=1e-12)
+
+
+def test_symbolic_weights_evaluate_whatever_their_symbols_are_named() -> None:
+    """A weight of calls and free symbols evaluates to its value at the environment's numbers, also where a free
+    symbol has the name the evaluator gives its calls (``_kleene_call0``)."""
+    import sympy
+
+    from kleene.automata.weights import evaluate, weight_functions
+
+    mu, phi = weight_functions("mu", "phi")
+    for name in ("gamma", "_kleene_call0", "_kleene_call1"):
+        free = sympy.Symbol(name)
+        expr = mu * 2 + free * phi - sympy.exp(free)
+        env = {"mu": {"x": 0.3}, "phi": {"x": 0.7}, name: 1.5}
+        assert evaluate(expr, "x", env) == pytest.approx(0.3 * 2 + 1.5 * 0.7 - math.exp(1.5), rel=1e-14)
