@@ -55,11 +55,20 @@ def _state_sets(n: int, max_size: int) -> st.SearchStrategy[set[int]]:
 _SYMBOL_LABELS = LABELS.filter(lambda lab: lab is not EPSILON)
 
 
-@st.composite
+@functools.cache
 def wfsas(
-    draw: st.DrawFn, semiring: str, max_states: int = 4, max_arcs: int = 8, epsilons: bool = True, signed: bool = True
+    semiring: str, max_states: int = 4, max_arcs: int = 8, epsilons: bool = True, signed: bool = True
+) -> st.SearchStrategy[WFSA]:
+    """Random automata over ALPHABET (epsilon cycles allowed when ``epsilons``); one strategy object per arguments
+    (tests draw it inside their bodies, once per example)."""
+    return _wfsas(semiring, max_states, max_arcs, epsilons, signed)
+
+
+@st.composite
+def _wfsas(
+    draw: st.DrawFn, semiring: str, max_states: int, max_arcs: int, epsilons: bool, signed: bool
 ) -> WFSA:
-    """A random automaton over ALPHABET (epsilon cycles allowed when ``epsilons``)."""
+    """A random automaton over ALPHABET (see ``wfsas``)."""
     n = draw(_integers(1, max_states))
     a = WFSA(get_semiring(semiring), alphabet=ALPHABET)
     for _ in range(n):
