@@ -501,22 +501,38 @@ class Recurrence:
         ``{(x_{t-k}, ..., x_t): value}`` for lagged inputs) or a callable taking the
         symbols, and each constant to a number. Positions before the start read ``BOS``.
         """
+        return list(self.run_prefixes([symbols], env, precision).values())
+
+    def run_prefixes(
+        self, strings: Sequence[Sequence[Hashable]], env: Mapping[str, Any], precision: int | None = None
+    ) -> dict[tuple[Hashable, ...], dict[str, Any]]:
+        """``run`` of several strings at once: the outputs after every prefix of every string, by prefix (shortest
+        first along each string). A prefix that strings share is run once, from its own prefix's state (the
+        values are those ``run`` gives: the same steps from the same state)."""
         self.validate()
         order = self.now_order()
         evaluator = NumericEvaluator(self, env, precision)
-        state = {p: evaluator.value(e, {}, ()) for p, e in self.initial_values().items()}
+        start = {p: evaluator.value(e, {}, ()) for p, e in self.initial_values().items()}
+        empty: tuple[Hashable, ...] = ()
         history: tuple[Hashable, ...] = (BOS,) * (self.window - 1)
-        results = [self._outputs(evaluator, state, (*history, BOS))]
-        for x in symbols:
-            window = (*history, x)
-            values: dict[sympy.Symbol, Any] = {**state, ONE_NOW: as_float(self.ring.one)}
-            now: dict[sympy.Symbol, Any] = {}
-            for c in order:
-                assert c.update is not None
-                now[c.now] = evaluator.value(c.update, {**values, **now}, window)
-            state = {c.prev: now[c.now] for c in self.components}
-            history = window[1:]
-            results.append(self._outputs(evaluator, state, window))
+        results = {empty: self._outputs(evaluator, start, (*history, BOS))}
+        states = {empty: (start, history)}
+        for symbols in strings:
+            prefix = empty
+            for x in symbols:
+                parent, prefix = prefix, (*prefix, x)
+                if prefix in states:
+                    continue
+                state, history = states[parent]
+                window = (*history, x)
+                values: dict[sympy.Symbol, Any] = {**state, ONE_NOW: as_float(self.ring.one)}
+                now: dict[sympy.Symbol, Any] = {}
+                for c in order:
+                    assert c.update is not None
+                    now[c.now] = evaluator.value(c.update, {**values, **now}, window)
+                state = {c.prev: now[c.now] for c in self.components}
+                states[prefix] = (state, window[1:])
+                results[prefix] = self._outputs(evaluator, state, window)
         return results
 
     def _outputs(
