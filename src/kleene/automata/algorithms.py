@@ -30,6 +30,7 @@ from kleene.automata.sparse import (
     EPSILON_ID,
     NO_LABEL,
     PREDICATE_ID,
+    SPARSE_MIN_STATES,
     ArcStore,
     ClosureRows,
     IntArray,
@@ -350,10 +351,11 @@ def score_batch_on_store(
     Without epsilon arcs on useful states the strings advance together: the frontier is the (string, state, weight)
     triples of all strings at one position, each step one vectorised gather of the frontier states' arcs (CSR by
     source), a label filter and a plus-reduction per (string, destination); only useful states are kept (the others
-    carry no successful path). With epsilon arcs the frontier is closed after each step by the rows of the
-    closure (exact or capped: ``SparseStepper``'s, computed once per store); where the exact closure of the useful
-    states diverges or outgrows its budget, each string runs the stepper (only cycles on its own successful paths
-    may diverge).
+    carry no successful path). With epsilon arcs, on automata of fewer than ``SPARSE_MIN_STATES`` states (where
+    stepping each string costs mostly per-call overhead), the frontier is closed after each step by the rows of
+    the closure (exact or capped: ``SparseStepper``'s, computed once per store); on larger ones, and where the exact
+    closure of the useful states diverges or outgrows its budget, each string runs the stepper (only cycles on its
+    own successful paths may diverge).
 
     Caution:
         Constant weights only.
@@ -378,10 +380,12 @@ def score_batch_on_store(
     except TypeError:  # an unhashable symbol: the per-string stepper matches it against predicates
         codes = None
     stepper = None if codes is None or not has_epsilons else SparseStepper(wfsa, store, epsilon_cap)
-    if codes is not None and (stepper is None or stepper.rows is not None):
-        # no useful epsilon arc, or one closure (exact or capped) for every string: the strings advance together
+    if codes is not None and (
+        stepper is None or (stepper.rows is not None and store.num_states < SPARSE_MIN_STATES)
+    ):  # no useful epsilon arc, or a small automaton's closure (exact or capped): the strings advance together
         return _forward_together(store, useful, codes, list(distinct), None if stepper is None else stepper.rows)
-    # per string: an unhashable symbol, or an exact closure that diverges or outgrows its budget
+    # per string: an unhashable symbol, a larger automaton's closure (its frontiers may be large: the stepper's
+    # steps read only the symbol's arcs), or an exact closure that diverges or outgrows its budget
     stepper = stepper or SparseStepper(wfsa, store, epsilon_cap)
     out = []
     for string in strings:
