@@ -501,38 +501,53 @@ class Recurrence:
         ``{(x_{t-k}, ..., x_t): value}`` for lagged inputs) or a callable taking the
         symbols, and each constant to a number. Positions before the start read ``BOS``.
         """
-        return list(self.run_prefixes([symbols], env, precision).values())
+        return self._runs([symbols], env, precision)[0]
 
     def run_prefixes(
         self, strings: Sequence[Sequence[Hashable]], env: Mapping[str, Any], precision: int | None = None
     ) -> dict[tuple[Hashable, ...], dict[str, Any]]:
-        """``run`` of several strings at once: the outputs after every prefix of every string, by prefix (shortest
-        first along each string). A prefix that strings share is run once, from its own prefix's state (the
-        values are those ``run`` gives: the same steps from the same state)."""
+        """``run`` of several strings at once: the outputs after every prefix of every string, by prefix. A prefix
+        that strings share is run once (the values are those ``run`` gives: the same steps from the same state)."""
+        out: dict[tuple[Hashable, ...], dict[str, Any]] = {}
+        for string, runs in zip(strings, self._runs(strings, env, precision)):
+            prefix = tuple(string)
+            out.update((prefix[:t], outputs) for t, outputs in enumerate(runs))
+        return out
+
+    def _runs(
+        self, strings: Sequence[Sequence[Hashable]], env: Mapping[str, Any], precision: int | None
+    ) -> list[list[dict[str, Any]]]:
+        """For each string, the outputs after each prefix (t = 0..n), stepping a tree of the strings' prefixes:
+        node k is reached from its parent by one symbol, holds the state after its prefix, and is stepped once."""
         self.validate()
         order = self.now_order()
         evaluator = NumericEvaluator(self, env, precision)
         start = {p: evaluator.value(e, {}, ()) for p, e in self.initial_values().items()}
-        empty: tuple[Hashable, ...] = ()
         history: tuple[Hashable, ...] = (BOS,) * (self.window - 1)
-        results = {empty: self._outputs(evaluator, start, (*history, BOS))}
-        states = {empty: (start, history)}
+        states = [(start, history)]
+        outputs = [self._outputs(evaluator, start, (*history, BOS))]
+        child: dict[tuple[int, Hashable], int] = {}
+        results = []
         for symbols in strings:
-            prefix = empty
+            node = 0
+            runs = [outputs[0]]
             for x in symbols:
-                parent, prefix = prefix, (*prefix, x)
-                if prefix in states:
-                    continue
-                state, history = states[parent]
-                window = (*history, x)
-                values: dict[sympy.Symbol, Any] = {**state, ONE_NOW: as_float(self.ring.one)}
-                now: dict[sympy.Symbol, Any] = {}
-                for c in order:
-                    assert c.update is not None
-                    now[c.now] = evaluator.value(c.update, {**values, **now}, window)
-                state = {c.prev: now[c.now] for c in self.components}
-                states[prefix] = (state, window[1:])
-                results[prefix] = self._outputs(evaluator, state, window)
+                found = child.get((node, x))
+                if found is None:
+                    state, history = states[node]
+                    window = (*history, x)
+                    values: dict[sympy.Symbol, Any] = {**state, ONE_NOW: as_float(self.ring.one)}
+                    now: dict[sympy.Symbol, Any] = {}
+                    for c in order:
+                        assert c.update is not None
+                        now[c.now] = evaluator.value(c.update, {**values, **now}, window)
+                    state = {c.prev: now[c.now] for c in self.components}
+                    found = child[node, x] = len(states)
+                    states.append((state, window[1:]))
+                    outputs.append(self._outputs(evaluator, state, window))
+                node = found
+                runs.append(outputs[node])
+            results.append(runs)
         return results
 
     def _outputs(
