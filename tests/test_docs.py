@@ -17,7 +17,10 @@ MARKER = re.compile(r"<!--\s*not run\b(.*?)-->", re.DOTALL)
 REASON = re.compile(r"^:\s*(\S.*?)\s*$", re.DOTALL)
 #: Pages whose blocks a test of their own runs (in ``as_a_reader``'s conditions, every block, in order), with checks
 #: of what the blocks computed: running them here too would do the same work twice.
-RUN_ELSEWHERE = {ROOT / "docs" / "deploy.md": ROOT / "tests" / "deploy" / "test_docs_deploy.py"}
+RUN_ELSEWHERE = {
+    ROOT / "docs" / "deploy.md": ROOT / "tests" / "deploy" / "test_docs_deploy.py",
+    ROOT / "docs" / "prover.md": ROOT / "tests" / "rational" / "test_zoo.py",
+}
 
 
 def python_blocks(path: Path) -> list[tuple[int, str, str | None]]:

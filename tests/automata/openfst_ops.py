@@ -126,11 +126,15 @@ def kleene_counts(a: WFSA) -> tuple[int, int]:
 
 def scores_agree(expected: WFSA, got: WFSA | Sequence[WFSA], tolerance: float, what: str) -> None:
     """Every string up to LENGTH has the same score in ``expected`` as in ``got`` (one automaton or several: the
-    input's scores are computed once) (``tolerance``: absolute on log/tropical values, relative on max-times)."""
+    input's scores are computed once) (``tolerance``: absolute on log/tropical values, relative on max-times).
+
+    Each automaton scores all the strings in one ``score_batch`` (checked equal to ``score`` string by string in
+    ``test_score_batch.py`` and by the engine's fuzz), which advances them together on epsilon-free automata."""
     results = [got] if isinstance(got, WFSA) else list(got)
-    for word in strings():
-        x = expected.score(word)
-        for y in (result.score(word) for result in results):
+    words = list(strings())
+    expected_scores = expected.score_batch(words)
+    for result in results:
+        for word, x, y in zip(words, expected_scores, result.score_batch(words), strict=True):
             if math.isinf(float(x)) or math.isinf(float(y)) or isinstance(x, bool):
                 assert x == y, f"{what}: {word} scores {x} in the input, {y} in the result"
             else:
@@ -357,10 +361,12 @@ def check_rmepsilon(a: WFSA) -> bool:
     total = float(distances[theirs.start()]) if len(distances) else math.inf
     for ours in (dense, sparse):
         agree(_openfst_weight(ours, ours.pathsum()), total, "pathsum")
-    for word in strings(3):
+    words = list(strings(3))
+    scored = [ours.score_batch(words) for ours in (dense, sparse)]
+    for i, word in enumerate(words):
         expected = _openfst_score(theirs, word)
-        for ours in (dense, sparse):
-            agree(_openfst_weight(ours, ours.score(word)), expected, word)
+        for ours, scores in zip((dense, sparse), scored):
+            agree(_openfst_weight(ours, scores[i]), expected, word)
     return True
 
 

@@ -6,7 +6,15 @@ import math
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
-from kleene.automata import WFSA
+from kleene.automata import WFSA, Arc
+
+
+def leaving(wfsa: WFSA) -> dict[int, list[tuple[int, Arc]]]:
+    """Each state's outgoing arcs with their indices, in arc order (the walks below visit them in that order)."""
+    out: dict[int, list[tuple[int, Arc]]] = {}
+    for i, arc in enumerate(wfsa.arcs):
+        out.setdefault(arc.src, []).append((i, arc))
+    return out
 
 
 def paths(
@@ -15,13 +23,12 @@ def paths(
     """Every path deriving ``symbols`` with at most ``max_epsilons`` epsilon arcs in a row,
     as (path weight including initial and final weights, arc indices)."""
     s = wfsa.semiring
+    out = leaving(wfsa)
 
     def walk(state: int, position: int, run: int, weight: Any, taken: list[int]) -> Iterator[tuple[Any, list[int]]]:
         if position == len(symbols) and state in wfsa.final:
             yield s.times(weight, wfsa.numeric(wfsa.final[state], None, env, "final")), list(taken)
-        for i, arc in enumerate(wfsa.arcs):
-            if arc.src != state:
-                continue
+        for i, arc in out.get(state, ()):
             if not arc.label.consumes:
                 if run < max_epsilons:
                     w = s.times(weight, wfsa.arc_weight(i, None, env))
@@ -38,14 +45,13 @@ def path_count(wfsa: WFSA, symbols: Sequence[Hashable], max_epsilons: int) -> in
     """How many paths ``paths`` enumerates (counted by dynamic programming over (state, position, epsilon run),
     without enumerating them): a test's guard against a random automaton whose enumeration would take minutes."""
     memo: dict[tuple[int, int, int], int] = {}
+    out = leaving(wfsa)
 
     def count(state: int, position: int, run: int) -> int:
         key = (state, position, run)
         if key not in memo:
             total = int(position == len(symbols) and state in wfsa.final)
-            for arc in wfsa.arcs:
-                if arc.src != state:
-                    continue
+            for _, arc in out.get(state, ()):
                 if not arc.label.consumes:
                     total += count(arc.dst, position, run + 1) if run < max_epsilons else 0
                 elif position < len(symbols) and arc.label.matches(symbols[position]):
@@ -96,13 +102,12 @@ def brute_force_log_score(
     log-sum-exp shifted by their maximum, so nothing under- or overflows.
     """
     logs: list[float] = []
+    out = leaving(wfsa)
 
     def walk(state: int, position: int, run: int, terms: list[float]) -> None:
         if position == len(symbols) and state in wfsa.final:
             logs.append(math.fsum([*terms, log_of(wfsa.numeric(wfsa.final[state], None, env, "final"))]))
-        for i, arc in enumerate(wfsa.arcs):
-            if arc.src != state:
-                continue
+        for i, arc in out.get(state, ()):
             if not arc.label.consumes:
                 if run < max_epsilons:
                     walk(arc.dst, position, run + 1, [*terms, log_of(wfsa.arc_weight(i, None, env))])

@@ -18,6 +18,7 @@ EIGHTHS = st.integers(0, 24).map(lambda k: k / 8)  # nonnegative tropical costs 
 Node = tuple[Any, ...]
 
 
+@cache
 def tree_weights(semiring: str) -> st.SearchStrategy[Any]:
     """Weights that keep the test's stars mostly convergent (divergence is tested too)."""
     if semiring == "real":
@@ -31,8 +32,10 @@ def tree_weights(semiring: str) -> st.SearchStrategy[Any]:
     return st.booleans()
 
 
+@cache
 def trees(semiring: str, weights: st.SearchStrategy[Any] | None = None, max_leaves: int = 6) -> st.SearchStrategy[Node]:
-    """Expression trees over SIGMA with weights from ``weights`` (default ``tree_weights(semiring)``)."""
+    """Expression trees over SIGMA with weights from ``weights`` (default ``tree_weights(semiring)``); one strategy
+    object per arguments (hypothesis validates a recursive strategy in milliseconds, once per object)."""
     members = st.sets(st.sampled_from(SIGMA), min_size=1, max_size=2).map(lambda s: tuple(sorted(s)))
     leaves = st.one_of(
         st.sampled_from(SIGMA).map(lambda x: ("sym", x)),

@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kleene.automata import ANY, EPSILON, WFSA, Arc, DivergenceError, WeightError, get_semiring
-from kleene.automata.algorithms import all_spans, closure_matrix, pathsum, score, viterbi
+from kleene.automata.algorithms import all_spans, closure_matrix, pathsum, score, score_batch, viterbi
 
 from .oracle import brute_force_best, brute_force_score, path_count
 from .strategies import ALPHABET, strings, wfsas
@@ -161,8 +161,8 @@ def test_real_pathsum_is_the_limit_of_truncated_sums(a: WFSA) -> None:
     scaled = a.copy()
     scaled.arcs = [Arc(arc.src, arc.dst, arc.label, arc.weight * shrink) for arc in a.arcs]
     truncated = 0.0
-    for n in range(8):
-        truncated += sum(score(scaled, x) for x in itertools.product(ALPHABET, repeat=n))
+    for n in range(8):  # every string's score, in one score_batch per length (checked equal to score elsewhere)
+        truncated += sum(score_batch(scaled, list(itertools.product(ALPHABET, repeat=n))))
     assert math.isclose(pathsum(scaled), truncated, rel_tol=1e-3, abs_tol=1e-4)
 
 
@@ -302,3 +302,18 @@ def test_viterbi_and_pathsum_of_symbolic_weights_bind_them_and_name_the_original
     loop.add_arc("q", "p", EPSILON, 0.25)
     assert pathsum(loop, {"mu": {"x": 0.3, "y": 0.1}}) == pytest.approx(0.2 / 0.9, rel=1e-12)
     assert pathsum(loop, {"mu": {"x": 0.3, "y": 0.1}}, epsilon_cap=0) == pytest.approx(0.2, rel=1e-12)
+
+
+def test_symbolic_weights_evaluate_whatever_their_symbols_are_named() -> None:
+    """A weight of calls and free symbols evaluates to its value at the environment's numbers, also where a free
+    symbol has the name the evaluator gives its calls (``_kleene_call0``)."""
+    import sympy
+
+    from kleene.automata.weights import evaluate, weight_functions
+
+    mu, phi = weight_functions("mu", "phi")
+    for name in ("gamma", "_kleene_call0", "_kleene_call1"):
+        free = sympy.Symbol(name)
+        expr = mu * 2 + free * phi - sympy.exp(free)
+        env = {"mu": {"x": 0.3}, "phi": {"x": 0.7}, name: 1.5}
+        assert evaluate(expr, "x", env) == pytest.approx(0.3 * 2 + 1.5 * 0.7 - math.exp(1.5), rel=1e-14)

@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kleene.automata import ANY, EPSILON, WFSA, AlphabetError, ArgumentError, OneOf, score_batch
+from kleene.automata import (
+    ANY,
+    EPSILON,
+    WFSA,
+    AlphabetError,
+    ArgumentError,
+    DivergenceError,
+    OneOf,
+    score_batch,
+)
 from kleene.automata.algorithms import _Stepper
 
 from .oracle import brute_force_score
@@ -48,6 +57,29 @@ def test_score_batch_with_epsilons_equals_score(semiring: str, data: st.DataObje
     batch = data.draw(st.lists(st.lists(st.sampled_from(("a", "b", "c")), max_size=4), max_size=4))
     for string, value in zip(batch, score_batch(wfsa, batch, epsilon_cap=2)):
         assert close(value, brute_force_score(wfsa, string, 2))
+
+
+@pytest.mark.parametrize("semiring", ["real", "log", "min-plus", "max-times", "boolean"])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_score_batch_with_exact_epsilon_closures_equals_score(semiring: str, data: st.DataObject) -> None:
+    """The strings advance together through the exact closure's rows (or, where it diverges, one by one) and get
+    the dense matrices' scores (the automata have fewer states than the sparse engine's threshold)."""
+    wfsa = data.draw(wfsas(semiring, epsilons=True))
+    batch = data.draw(st.lists(st.lists(st.sampled_from(("a", "b", "c")), max_size=4), max_size=6))
+    expected: list[object] = []
+    for string in batch:
+        try:
+            expected.append(wfsa.score(string))
+        except DivergenceError:
+            with pytest.raises(DivergenceError):
+                score_batch(wfsa, [string])
+            expected.append(None)
+    kept = [string for string, value in zip(batch, expected) if value is not None]
+    got = score_batch(wfsa, kept)
+    assert len(got) == len(kept)
+    for string, value, want in zip(kept, got, [v for v in expected if v is not None]):
+        assert close(value, want), (string, value, want, wfsa.to_att())
 
 
 def _large(seed: int, semiring: str, predicates: bool) -> WFSA:

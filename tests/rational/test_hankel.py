@@ -78,3 +78,19 @@ def test_evidence_is_reproducible() -> None:
     a = hankel_evidence(zoo.gru(), ["a", "b"], max_length=3, seed=4)
     b = hankel_evidence(zoo.gru(), ["a", "b"], max_length=3, seed=4)
     assert a.ranks == b.ranks and np.allclose(a.singular_values[-1], b.singular_values[-1])
+
+
+@pytest.mark.parametrize("precision", [None, 40])
+def test_prefixes_shared_by_strings_run_once_with_the_values_of_each_run(precision: int | None) -> None:
+    """``run_prefixes`` (what the evidence reads) gives every prefix of every string the outputs ``run`` gives that
+    string alone, though the strings share prefixes (each run once, from the state its own prefix left)."""
+    from kleene.rational.certificate import random_environment
+
+    rec = zoo.gru()
+    env = random_environment(rec, ["a", "b"], np.random.default_rng(1), 3.0)
+    strings = [("a", "b", "b"), ("a", "b", "a"), ("b",), (), ("b", "a", "a", "b")]
+    got = rec.run_prefixes(strings, env, precision)
+    assert set(got) == {s[:t] for s in strings for t in range(len(s) + 1)}
+    for string in strings:
+        for t, outputs in enumerate(rec.run(string, env, precision)):
+            assert got[string[:t]] == outputs, (string, t)

@@ -4,7 +4,6 @@ pattern's WFSA, and the MLP recomputed by hand for leave-one-out."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterator
 
@@ -112,6 +111,30 @@ class PatternWeights:
 
         yield from go(0, start, 0, 1.0 if self.multiplicative else 0.0, ())
 
+    def weights_by_end(self, start: int, stop: int) -> dict[int, list[float]]:
+        """The weights of every path from ``start`` by the position it ends at (at most ``stop``): what ``paths``
+        gives for each span [start, end) (the same moves, in the same order), every path prefix walked once for all
+        its ends."""
+        last = self.length - 1
+        cap = last if self.cap is None else self.cap
+        found: dict[int, list[float]] = {}
+
+        def go(state: int, i: int, run: int, weight: float) -> None:
+            if state == last and (self.mode == "paper" or run == 0):
+                found.setdefault(i, []).append(weight)
+            if self.eps is not None and state < last:
+                paper_epsilon = self.mode == "paper" and run < cap
+                reference_epsilon = self.mode == "reference" and run == 0 and i < stop  # a token must follow it
+                if paper_epsilon or reference_epsilon:
+                    go(state + 1, i, run + 1, self.times(weight, self.eps[state]))
+            if i < stop and self.loop is not None:
+                go(state, i + 1, 0, self.times(weight, self.loop[i][state]))
+            if i < stop and state < last:
+                go(state + 1, i + 1, 0, self.times(weight, self.main[i][state]))
+
+        go(0, start, 0, 1.0 if self.multiplicative else 0.0)
+        return found
+
     def times(self, a: float, b: float) -> float:
         return a * b if self.multiplicative else a + b
 
@@ -133,12 +156,11 @@ def oracle_spans(model: SoPaClassifier, tokens: list[str], pattern: int) -> dict
     weights = PatternWeights(model, tokens, pattern)
     real = model.patterns.semiring == "real"
     spans = {}
-    for start, end in itertools.combinations_with_replacement(range(len(words) + 1), 2):
-        if start == end and start > 0:
-            continue
-        found = weights.span(start, end, real)
-        if found is not None:
-            spans[start, end] = found
+    for start in range(len(words) + 1):
+        for end, found in sorted(weights.weights_by_end(start, len(words)).items()):
+            if start == end and start > 0:
+                continue
+            spans[start, end] = max(found), (sum(found) if real else max(found))
     return spans
 
 

@@ -30,6 +30,7 @@ from kleene.automata.sparse import (
     EPSILON_ID,
     NO_LABEL,
     PREDICATE_ID,
+    SPARSE_MIN_STATES,
     ArcStore,
     ClosureRows,
     IntArray,
@@ -350,7 +351,11 @@ def score_batch_on_store(
     Without epsilon arcs on useful states the strings advance together: the frontier is the (string, state, weight)
     triples of all strings at one position, each step one vectorised gather of the frontier states' arcs (CSR by
     source), a label filter and a plus-reduction per (string, destination); only useful states are kept (the others
-    carry no successful path). With epsilon arcs each string runs the stepper (exact or capped closures).
+    carry no successful path). With epsilon arcs, on automata of fewer than ``SPARSE_MIN_STATES`` states (where
+    stepping each string costs mostly per-call overhead), the frontier is closed after each step by the rows of
+    the closure (exact or capped: ``SparseStepper``'s, computed once per store); on larger ones, and where the exact
+    closure of the useful states diverges or outgrows its budget, each string runs the stepper (only cycles on its
+    own successful paths may diverge).
 
     Caution:
         Constant weights only.
@@ -374,22 +379,30 @@ def score_batch_on_store(
         codes = [[distinct.setdefault(x, len(distinct)) for x in string] for string in strings]
     except TypeError:  # an unhashable symbol: the per-string stepper matches it against predicates
         codes = None
-    if has_epsilons or codes is None:
-        stepper = SparseStepper(wfsa, store, epsilon_cap)
-        out = []
-        for string in strings:
-            try:
-                out.append(forward(stepper, string))
-            except DivergenceError:  # only cycles on a successful path of this string may diverge
-                out.append(forward(SparseStepper(wfsa, store, epsilon_cap, store.useful_for(string)), string))
-        return out
-    return _forward_together(store, useful, codes, list(distinct))
+    stepper = None if codes is None or not has_epsilons else SparseStepper(wfsa, store, epsilon_cap)
+    if codes is not None and (
+        stepper is None or (stepper.rows is not None and store.num_states < SPARSE_MIN_STATES)
+    ):  # no useful epsilon arc, or a small automaton's closure (exact or capped): the strings advance together
+        return _forward_together(store, useful, codes, list(distinct), None if stepper is None else stepper.rows)
+    # per string: an unhashable symbol, a larger automaton's closure (its frontiers may be large: the stepper's
+    # steps read only the symbol's arcs), or an exact closure that diverges or outgrows its budget
+    stepper = stepper or SparseStepper(wfsa, store, epsilon_cap)
+    out = []
+    for string in strings:
+        try:
+            out.append(forward(stepper, string))
+        except DivergenceError:  # only cycles on a successful path of this string may diverge
+            out.append(forward(SparseStepper(wfsa, store, epsilon_cap, store.useful_for(string)), string))
+    return out
 
 
 def _forward_together(
-    store: ArcStore, useful: np.ndarray, codes: list[list[int]], symbols: list[Hashable]
+    store: ArcStore, useful: np.ndarray, codes: list[list[int]], symbols: list[Hashable],
+    closure: ClosureRows | None = None,
 ) -> list[Any]:
-    """``score_batch_on_store`` without epsilon arcs: ``codes[b]`` is string b as indices into ``symbols``."""
+    """``score_batch_on_store`` with the strings advancing together: ``codes[b]`` is string b as indices into
+    ``symbols``; ``closure``: the rows of the epsilon closure, applied to the start and after each step (None: no
+    useful epsilon arc)."""
     s, n = store.semiring, store.num_states
     count = len(codes)
     lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=count)
@@ -405,6 +418,24 @@ def _forward_together(
     strings = np.repeat(np.arange(count, dtype=np.int64), len(starts))
     states = np.tile(starts, count)
     weights = np.tile(store.initial[starts], count)
+
+    def merged(strings: np.ndarray, states: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The (string, state) pairs summed (sorted by string, then state), zeros dropped."""
+        keys = strings * n + states
+        unique, inverse = np.unique(keys, return_inverse=True)
+        sums = s.segment_sum(values, inverse.reshape(-1), len(unique))
+        live = sums != s.zero
+        return unique[live] // n, unique[live] % n, sums[live]
+
+    def close(strings: np.ndarray, states: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+        if closure is None:
+            return strings, states, weights
+        owner, cols, vals = closure.expand(states)
+        keep = useful[cols]
+        owner, cols, vals = owner[keep], cols[keep], vals[keep]
+        return merged(strings[owner], cols, s.times(weights[owner], vals))
+
+    strings, states, weights = close(strings, states, weights)
     for t in range(longest + 1):
         done = lengths[strings] == t
         if done.any():
@@ -423,13 +454,7 @@ def _forward_together(
         dst = store.dst[arcs]
         hit &= useful[dst]
         arcs, pair, dst = arcs[hit], pair[hit], dst[hit]
-        values = s.times(weights[pair], store.weight[arcs])
-        keys = strings[pair] * n + dst
-        unique, inverse = np.unique(keys, return_inverse=True)
-        weights = s.segment_sum(values, inverse.reshape(-1), len(unique))
-        strings, states = unique // n, unique % n
-        live = weights != s.zero
-        strings, states, weights = strings[live], states[live], weights[live]
+        strings, states, weights = close(*merged(strings[pair], dst, s.times(weights[pair], store.weight[arcs])))
     return [plain(x) for x in result]
 
 

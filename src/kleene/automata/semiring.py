@@ -83,10 +83,10 @@ def _logsumexp(x: Array, axis: int) -> Array:
     arr = np.asarray(x, dtype=float)
     if arr.shape[axis] == 0:
         return np.full(np.delete(arr.shape, axis), -np.inf)
-    top = np.max(arr, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
+    top = arr.max(axis=axis, keepdims=True)  # array methods: this runs once per Forward step on small vectors
+    top[~np.isfinite(top)] = 0.0
     with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(arr - top), axis=axis)) + np.squeeze(top, axis=axis)
+        return np.log(np.exp(arr - top).sum(axis=axis)) + top.squeeze(axis=axis)
 
 
 def _logaddexp(a: Array, b: Array) -> Array:

@@ -210,8 +210,17 @@ def _mentions_alpha(expr: sympy.Basic) -> bool:
 
 @lru_cache(maxsize=4096)
 def _compile(expr: sympy.Expr) -> tuple[Callable[..., Any], tuple[sympy.Expr, ...], tuple[sympy.Symbol, ...]]:
+    """``expr`` as a Python function of its weight-function calls (in ``str`` order) and free symbols.
+
+    The calls become plain symbols ``_kleene_call<i>`` (valid Python names, which lambdify prints as they are:
+    ``Dummy`` arguments make it substitute each one through the whole expression first, seconds for the affine
+    forms of a few hundred terms that extraction writes); ``Dummy`` symbols where ``expr`` already uses such a
+    name."""
     calls = tuple(sorted(expr.atoms(AppliedUndef), key=str))
-    dummies = [sympy.Dummy(f"call{i}") for i in range(len(calls))]
+    taken = {symbol.name for symbol in expr.free_symbols}
+    names = [f"_kleene_call{i}" for i in range(len(calls))]
+    dummies = ([sympy.Dummy(f"call{i}") for i in range(len(calls))] if taken.intersection(names)
+               else [sympy.Symbol(name) for name in names])
     replaced = expr.xreplace(dict(zip(calls, dummies)))
     params = tuple(sorted(replaced.free_symbols - set(dummies), key=str))
     fn = sympy.lambdify([*dummies, *params], replaced, modules="math")

@@ -70,17 +70,39 @@ def sample_basis(sentences: Sequence[Sequence[Hashable]], size: int, *, suffixes
     """
     if size < 1:
         raise SpectralError(f"a basis needs at least one string (ε); got size {size}")
-    counts: Counter[Word] = Counter()
+    # a trie of the prefixes (of the reversed sentences for suffixes): node k > 0 is one string, reached from node
+    # parent[k] by symbol[k], seen count[k] times; nodes are numbered in the order their strings first appear
+    child: dict[tuple[int, Hashable], int] = {}
+    parent: list[int] = [0]
+    symbol: list[Hashable] = [None]
+    count: list[int] = [0]
     for sentence in sentences:
-        words = tuple(sentence)
-        for n in range(1, len(words) + 1):
-            counts[words[-n:] if suffixes else words[:n]] += 1
-    candidates = list(counts)
+        node = 0
+        for word in (reversed(tuple(sentence)) if suffixes else sentence):
+            key = (node, word)
+            found = child.get(key)
+            if found is None:
+                found = child[key] = len(count)
+                parent.append(node)
+                symbol.append(word)
+                count.append(0)
+            count[found] += 1
+            node = found
+    candidates = list(range(1, len(count)))
     if len(candidates) > size - 1 > 0:  # only the strings at least as frequent as the (size-1)-th need the full order
-        cut = sorted(counts.values(), reverse=True)[size - 2]
-        candidates = [w for w in candidates if counts[w] >= cut]
-    ranked = sorted(candidates, key=lambda w: (-counts[w], len(w), str(w)))
-    return [(), *ranked[: size - 1]]
+        cut = sorted(count[1:], reverse=True)[size - 2]
+        candidates = [k for k in candidates if count[k] >= cut]
+
+    def string(node: int) -> Word:
+        out: list[Hashable] = []
+        while node:
+            out.append(symbol[node])
+            node = parent[node]
+        return tuple(out) if suffixes else tuple(reversed(out))
+
+    strings = {k: string(k) for k in candidates}
+    ranked = sorted(candidates, key=lambda k: (-count[k], len(strings[k]), str(strings[k])))
+    return [(), *(strings[k] for k in ranked[: size - 1])]
 
 
 def hankel_blocks(

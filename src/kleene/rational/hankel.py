@@ -147,9 +147,8 @@ def hankel_evidence(
     env = random_environment(rec, alphabet, np.random.default_rng(seed), scale)
     values: dict[tuple[Hashable, ...], float] = {}
     longest = [s for s in iter_strings(alphabet, 2 * max_length) if len(s) == 2 * max_length]
-    for string in longest:
-        for t, outs in enumerate(rec.run(string, env, precision)):
-            values[tuple(string[:t])] = outs[output] if precision else as_float(outs[output])
+    for prefix, outs in rec.run_prefixes(longest, env, precision).items():  # each shared prefix run once
+        values[prefix] = outs[output] if precision else as_float(outs[output])
     evidence = HankelEvidence(output, alphabet, tolerance=tolerance)
     for k in range(max_length + 1):
         block = hankel_block(values, alphabet, k)

@@ -501,22 +501,53 @@ class Recurrence:
         ``{(x_{t-k}, ..., x_t): value}`` for lagged inputs) or a callable taking the
         symbols, and each constant to a number. Positions before the start read ``BOS``.
         """
+        return self._runs([symbols], env, precision)[0]
+
+    def run_prefixes(
+        self, strings: Sequence[Sequence[Hashable]], env: Mapping[str, Any], precision: int | None = None
+    ) -> dict[tuple[Hashable, ...], dict[str, Any]]:
+        """``run`` of several strings at once: the outputs after every prefix of every string, by prefix. A prefix
+        that strings share is run once (the values are those ``run`` gives: the same steps from the same state)."""
+        out: dict[tuple[Hashable, ...], dict[str, Any]] = {}
+        for string, runs in zip(strings, self._runs(strings, env, precision)):
+            prefix = tuple(string)
+            out.update((prefix[:t], outputs) for t, outputs in enumerate(runs))
+        return out
+
+    def _runs(
+        self, strings: Sequence[Sequence[Hashable]], env: Mapping[str, Any], precision: int | None
+    ) -> list[list[dict[str, Any]]]:
+        """For each string, the outputs after each prefix (t = 0..n), stepping a tree of the strings' prefixes:
+        node k is reached from its parent by one symbol, holds the state after its prefix, and is stepped once."""
         self.validate()
         order = self.now_order()
         evaluator = NumericEvaluator(self, env, precision)
-        state = {p: evaluator.value(e, {}, ()) for p, e in self.initial_values().items()}
+        start = {p: evaluator.value(e, {}, ()) for p, e in self.initial_values().items()}
         history: tuple[Hashable, ...] = (BOS,) * (self.window - 1)
-        results = [self._outputs(evaluator, state, (*history, BOS))]
-        for x in symbols:
-            window = (*history, x)
-            values: dict[sympy.Symbol, Any] = {**state, ONE_NOW: as_float(self.ring.one)}
-            now: dict[sympy.Symbol, Any] = {}
-            for c in order:
-                assert c.update is not None
-                now[c.now] = evaluator.value(c.update, {**values, **now}, window)
-            state = {c.prev: now[c.now] for c in self.components}
-            history = window[1:]
-            results.append(self._outputs(evaluator, state, window))
+        states = [(start, history)]
+        outputs = [self._outputs(evaluator, start, (*history, BOS))]
+        child: dict[tuple[int, Hashable], int] = {}
+        results = []
+        for symbols in strings:
+            node = 0
+            runs = [outputs[0]]
+            for x in symbols:
+                found = child.get((node, x))
+                if found is None:
+                    state, history = states[node]
+                    window = (*history, x)
+                    values: dict[sympy.Symbol, Any] = {**state, ONE_NOW: as_float(self.ring.one)}
+                    now: dict[sympy.Symbol, Any] = {}
+                    for c in order:
+                        assert c.update is not None
+                        now[c.now] = evaluator.value(c.update, {**values, **now}, window)
+                    state = {c.prev: now[c.now] for c in self.components}
+                    found = child[node, x] = len(states)
+                    states.append((state, window[1:]))
+                    outputs.append(self._outputs(evaluator, state, window))
+                node = found
+                runs.append(outputs[node])
+            results.append(runs)
         return results
 
     def _outputs(
