@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), then run ruff, mypy and the test suite; exit non-zero if any of them fails.
 # Arguments go to pytest: `bash scripts/test.sh tests/test_draw.py -x`; `bash scripts/test.sh -m "not slow"` runs the
-# fast subset (every package; 102 CPU-s, 1:44 wall on 2 cores once the C++ kernels are cached, 2026-11-28).
+# fast subset (every package; 112 CPU-s, 1:52 wall on 2 cores once the C++ kernels are cached, 2026-11-28).
 # Every run ends with pytest's list of the 15 slowest tests.
 # KLEENE_SKIP_SETUP=1 skips the setup step; KLEENE_SKIP_LINT=1 skips ruff and mypy.
 set -uo pipefail
