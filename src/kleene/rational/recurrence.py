@@ -500,6 +500,10 @@ class Recurrence:
         ``env`` maps each input function to a table (``{symbol: value}``, or
         ``{(x_{t-k}, ..., x_t): value}`` for lagged inputs) or a callable taking the
         symbols, and each constant to a number. Positions before the start read ``BOS``.
+
+        Raises:
+            RecurrenceError: an invalid recurrence (``validate``), or an input function or constant that ``env``
+                gives no value.
         """
         return self._runs([symbols], env, precision)[0]
 
@@ -507,7 +511,11 @@ class Recurrence:
         self, strings: Sequence[Sequence[Hashable]], env: Mapping[str, Any], precision: int | None = None
     ) -> dict[tuple[Hashable, ...], dict[str, Any]]:
         """``run`` of several strings at once: the outputs after every prefix of every string, by prefix. A prefix
-        that strings share is run once (the values are those ``run`` gives: the same steps from the same state)."""
+        that strings share is run once (the values are those ``run`` gives: the same steps from the same state).
+
+        Raises:
+            RecurrenceError: as ``run``.
+        """
         out: dict[tuple[Hashable, ...], dict[str, Any]] = {}
         for string, runs in zip(strings, self._runs(strings, env, precision)):
             prefix = tuple(string)
