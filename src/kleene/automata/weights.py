@@ -209,8 +209,11 @@ def _mentions_alpha(expr: sympy.Basic) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _compile(expr: sympy.Expr) -> tuple[Callable[..., Any], tuple[sympy.Expr, ...], tuple[sympy.Symbol, ...]]:
-    """``expr`` as a Python function of its weight-function calls (in ``str`` order) and free symbols.
+def lambdify_calls(
+    expr: sympy.Basic, module: str = "math"
+) -> tuple[Callable[..., Any], tuple[sympy.Expr, ...], tuple[sympy.Symbol, ...]]:
+    """``expr`` as a Python function (``sympy.lambdify`` for ``module``: math, numpy, mpmath) of its function calls
+    (``mu(alpha)``, ``f(x)``, ..., in ``str`` order) and then its free symbols; returns (function, calls, symbols).
 
     The calls become plain symbols ``_kleene_call<i>`` (valid Python names, which lambdify prints as they are:
     ``Dummy`` arguments make it substitute each one through the whole expression first, seconds for the affine
@@ -223,7 +226,7 @@ def _compile(expr: sympy.Expr) -> tuple[Callable[..., Any], tuple[sympy.Expr, ..
                else [sympy.Symbol(name) for name in names])
     replaced = expr.xreplace(dict(zip(calls, dummies)))
     params = tuple(sorted(replaced.free_symbols - set(dummies), key=str))
-    fn = sympy.lambdify([*dummies, *params], replaced, modules="math")
+    fn = sympy.lambdify([*dummies, *params], replaced, modules=module)
     return fn, calls, params
 
 
@@ -236,7 +239,7 @@ def _lookup(env: Env, name: str, where: str) -> Any:
 def evaluate(expr: sympy.Expr, symbol: Hashable | None, env: Env | None, where: str = "weight") -> float:
     """The numeric value of symbolic weight ``expr`` when consuming ``symbol``."""
     env = env or {}
-    fn, calls, params = _compile(expr)
+    fn, calls, params = lambdify_calls(expr)
     args: list[Any] = []
     for call in calls:
         name = call.func.__name__

@@ -24,9 +24,8 @@ both the prover and the certificate use it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from kleene.automata.semiring import Semiring, get_semiring
-from kleene.automata.weights import ALPHA, parse_weight
+from kleene.automata.weights import ALPHA, lambdify_calls, parse_weight
 from kleene.automata.weights import sigmoid as sigmoid  # the recurrence language's logistic function
 from kleene.errors import RecurrenceError, WeightError
 
@@ -597,19 +596,6 @@ class Recurrence:
         return {c.name for c in self.components}
 
 
-@lru_cache(maxsize=4096)
-def _compiled(
-    expr: sympy.Basic, module: str = "numpy"
-) -> tuple[Callable[..., Any], tuple[sympy.Expr, ...], tuple[sympy.Symbol, ...]]:
-    """``expr`` lambdified over (its function applications, its free symbols), for numpy or mpmath."""
-    calls = tuple(sorted(expr.atoms(AppliedUndef), key=str))
-    dummies = [sympy.Dummy(f"call{i}") for i in range(len(calls))]
-    replaced = expr.xreplace(dict(zip(calls, dummies)))
-    params = tuple(sorted(replaced.free_symbols - set(dummies), key=str))
-    fn = sympy.lambdify([*dummies, *params], replaced, modules=[module])
-    return fn, calls, params
-
-
 class NumericEvaluator:
     """Evaluates recurrence expressions with input functions read from tables or callables."""
 
@@ -636,7 +622,7 @@ class NumericEvaluator:
 
         Floats, or mpmath numbers with ``precision`` decimal digits when the evaluator has one.
         """
-        fn, calls, params = _compiled(expr, "numpy" if self.precision is None else "mpmath")
+        fn, calls, params = lambdify_calls(expr, "numpy" if self.precision is None else "mpmath")
         args: list[Any] = []
         for call in calls:
             concrete = tuple(self._argument(a, window) for a in call.args)
