@@ -84,55 +84,38 @@ class PatternWeights:
 
     def paths(self, start: int, end: int) -> Iterator[tuple[float, tuple[tuple[str, int, int, int | None], ...]]]:
         """Every path deriving tokens [start, end): (weight, ((kind, source, target, position), ...))."""
+        yield from self.paths_by_end(start, end, steps=True).get(end, [])
+
+    def paths_by_end(
+        self, start: int, stop: int, steps: bool = False
+    ) -> dict[int, list[tuple[float, tuple]]]:  # type: ignore[type-arg]
+        """Every path from ``start`` by the position it ends at (at most ``stop``), as ``paths`` gives them (their
+        steps only when ``steps``; else ()): each path prefix walked once for all its ends."""
         last = self.length - 1
         cap = last if self.cap is None else self.cap
+        found: dict[int, list[tuple[float, tuple]]] = {}  # type: ignore[type-arg]
 
-        def go(state: int, i: int, run: int, weight: float, path: tuple) -> Iterator:  # type: ignore[type-arg]
+        def go(state: int, i: int, run: int, weight: float, path: tuple) -> None:  # type: ignore[type-arg]
             """Paths from ``state`` before token ``i`` after ``run`` epsilons in a row."""
-            if i == end and state == last and (self.mode == "paper" or run == 0):
-                yield weight, path
-
-            def take(kind: str, target: int, arc_weight: float) -> Iterator:  # type: ignore[type-arg]
-                consumed = kind != "epsilon"
-                step = (kind, state, target, i if consumed else None)
-                yield from go(
-                    target, i + consumed, 0 if consumed else run + 1, self.times(weight, arc_weight), (*path, step)
-                )
-
-            if self.eps is not None and state < last:
-                paper_epsilon = self.mode == "paper" and run < cap
-                reference_epsilon = self.mode == "reference" and run == 0 and i < end  # a token must follow it
-                if paper_epsilon or reference_epsilon:
-                    yield from take("epsilon", state + 1, self.eps[state])
-            if i < end and self.loop is not None:
-                yield from take("self-loop", state, self.loop[i][state])
-            if i < end and state < last:
-                yield from take("main", state + 1, self.main[i][state])
-
-        yield from go(0, start, 0, 1.0 if self.multiplicative else 0.0, ())
-
-    def weights_by_end(self, start: int, stop: int) -> dict[int, list[float]]:
-        """The weights of every path from ``start`` by the position it ends at (at most ``stop``): what ``paths``
-        gives for each span [start, end) (the same moves, in the same order), every path prefix walked once for all
-        its ends."""
-        last = self.length - 1
-        cap = last if self.cap is None else self.cap
-        found: dict[int, list[float]] = {}
-
-        def go(state: int, i: int, run: int, weight: float) -> None:
             if state == last and (self.mode == "paper" or run == 0):
-                found.setdefault(i, []).append(weight)
+                found.setdefault(i, []).append((weight, path))
+
+            def take(kind: str, target: int, arc_weight: float) -> None:
+                consumed = kind != "epsilon"
+                taken = (*path, (kind, state, target, i if consumed else None)) if steps else path
+                go(target, i + consumed, 0 if consumed else run + 1, self.times(weight, arc_weight), taken)
+
             if self.eps is not None and state < last:
                 paper_epsilon = self.mode == "paper" and run < cap
                 reference_epsilon = self.mode == "reference" and run == 0 and i < stop  # a token must follow it
                 if paper_epsilon or reference_epsilon:
-                    go(state + 1, i, run + 1, self.times(weight, self.eps[state]))
+                    take("epsilon", state + 1, self.eps[state])
             if i < stop and self.loop is not None:
-                go(state, i + 1, 0, self.times(weight, self.loop[i][state]))
+                take("self-loop", state, self.loop[i][state])
             if i < stop and state < last:
-                go(state + 1, i + 1, 0, self.times(weight, self.main[i][state]))
+                take("main", state + 1, self.main[i][state])
 
-        go(0, start, 0, 1.0 if self.multiplicative else 0.0)
+        go(0, start, 0, 1.0 if self.multiplicative else 0.0, ())
         return found
 
     def times(self, a: float, b: float) -> float:
@@ -141,9 +124,13 @@ class PatternWeights:
     def span(self, start: int, end: int, real: bool) -> tuple[float, float] | None:
         """(best path, total over paths) of the span, None when no path derives it."""
         weights = [w for w, _ in self.paths(start, end)]
-        if not weights:
-            return None
-        return max(weights), (sum(weights) if real else max(weights))
+        return best_and_total(weights, real) if weights else None
+
+
+def best_and_total(weights: list[float], real: bool) -> tuple[float, float]:
+    """(best path, total over paths) of a span's path weights: the total is the sum in the real semiring, else the
+    best."""
+    return max(weights), (sum(weights) if real else max(weights))
 
 
 def padded(model: SoPaClassifier, tokens: list[str]) -> list[str]:
@@ -157,10 +144,10 @@ def oracle_spans(model: SoPaClassifier, tokens: list[str], pattern: int) -> dict
     real = model.patterns.semiring == "real"
     spans = {}
     for start in range(len(words) + 1):
-        for end, found in sorted(weights.weights_by_end(start, len(words)).items()):
+        for end, found in sorted(weights.paths_by_end(start, len(words)).items()):
             if start == end and start > 0:
                 continue
-            spans[start, end] = max(found), (sum(found) if real else max(found))
+            spans[start, end] = best_and_total([w for w, _ in found], real)
     return spans
 
 
