@@ -94,3 +94,13 @@ def test_prefixes_shared_by_strings_run_once_with_the_values_of_each_run(precisi
     for string in strings:
         for t, outputs in enumerate(rec.run(string, env, precision)):
             assert got[string[:t]] == outputs, (string, t)
+
+
+def test_an_unhashable_symbol_is_named_in_a_recurrence_error() -> None:
+    from kleene.errors import RecurrenceError
+    from kleene.rational.certificate import random_environment
+
+    rec = zoo.gru()
+    env = random_environment(rec, ["a", "b"], np.random.default_rng(1), 3.0)
+    with pytest.raises(RecurrenceError, match=r"symbol \['b'\] at position 1 is not hashable"):
+        rec.run(["a", ["b"]], env)

@@ -501,8 +501,8 @@ class Recurrence:
         symbols, and each constant to a number. Positions before the start read ``BOS``.
 
         Raises:
-            RecurrenceError: an invalid recurrence (``validate``), or an input function or constant that ``env``
-                gives no value.
+            RecurrenceError: an invalid recurrence (``validate``), an input function or constant that ``env``
+                gives no value, or a symbol that is not hashable.
         """
         return self._runs([symbols], env, precision)[0]
 
@@ -538,8 +538,13 @@ class Recurrence:
         for symbols in strings:
             node = 0
             runs = [outputs[0]]
-            for x in symbols:
-                found = child.get((node, x))
+            for position, x in enumerate(symbols):
+                try:
+                    found = child.get((node, x))
+                except TypeError:  # the prefix tree is keyed by symbols
+                    raise RecurrenceError(
+                        f"{self.name}: symbol {x!r} at position {position} is not hashable (symbols are table keys)"
+                    ) from None
                 if found is None:
                     state, history = states[node]
                     window = (*history, x)
